@@ -1,0 +1,271 @@
+//! The hook chain: hooks in registration order, each seeing the earlier changes (ADR 0100 §6).
+//!
+//! The chain is a state machine without I/O. A driver asks a [`ChainRun`] for the next hook and
+//! the request to show it, calls the hook however it likes (directly, as [`Chain::admit`] does, or
+//! under supervision), and records the result. That keeps the rules of the chain in one place and
+//! lets the supervised driver add timeouts, panic recovery and breakers around each call.
+
+use std::sync::Arc;
+
+use super::{
+    ChangeRules, Changes, Decision, Hook, HookError, Outcome, Request, apply_changes, clean_reason,
+};
+
+/// The registered hooks, in order, with the rules their changes must pass.
+#[derive(Clone)]
+pub struct Chain {
+    hooks: Vec<Arc<dyn Hook>>,
+    rules: ChangeRules,
+    fail_open: bool,
+}
+
+impl std::fmt::Debug for Chain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Chain")
+            .field(
+                "hooks",
+                &self
+                    .hooks
+                    .iter()
+                    .map(|hook| hook.name())
+                    .collect::<Vec<_>>(),
+            )
+            .field("rules", &self.rules)
+            .field("fail_open", &self.fail_open)
+            .finish()
+    }
+}
+
+/// What the chain decided for one attempt, naming the hook that decided.
+// The admit variant is the common one and is moved once per attempt; boxing it would cost an
+// allocation on the hot path to save stack space on the rare ones.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Every hook admitted the attempt (or was passed over under fail-open).
+    Admit {
+        /// The request with every hook's changes applied.
+        request: Request,
+        /// The changes of every hook, merged in order; empty when no hook changed anything.
+        changes: Changes,
+    },
+    /// A hook refused the attempt, or its changes broke a rule. Permanent.
+    Refuse {
+        /// The hook that refused.
+        hook: String,
+        /// The cleaned reason; for a broken rule, `hook "<name>": <rule>`.
+        reason: String,
+    },
+    /// A hook held the attempt. Temporary.
+    Hold {
+        /// The hook that held.
+        hook: String,
+        /// The cleaned reason.
+        reason: String,
+    },
+    /// A hook was broken (error, timeout, panic, or skipped by its breaker). Temporary.
+    Unavailable {
+        /// The broken hook.
+        hook: String,
+        /// Why it gave no decision.
+        error: HookError,
+    },
+}
+
+impl Verdict {
+    /// The cleaned cause of an unavailable hook, as the task instance shows it after
+    /// `admission hook unavailable: <hook>: `; `None` for other verdicts.
+    pub fn unavailable_cause(&self) -> Option<String> {
+        match self {
+            Verdict::Unavailable { error, .. } => Some(clean_reason(&error.to_string())),
+            _ => None,
+        }
+    }
+}
+
+/// What recording one call's result came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Recorded {
+    /// How the call is counted.
+    pub outcome: Outcome,
+    /// Whether a broken call was passed over because of fail-open.
+    pub failed_open: bool,
+}
+
+impl Chain {
+    /// An empty chain whose hooks' changes must pass `rules`.
+    pub fn new(rules: ChangeRules) -> Chain {
+        Chain {
+            hooks: Vec::new(),
+            rules,
+            fail_open: false,
+        }
+    }
+
+    /// Registers `hook` after the hooks already registered.
+    pub fn with_hook(mut self, hook: Arc<dyn Hook>) -> Chain {
+        self.hooks.push(hook);
+        self
+    }
+
+    /// Sets fail-open: a broken or skipped hook is passed over (admits unchanged) instead of
+    /// making the attempt wait. A hold is never failed open.
+    pub fn with_fail_open(mut self, fail_open: bool) -> Chain {
+        self.fail_open = fail_open;
+        self
+    }
+
+    /// Whether no hook is registered: the dispatcher then builds no request at all.
+    pub fn is_empty(&self) -> bool {
+        self.hooks.is_empty()
+    }
+
+    /// The hooks in the order they run.
+    pub fn hooks(&self) -> &[Arc<dyn Hook>] {
+        &self.hooks
+    }
+
+    /// The rules every hook's changes must pass.
+    pub fn rules(&self) -> &ChangeRules {
+        &self.rules
+    }
+
+    /// Whether fail-open is set.
+    pub fn is_fail_open(&self) -> bool {
+        self.fail_open
+    }
+
+    /// Starts deciding on `request`.
+    pub fn start(&self, request: Request) -> ChainRun<'_> {
+        ChainRun {
+            chain: self,
+            request,
+            changes: Changes::default(),
+            next: 0,
+            verdict: None,
+        }
+    }
+
+    /// Runs every hook in order, calling each directly, and returns the verdict.
+    ///
+    /// This driver adds no timeout or panic recovery; the dispatcher drives the chain under
+    /// supervision instead.
+    ///
+    /// # Cancel safety
+    /// Dropping the future drops the hook call in progress; nothing is recorded for it.
+    pub async fn admit(&self, request: Request) -> Verdict {
+        let mut run = self.start(request);
+        while let Some(hook) = run.next_hook() {
+            let result = hook.admit(run.request()).await;
+            run.record(result);
+        }
+        run.finish()
+    }
+}
+
+/// One attempt going through the chain.
+#[derive(Debug)]
+pub struct ChainRun<'c> {
+    chain: &'c Chain,
+    request: Request,
+    changes: Changes,
+    next: usize,
+    verdict: Option<Verdict>,
+}
+
+impl<'c> ChainRun<'c> {
+    /// The hook to call next, or `None` when the chain has decided.
+    pub fn next_hook(&self) -> Option<&'c Arc<dyn Hook>> {
+        if self.verdict.is_some() {
+            return None;
+        }
+        self.chain.hooks.get(self.next)
+    }
+
+    /// The position of the next hook in the chain, for a driver that keeps per-hook state.
+    pub fn position(&self) -> usize {
+        self.next
+    }
+
+    /// The request to show the next hook: the attempt with every earlier change applied.
+    pub fn request(&self) -> &Request {
+        &self.request
+    }
+
+    /// Records the next hook's result and says how it counts.
+    ///
+    /// # Panics
+    /// When called after the chain has decided; drivers call it once per [`Self::next_hook`].
+    pub fn record(&mut self, result: Result<Decision, HookError>) -> Recorded {
+        let hook = self.next_hook().expect("record follows next_hook").clone();
+        self.next += 1;
+        let name = || hook.name().to_owned();
+        let mut failed_open = false;
+        let outcome = match result {
+            Ok(Decision::Admit) => Outcome::Admit,
+            Ok(Decision::AdmitWith(changes)) => {
+                match self
+                    .chain
+                    .rules
+                    .check(&changes, hook.is_builtin(), &self.request)
+                {
+                    Ok(()) => {
+                        apply_changes(&mut self.request, &changes);
+                        self.changes.merge(changes);
+                        Outcome::AdmitWith
+                    }
+                    Err(error) => {
+                        self.verdict = Some(Verdict::Refuse {
+                            hook: name(),
+                            reason: clean_reason(&format!("hook {:?}: {error}", hook.name())),
+                        });
+                        Outcome::InvalidChange
+                    }
+                }
+            }
+            Ok(Decision::Hold(reason)) => {
+                self.verdict = Some(Verdict::Hold {
+                    hook: name(),
+                    reason: clean_reason(&reason),
+                });
+                Outcome::Hold
+            }
+            Ok(Decision::Refuse(reason)) => {
+                self.verdict = Some(Verdict::Refuse {
+                    hook: name(),
+                    reason: clean_reason(&reason),
+                });
+                Outcome::Refuse
+            }
+            Err(error) => {
+                let outcome = match error {
+                    HookError::Failed(_) => Outcome::Error,
+                    HookError::Elapsed(_) => Outcome::Timeout,
+                    HookError::Panicked(_) => Outcome::Panic,
+                    HookError::Skipped => Outcome::Skipped,
+                };
+                if self.chain.fail_open {
+                    failed_open = true;
+                } else {
+                    self.verdict = Some(Verdict::Unavailable {
+                        hook: name(),
+                        error,
+                    });
+                }
+                outcome
+            }
+        };
+        Recorded {
+            outcome,
+            failed_open,
+        }
+    }
+
+    /// The verdict: the deciding hook's, or an admit with the merged changes when every hook ran.
+    pub fn finish(self) -> Verdict {
+        self.verdict.unwrap_or(Verdict::Admit {
+            request: self.request,
+            changes: self.changes,
+        })
+    }
+}

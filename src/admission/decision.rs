@@ -1,0 +1,103 @@
+//! What a hook answers: admit, admit with changes, hold or refuse (ADR 0100 §1, §3).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::{ResourceList, Toleration};
+
+/// A hook's answer for one attempt.
+///
+/// A `Refuse` is permanent and fails the task; a `Hold` is temporary and re-offers the attempt
+/// until the retry window is spent. Both are the hook working, so neither counts toward its
+/// breaker. The JSON form is the webhook's answer shape.
+// A decision is moved once per hook call; boxing the changes would cost an allocation there.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(
+    tag = "decision",
+    content = "detail",
+    rename_all = "snake_case",
+    deny_unknown_fields
+)]
+pub enum Decision {
+    /// Run the attempt as it is.
+    Admit,
+    /// Run the attempt with these changes, once they pass the change rules.
+    AdmitWith(Changes),
+    /// Do not run it yet; offer it again later. The reason is shown while it waits.
+    Hold(String),
+    /// Never run it; fail the task with this reason.
+    Refuse(String),
+}
+
+/// What a hook may change on an attempt (ADR 0100 §3, §7).
+///
+/// Never the image, command, environment, namespace or resources. `runtime_class_name` and
+/// `fill_limits` are for built-in hooks only; an operator hook that sets them is refused.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Changes {
+    /// Merged into the node selector; the hook's keys win.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+    /// Appended to the tolerations.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<Toleration>,
+    /// Replaces the priority class.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority_class: Option<String>,
+    /// Replaces the service account.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account: Option<String>,
+    /// Merged into the labels; the hook's keys win.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Merged into the annotations; the hook's keys win.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+    /// Built-in only: the runtime class of the pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_class_name: Option<String>,
+    /// Built-in only: limits for the resources that have none, within the attempt's size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fill_limits: Option<ResourceList>,
+}
+
+impl Changes {
+    /// Whether these changes change nothing.
+    pub fn is_empty(&self) -> bool {
+        *self == Changes::default()
+    }
+
+    /// Whether these changes set a field only built-in hooks may set.
+    pub fn has_builtin_only_field(&self) -> bool {
+        self.runtime_class_name.is_some() || self.fill_limits.is_some()
+    }
+
+    /// Folds `later` into `self` as if both were applied in order.
+    pub fn merge(&mut self, later: Changes) {
+        self.node_selector.extend(later.node_selector);
+        self.tolerations.extend(later.tolerations);
+        self.labels.extend(later.labels);
+        self.annotations.extend(later.annotations);
+        if later.priority_class.is_some() {
+            self.priority_class = later.priority_class;
+        }
+        if later.service_account.is_some() {
+            self.service_account = later.service_account;
+        }
+        if later.runtime_class_name.is_some() {
+            self.runtime_class_name = later.runtime_class_name;
+        }
+        if let Some(later_fill) = later.fill_limits {
+            let fill = self.fill_limits.get_or_insert_with(ResourceList::default);
+            fill.cpu = fill.cpu.take().or(later_fill.cpu);
+            fill.memory = fill.memory.take().or(later_fill.memory);
+            fill.ephemeral_storage = fill
+                .ephemeral_storage
+                .take()
+                .or(later_fill.ephemeral_storage);
+        }
+    }
+}

@@ -1,0 +1,34 @@
+//! The admission contract of ADR 0100: what a hook sees, what it may answer, and the chain that
+//! turns the answers of every registered hook into one verdict per attempt.
+//!
+//! Nothing here does I/O, spawns, logs or knows about actors, HTTP or telemetry: the module returns
+//! facts, and the dispatcher and the supervisor act on them.
+//!
+//! | ADR 0100 | here |
+//! |---|---|
+//! | §1 the contract | [`Request`], [`Decision`], [`Changes`], [`Toleration`], [`Hook`] |
+//! | §3, §4, §7 what a hook may change | [`ChangeRules`], [`ChangeError`], [`apply_changes`] |
+//! | §5 reasons | [`clean_reason`] |
+//! | §6 the chain | [`Chain`], [`ChainRun`], [`Verdict`] |
+
+mod chain;
+mod changes;
+mod decision;
+mod hook;
+mod names;
+mod outcome;
+mod quantity;
+mod reason;
+mod request;
+mod toleration;
+
+pub use chain::{Chain, ChainRun, Recorded, Verdict};
+pub use changes::{ChangeError, ChangeRules, Field, MAX_ANNOTATIONS_BYTES, Unit, apply_changes};
+pub use decision::{Changes, Decision};
+pub use hook::{Hook, HookError, HookFuture};
+pub use names::{is_reserved_key, label_value_problem, qualified_name_problem, subdomain_problem};
+pub use outcome::Outcome;
+pub use quantity::{QuantityError, parse_milli};
+pub use reason::{MAX_REASON_BYTES, clean_reason, error_chain, is_control_or_format};
+pub use request::{API_VERSION, Execution, Request, ResourceList, Resources};
+pub use toleration::{TaintEffect, Toleration, TolerationOperator};

@@ -1,0 +1,87 @@
+//! Kubernetes resource quantities (`500m`, `2`, `512Mi`, `1.5G`), parsed to compare sizes.
+
+use thiserror::Error;
+
+/// A quantity that does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("{quantity:?} is not a Kubernetes quantity such as \"500m\", \"2\" or \"512Mi\"")]
+pub struct QuantityError {
+    /// The text that did not parse.
+    pub quantity: String,
+}
+
+/// Parses a Kubernetes quantity to thousandths of its unit, rounded up.
+///
+/// Thousandths keep CPU exact (`500m` is 500) and are fine-grained enough for bytes; rounding up
+/// means a fractional quantity never looks smaller than it is.
+///
+/// ```
+/// use dexaflow_admission::admission::parse_milli;
+/// assert_eq!(parse_milli("500m").unwrap(), 500);
+/// assert_eq!(parse_milli("1Ki").unwrap(), 1_024_000);
+/// assert_eq!(parse_milli("1.5").unwrap(), 1_500);
+/// ```
+///
+/// # Errors
+/// A [`QuantityError`] naming the text when it is not a non-negative quantity.
+pub fn parse_milli(quantity: &str) -> Result<u128, QuantityError> {
+    let error = || QuantityError {
+        quantity: quantity.to_owned(),
+    };
+    let text = quantity.trim();
+    let number_end = text
+        .find(|ch: char| !(ch.is_ascii_digit() || ch == '.' || ch == '+'))
+        .unwrap_or(text.len());
+    let (number, suffix) = text.split_at(number_end);
+    let number = number.strip_prefix('+').unwrap_or(number);
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    if whole.is_empty() && fraction.is_empty()
+        || !whole
+            .bytes()
+            .chain(fraction.bytes())
+            .all(|b| b.is_ascii_digit())
+    {
+        return Err(error());
+    }
+    // The quantity as an integer `mantissa` times 10^`exponent`, then scaled by the suffix.
+    let digits = format!("{whole}{fraction}");
+    let mantissa: u128 = digits.parse().map_err(|_| error())?;
+    let mut exponent = -(fraction.len() as i32) + 3;
+    let mut multiplier: u128 = 1;
+    match suffix {
+        "" => {}
+        "m" => exponent -= 3,
+        "k" => exponent += 3,
+        "M" => exponent += 6,
+        "G" => exponent += 9,
+        "T" => exponent += 12,
+        "P" => exponent += 15,
+        "E" => exponent += 18,
+        "Ki" => multiplier = 1 << 10,
+        "Mi" => multiplier = 1 << 20,
+        "Gi" => multiplier = 1 << 30,
+        "Ti" => multiplier = 1 << 40,
+        "Pi" => multiplier = 1 << 50,
+        "Ei" => multiplier = 1 << 60,
+        other => {
+            let power = other
+                .strip_prefix(['e', 'E'])
+                .and_then(|power| power.parse::<i32>().ok())
+                .ok_or_else(error)?;
+            // Checked: an exponent near i32::MAX or i32::MIN must be an error, not an overflow.
+            exponent = exponent.checked_add(power).ok_or_else(error)?;
+        }
+    }
+    let scaled = mantissa.checked_mul(multiplier).ok_or_else(error)?;
+    if exponent >= 0 {
+        10u128
+            .checked_pow(exponent as u32)
+            .and_then(|scale| scaled.checked_mul(scale))
+            .ok_or_else(error)
+    } else {
+        let divisor = 10u128
+            .checked_pow(exponent.unsigned_abs())
+            .ok_or_else(error)?;
+        Ok(scaled.div_ceil(divisor))
+    }
+}

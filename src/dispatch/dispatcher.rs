@@ -1,0 +1,339 @@
+//! The dispatcher actor: offers ready attempts on each tick, synchronously or through the
+//! bounded buffer its admission workers drain, and drains them on shutdown.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use actix::{
+    Actor, ActorFutureExt, Addr, AsyncContext, Context, Handler, Message, ResponseActFuture,
+    WrapFuture,
+};
+use crossbeam_channel::{Receiver, Sender, TrySendError};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::Settings;
+use super::pipeline::{Disposition, Pipeline};
+use super::shutdown::{self, Shutdown, Trigger};
+use super::task::{Task, TaskKey};
+use crate::supervise::{AdmissionWorker, Runner, Stop, Wake};
+
+/// The message `Deferred` carries (Dexaflow's `ErrAtCapacity`).
+pub const AT_CAPACITY: &str = "dispatch buffer at capacity; will retry next tick";
+
+/// One attempt in the buffer.
+#[derive(Debug)]
+pub struct Job {
+    key: TaskKey,
+    task: Arc<Task>,
+}
+
+/// When the dispatcher ticks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ticking {
+    /// Every `scheduler.loop_interval_ms`.
+    Every(Duration),
+    /// Only when sent [`Tick`]; for tests and the load-test harness.
+    Manual,
+}
+
+/// The dispatcher: owns the tick, the buffer and the workers.
+pub struct Dispatcher {
+    pipeline: Arc<Pipeline>,
+    settings: Arc<Settings>,
+    ticking: Ticking,
+    buffer: Option<Buffer>,
+    tick_running: bool,
+    stopping: Arc<AtomicBool>,
+    trigger: Trigger,
+    shutdown: Shutdown,
+    // Cloned into every worker and every running tick; drain waits for all clones to drop.
+    done_tx: Option<mpsc::Sender<()>>,
+    done_rx: Option<mpsc::Receiver<()>>,
+}
+
+struct Buffer {
+    sender: Sender<Job>,
+    receiver: Receiver<Job>,
+    workers: Vec<Addr<AdmissionWorker<Job>>>,
+}
+
+impl std::fmt::Debug for Dispatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dispatcher")
+            .field("ticking", &self.ticking)
+            .field(
+                "buffered",
+                &self.buffer.as_ref().map(|buffer| buffer.sender.len()),
+            )
+            .field("stopping", &self.stopping.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+/// Adds tasks to the store as scheduled. Sent by whoever feeds the dispatcher; answered with how
+/// many were new, or an error once shutdown began.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<usize, ShuttingDown>")]
+pub struct Offer(pub Vec<Task>);
+
+/// The dispatcher no longer takes offers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the dispatcher is shutting down and takes no more offers")]
+pub struct ShuttingDown;
+
+/// Runs one tick now. Answered once the tick's synchronous dispatches are done (buffered: once
+/// its attempts are in the buffer).
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "TickReport")]
+pub struct Tick;
+
+/// What a tick did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TickReport {
+    /// Attempts dispatched on the tick or put in the buffer.
+    pub offered: usize,
+    /// Attempts deferred because the buffer was full (at most one per tick: the rest of the
+    /// tick then dispatches nothing).
+    pub deferred: usize,
+    /// Whether the tick was skipped because the previous one was still running.
+    pub skipped: bool,
+}
+
+/// Stops the dispatcher: no more offers or ticks; attempts in flight get `drain_timeout` to
+/// finish, then are cancelled; attempts still in the buffer are handed back as deferred.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "DrainReport")]
+pub struct Drain;
+
+/// What draining did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DrainReport {
+    /// Buffered attempts handed back, still scheduled.
+    pub handed_back: usize,
+    /// Whether attempts in flight outlived the drain timeout and were cancelled.
+    pub cancelled_in_flight: bool,
+}
+
+impl Dispatcher {
+    /// A dispatcher running `pipeline` under `settings`.
+    pub fn new(pipeline: Arc<Pipeline>, settings: Arc<Settings>, ticking: Ticking) -> Dispatcher {
+        let (trigger, shutdown) = shutdown::signal();
+        let (done_tx, done_rx) = mpsc::channel(1);
+        Dispatcher {
+            pipeline,
+            settings,
+            ticking,
+            buffer: None,
+            tick_running: false,
+            stopping: Arc::new(AtomicBool::new(false)),
+            trigger,
+            shutdown,
+            done_tx: Some(done_tx),
+            done_rx: Some(done_rx),
+        }
+    }
+
+    fn start_workers(&mut self) {
+        if self.settings.buffer_size == 0 {
+            return;
+        }
+        let (sender, receiver) = crossbeam_channel::bounded(self.settings.buffer_size);
+        self.pipeline
+            .observer()
+            .buffer_capacity(self.settings.buffer_size);
+        let pipeline = Arc::clone(&self.pipeline);
+        let shutdown = self.shutdown.clone();
+        let depth = receiver.clone();
+        let run: Runner<Job> = Arc::new(move |job: Job| {
+            let pipeline = Arc::clone(&pipeline);
+            let shutdown = shutdown.clone();
+            pipeline.observer().buffer_depth(depth.len());
+            Box::pin(async move {
+                if shutdown.is_fired() {
+                    pipeline.store().hand_back(&job.key);
+                    pipeline.settle(&job.key, Disposition::Deferred);
+                    return;
+                }
+                pipeline.observer().worker_busy(true);
+                pipeline.dispatch(&job.key, &job.task, &shutdown).await;
+                pipeline.observer().worker_busy(false);
+            })
+        });
+        let done = self
+            .done_tx
+            .as_ref()
+            .expect("workers start before any drain");
+        let workers = (0..self.settings.workers.max(1))
+            .map(|_| AdmissionWorker::new(receiver.clone(), Arc::clone(&run), done.clone()).start())
+            .collect();
+        self.buffer = Some(Buffer {
+            sender,
+            receiver,
+            workers,
+        });
+    }
+
+    fn tick(&mut self) -> ResponseActFuture<Self, TickReport> {
+        if self.tick_running || self.stopping.load(Ordering::Acquire) {
+            return Box::pin(actix::fut::ready(TickReport {
+                skipped: true,
+                ..TickReport::default()
+            }));
+        }
+        let ready = self.pipeline.store().take_ready(Instant::now(), usize::MAX);
+        if let Some(buffer) = &self.buffer {
+            let report = offer_to_buffer(&self.pipeline, buffer, ready);
+            return Box::pin(actix::fut::ready(report));
+        }
+        self.tick_running = true;
+        let pipeline = Arc::clone(&self.pipeline);
+        let shutdown = self.shutdown.clone();
+        let stopping = Arc::clone(&self.stopping);
+        let done = self.done_tx.clone();
+        let run = async move {
+            let _done = done;
+            let mut report = TickReport::default();
+            let mut ready = ready.into_iter();
+            for (key, task) in ready.by_ref() {
+                if stopping.load(Ordering::Acquire) {
+                    pipeline.store().hand_back(&key);
+                    break;
+                }
+                report.offered += 1;
+                pipeline.dispatch(&key, &task, &shutdown).await;
+            }
+            for (key, _) in ready {
+                pipeline.store().hand_back(&key);
+            }
+            report
+        };
+        Box::pin(run.into_actor(self).map(|report, dispatcher, _| {
+            dispatcher.tick_running = false;
+            report
+        }))
+    }
+}
+
+/// Puts ready attempts in the buffer until it is full; the attempt that finds it full and every
+/// one after it are handed back for a later tick, as Dexaflow's fairness rule says.
+fn offer_to_buffer(
+    pipeline: &Pipeline,
+    buffer: &Buffer,
+    ready: Vec<(TaskKey, Arc<Task>)>,
+) -> TickReport {
+    let mut report = TickReport::default();
+    let mut ready = ready.into_iter();
+    for (key, task) in ready.by_ref() {
+        match buffer.sender.try_send(Job { key, task }) {
+            Ok(()) => report.offered += 1,
+            Err(TrySendError::Full(job) | TrySendError::Disconnected(job)) => {
+                tracing::debug!(task = %job.key, "dispatch deferred; buffer at capacity, re-offering next tick");
+                pipeline.observer().deferred_at_capacity();
+                pipeline.store().hand_back(&job.key);
+                pipeline.settle(&job.key, Disposition::Deferred);
+                report.deferred += 1;
+                break;
+            }
+        }
+    }
+    for (key, _) in ready {
+        pipeline.store().hand_back(&key);
+    }
+    pipeline.observer().buffer_depth(buffer.sender.len());
+    if report.offered > 0 {
+        for worker in &buffer.workers {
+            worker.do_send(Wake);
+        }
+    }
+    report
+}
+
+impl Actor for Dispatcher {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        self.start_workers();
+        if let Ticking::Every(interval) = self.ticking {
+            ctx.run_interval(interval, |dispatcher, ctx| {
+                let tick = dispatcher.tick().map(|_, _, _| ());
+                ctx.spawn(tick);
+            });
+        }
+    }
+}
+
+impl Handler<Offer> for Dispatcher {
+    type Result = Result<usize, ShuttingDown>;
+
+    fn handle(&mut self, Offer(tasks): Offer, _: &mut Context<Self>) -> Self::Result {
+        if self.stopping.load(Ordering::Acquire) {
+            return Err(ShuttingDown);
+        }
+        let store = self.pipeline.store();
+        Ok(tasks
+            .into_iter()
+            .map(|task| store.schedule(task))
+            .filter(|written| *written == super::store::Write::Applied)
+            .count())
+    }
+}
+
+impl Handler<Tick> for Dispatcher {
+    type Result = ResponseActFuture<Self, TickReport>;
+
+    fn handle(&mut self, _: Tick, _: &mut Context<Self>) -> Self::Result {
+        self.tick()
+    }
+}
+
+impl Handler<Drain> for Dispatcher {
+    type Result = ResponseActFuture<Self, DrainReport>;
+
+    fn handle(&mut self, _: Drain, _: &mut Context<Self>) -> Self::Result {
+        self.stopping.store(true, Ordering::Release);
+        let mut report = DrainReport::default();
+        if let Some(buffer) = &self.buffer {
+            for worker in &buffer.workers {
+                worker.do_send(Stop);
+            }
+            while let Ok(job) = buffer.receiver.try_recv() {
+                self.pipeline.store().hand_back(&job.key);
+                self.pipeline.settle(&job.key, Disposition::Deferred);
+                report.handed_back += 1;
+            }
+            self.pipeline.observer().buffer_depth(buffer.receiver.len());
+        }
+        // Only the workers and a running tick hold `done` now: it closes when all have finished.
+        self.done_tx = None;
+        let Some(mut done) = self.done_rx.take() else {
+            return Box::pin(actix::fut::ready(report));
+        };
+        let drain_timeout = self.settings.drain_timeout;
+        let wait = async move {
+            let finished = tokio::time::timeout(drain_timeout, done.recv())
+                .await
+                .is_ok();
+            (finished, done)
+        };
+        Box::pin(
+            wait.into_actor(self)
+                .then(move |(finished, mut done), dispatcher, _| {
+                    if !finished {
+                        // Every dispatch in flight sees the signal, hands its attempt back and reports
+                        // it cancelled; the workers then stop on their own.
+                        report.cancelled_in_flight = true;
+                        dispatcher.trigger.fire();
+                    }
+                    async move {
+                        if !finished {
+                            done.recv().await;
+                        }
+                        report
+                    }
+                    .into_actor(dispatcher)
+                }),
+        )
+    }
+}

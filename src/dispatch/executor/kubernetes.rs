@@ -1,0 +1,323 @@
+//! The `kubernetes` executor: builds one pod per admitted attempt.
+//!
+//! [`build_pod`] is pure (apart from the random name suffix) and carries the whole pod contract:
+//! identity labels and annotation, the execution fields with every hook's change applied, the
+//! resources, the agent token in the environment and a restricted security context. This crate
+//! has no Kubernetes client yet: with a dry-run directory the executor writes each pod as a YAML
+//! manifest there, and without one it fails with [`ExecutorError::NoCluster`]. Creating pods
+//! through a client comes later, behind the same [`Executor`] trait.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use k8s_openapi::api::core::v1::{
+    Capabilities, Container, EnvVar, Pod, PodSecurityContext, PodSpec, ResourceRequirements,
+    SeccompProfile, SecurityContext, Toleration as PodToleration,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use sha2::{Digest, Sha256};
+
+use super::{
+    AGENT_TOKEN_ENV, Admitted, ExecuteFuture, Executor, ExecutorError, Launched,
+    TASK_INSTANCE_ID_ENV, is_reserved_env,
+};
+use crate::admission::{ResourceList, Toleration, is_reserved_key};
+
+/// The label naming the attempt's DAG.
+pub const LABEL_DAG_ID: &str = "dexaflow.io/dag-id";
+/// The label naming the attempt's task.
+pub const LABEL_TASK_ID: &str = "dexaflow.io/task-id";
+/// The label naming the attempt's DAG run.
+pub const LABEL_RUN_ID: &str = "dexaflow.io/run-id";
+/// The label carrying the attempt's try number.
+pub const LABEL_TRY_NUMBER: &str = "dexaflow.io/try-number";
+/// The label carrying the attempt epoch, which tells two pods of one try apart.
+pub const LABEL_ATTEMPT_EPOCH: &str = "dexaflow.io/attempt-epoch";
+/// The label naming the attempt's tenant.
+pub const LABEL_TENANT_ID: &str = "dexaflow.io/tenant-id";
+/// The annotation carrying the exact task instance id (labels are sanitized and lossy).
+pub const ANNOTATION_TASK_INSTANCE_ID: &str = "dexaflow.io/task-instance-id";
+
+/// The longest pod name, label value and DNS label.
+const MAX_NAME: usize = 63;
+/// Hex characters of a SHA-256 that replace the overflow of a long label value.
+const LABEL_HASH_LEN: usize = 12;
+/// The group a non-root task's volumes are written as (the distroless `nonroot` GID).
+const NON_ROOT_FS_GROUP: i64 = 65532;
+
+/// Builds a pod per attempt and, with a dry-run directory, writes it as a manifest.
+#[derive(Debug, Clone)]
+pub struct Kubernetes {
+    namespace: String,
+    dry_run_dir: Option<PathBuf>,
+    run_as_non_root: bool,
+}
+
+impl Kubernetes {
+    /// An executor for pods in `namespace`.
+    ///
+    /// With `dry_run_dir`, each pod is written to `<dir>/<pod-name>.yaml` instead of created;
+    /// without it every attempt fails with [`ExecutorError::NoCluster`] until a client exists.
+    /// `run_as_non_root` is `executor.defaults.run_tasks_as_non_root`.
+    pub fn new(
+        namespace: impl Into<String>,
+        dry_run_dir: Option<PathBuf>,
+        run_as_non_root: bool,
+    ) -> Kubernetes {
+        Kubernetes {
+            namespace: namespace.into(),
+            dry_run_dir,
+            run_as_non_root,
+        }
+    }
+
+    async fn launch(&self, attempt: &Admitted) -> Result<Launched, ExecutorError> {
+        let pod = build_pod(attempt, &self.namespace, self.run_as_non_root);
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let Some(dir) = &self.dry_run_dir else {
+            return Err(ExecutorError::NoCluster {
+                pod: name,
+                namespace: self.namespace.clone(),
+            });
+        };
+        let manifest = serde_yaml_ng::to_string(&pod).map_err(|source| ExecutorError::Encode {
+            pod: name.clone(),
+            source,
+        })?;
+        let path = dir.join(format!("{name}.yaml"));
+        write_private(&path, manifest.as_bytes())
+            .await
+            .map_err(|source| ExecutorError::Write {
+                path: path.display().to_string(),
+                source,
+            })?;
+        Ok(Launched { completion: None })
+    }
+}
+
+impl Executor for Kubernetes {
+    fn name(&self) -> &'static str {
+        "kubernetes"
+    }
+
+    /// Builds the attempt's pod and writes it to the dry-run directory; the attempt is not
+    /// followed further.
+    fn execute<'a>(&'a self, attempt: &'a Admitted) -> ExecuteFuture<'a> {
+        Box::pin(self.launch(attempt))
+    }
+}
+
+/// Writes a manifest readable by its owner only: it carries the agent token.
+async fn write_private(path: &std::path::Path, contents: &[u8]) -> std::io::Result<()> {
+    use tokio::io::AsyncWriteExt;
+    let mut options = tokio::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    options.mode(0o600);
+    let mut file = options.open(path).await?;
+    file.write_all(contents).await?;
+    file.flush().await
+}
+
+/// Builds the pod of one admitted attempt.
+///
+/// - Name `dexaflow-<dag>-<task>-<try>-<8 random hex>`, a DNS label of at most 63 characters.
+/// - Labels `dexaflow.io/{dag-id,task-id,run-id,try-number,attempt-epoch,tenant-id}` (values
+///   sanitized; past 63 characters a prefix plus 12 hex of the id's SHA-256), merged over the
+///   execution labels; annotation `dexaflow.io/task-instance-id`, merged over the execution
+///   annotations. The executor's keys win, and execution keys under the reserved `leoflow.io/`
+///   and `dexaflow.io/` prefixes are dropped.
+/// - The execution's node selector, tolerations, priority class, service account and runtime
+///   class; the effective resources (a quantity that does not parse is dropped).
+/// - `restartPolicy: Never`, no mounted service-account token (the task authenticates with its
+///   agent token, never to the Kubernetes API).
+/// - One container `task` with the image and command, and the environment
+///   `DEXAFLOW_AGENT_TOKEN`, `DEXAFLOW_TASK_INSTANCE_ID`, then the task's own without reserved
+///   keys.
+/// - A security context for the `restricted` Pod Security profile: no privilege escalation,
+///   every capability dropped, the runtime's default seccomp profile and, with
+///   `run_as_non_root`, a non-root user whose volumes are writable through `fsGroup`.
+pub fn build_pod(attempt: &Admitted, namespace: &str, run_as_non_root: bool) -> Pod {
+    let task = &attempt.task;
+    let key = &task.key;
+    let execution = &attempt.execution;
+
+    let mut labels: BTreeMap<String, String> = execution
+        .labels
+        .iter()
+        .filter(|(key, _)| !is_reserved_key(key))
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect();
+    labels.extend([
+        (LABEL_DAG_ID.to_owned(), label_value(&key.dag_id)),
+        (LABEL_TASK_ID.to_owned(), label_value(&key.task_id)),
+        (LABEL_RUN_ID.to_owned(), label_value(&key.run_id)),
+        (LABEL_TRY_NUMBER.to_owned(), attempt.try_number.to_string()),
+        (
+            LABEL_ATTEMPT_EPOCH.to_owned(),
+            attempt.attempt_epoch.to_string(),
+        ),
+        (LABEL_TENANT_ID.to_owned(), label_value(&key.tenant)),
+    ]);
+    let mut annotations: BTreeMap<String, String> = execution
+        .annotations
+        .iter()
+        .filter(|(key, _)| !is_reserved_key(key))
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect();
+    annotations.insert(
+        ANNOTATION_TASK_INSTANCE_ID.to_owned(),
+        attempt.task_instance_id.clone(),
+    );
+
+    let mut env = Vec::with_capacity(2 + task.env.len());
+    env.push(env_var(AGENT_TOKEN_ENV, &attempt.token));
+    env.push(env_var(TASK_INSTANCE_ID_ENV, &attempt.task_instance_id));
+    env.extend(
+        task.env
+            .iter()
+            .filter(|(key, _)| !is_reserved_env(key))
+            .map(|(key, value)| env_var(key, value)),
+    );
+
+    let container = Container {
+        name: "task".to_owned(),
+        image: Some(attempt.image.clone()),
+        image_pull_policy: Some("IfNotPresent".to_owned()),
+        command: (!task.command.is_empty()).then(|| task.command.clone()),
+        env: Some(env),
+        resources: Some(ResourceRequirements {
+            requests: quantities(&attempt.resources.requests),
+            limits: quantities(&attempt.resources.limits),
+            ..ResourceRequirements::default()
+        }),
+        security_context: Some(SecurityContext {
+            allow_privilege_escalation: Some(false),
+            capabilities: Some(Capabilities {
+                drop: Some(vec!["ALL".to_owned()]),
+                ..Capabilities::default()
+            }),
+            seccomp_profile: Some(SeccompProfile {
+                type_: "RuntimeDefault".to_owned(),
+                ..SeccompProfile::default()
+            }),
+            run_as_non_root: run_as_non_root.then_some(true),
+            ..SecurityContext::default()
+        }),
+        ..Container::default()
+    };
+
+    let non_empty = |text: &str| (!text.is_empty()).then(|| text.to_owned());
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(pod_name(&key.dag_id, &key.task_id, attempt.try_number)),
+            namespace: Some(namespace.to_owned()),
+            labels: Some(labels),
+            annotations: Some(annotations),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PodSpec {
+            restart_policy: Some("Never".to_owned()),
+            automount_service_account_token: Some(false),
+            security_context: run_as_non_root.then(|| PodSecurityContext {
+                fs_group: Some(NON_ROOT_FS_GROUP),
+                ..PodSecurityContext::default()
+            }),
+            node_selector: (!execution.node_selector.is_empty())
+                .then(|| execution.node_selector.clone()),
+            tolerations: (!execution.tolerations.is_empty())
+                .then(|| execution.tolerations.iter().map(pod_toleration).collect()),
+            priority_class_name: non_empty(&execution.priority_class),
+            service_account_name: non_empty(&execution.service_account),
+            runtime_class_name: non_empty(&execution.runtime_class_name),
+            containers: vec![container],
+            ..PodSpec::default()
+        }),
+        status: None,
+    }
+}
+
+/// The pod name: `dexaflow-<dag>-<task>-<try>` sanitized and cut so that, with `-` and eight
+/// random hex characters, it is a DNS label of at most 63 characters.
+pub fn pod_name(dag_id: &str, task_id: &str, try_number: u32) -> String {
+    let suffix = format!("{:08x}", fastrand::u32(..));
+    let base = format!(
+        "dexaflow-{}-{}-{try_number}",
+        sanitize(dag_id),
+        sanitize(task_id)
+    );
+    let room = MAX_NAME - suffix.len() - 1;
+    // `base` is ASCII after sanitizing, so any byte index is a character boundary.
+    let base = base[..base.len().min(room)].trim_end_matches('-');
+    format!("{base}-{suffix}")
+}
+
+/// An id as a label value: sanitized, and past 63 characters cut to a prefix plus `-` and 12 hex
+/// characters of the raw id's SHA-256, so that two long ids sharing a prefix stay distinct.
+pub fn label_value(id: &str) -> String {
+    let value = sanitize(id);
+    if value.len() <= MAX_NAME {
+        return value;
+    }
+    let hash: String = Sha256::digest(id.as_bytes())
+        .iter()
+        .take(LABEL_HASH_LEN / 2)
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    let prefix = value[..MAX_NAME - LABEL_HASH_LEN - 1].trim_end_matches('-');
+    format!("{prefix}-{hash}")
+}
+
+/// Lower-cases `id`, turns every character other than `a-z`, `0-9` and `-` into `-`, and trims
+/// `-` from both ends: a valid DNS label part and label value.
+fn sanitize(id: &str) -> String {
+    let mapped: String = id
+        .chars()
+        .map(|ch| {
+            let ch = ch.to_ascii_lowercase();
+            if ch.is_ascii_lowercase() || ch.is_ascii_digit() {
+                ch
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    mapped.trim_matches('-').to_owned()
+}
+
+fn env_var(name: &str, value: &str) -> EnvVar {
+    EnvVar {
+        name: name.to_owned(),
+        value: Some(value.to_owned()),
+        ..EnvVar::default()
+    }
+}
+
+fn pod_toleration(toleration: &Toleration) -> PodToleration {
+    PodToleration {
+        key: (!toleration.key.is_empty()).then(|| toleration.key.clone()),
+        operator: Some(toleration.operator.as_str().to_owned()),
+        value: (!toleration.value.is_empty()).then(|| toleration.value.clone()),
+        effect: toleration.effect.map(|effect| effect.as_str().to_owned()),
+        toleration_seconds: toleration.toleration_seconds,
+    }
+}
+
+/// The quantities of a resource list that parse, under their Kubernetes names; `None` when
+/// none do.
+fn quantities(list: &ResourceList) -> Option<BTreeMap<String, Quantity>> {
+    let quantities: BTreeMap<String, Quantity> = [
+        ("cpu", &list.cpu),
+        ("memory", &list.memory),
+        ("ephemeral-storage", &list.ephemeral_storage),
+    ]
+    .into_iter()
+    .filter_map(|(name, value)| {
+        let value = value.as_deref()?;
+        crate::admission::parse_milli(value).ok()?;
+        Some((name.to_owned(), Quantity(value.to_owned())))
+    })
+    .collect();
+    (!quantities.is_empty()).then_some(quantities)
+}

@@ -1,0 +1,166 @@
+//! Executors: what runs an admitted attempt. `lite` runs a local subprocess, `kubernetes` builds a
+//! pod, `null` accepts at once for load tests.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use thiserror::Error;
+
+pub mod kubernetes;
+pub mod lite;
+pub mod null;
+
+use super::placement::Placement;
+use super::settings::ExecutorSettings;
+use super::task::Task;
+use crate::admission::{Execution, Resources};
+
+/// An attempt that passed every check and has its token: all an executor may use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Admitted {
+    /// The task as its DAG declares it (command, environment, image, source).
+    pub task: Task,
+    /// The image it runs: the task's own, or the source-mode runtime image.
+    pub image: String,
+    /// The task instance id, such as `acme.etl.manual__1.load`.
+    pub task_instance_id: String,
+    /// The try number of this attempt.
+    pub try_number: u32,
+    /// The attempt epoch claimed when the attempt was resolved.
+    pub attempt_epoch: u64,
+    /// The effective resources: after the unit or the defaults, and any built-in fill.
+    pub resources: Resources,
+    /// The effective execution fields: the default service account and every hook's changes
+    /// applied.
+    pub execution: Execution,
+    /// Where it runs.
+    pub placement: Placement,
+    /// The agent token minted for this attempt.
+    pub token: String,
+}
+
+/// How a launched attempt ended, as an executor reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Completion {
+    /// The task succeeded.
+    Succeeded,
+    /// The task failed; the text says how (`exit code 3`).
+    Failed(String),
+}
+
+/// A future that resolves when the launched attempt ends.
+pub type CompletionFuture = Pin<Box<dyn Future<Output = Completion> + Send>>;
+
+/// What an executor hands back once the attempt is launched.
+pub struct Launched {
+    /// Resolves when the attempt ends; `None` when the executor does not follow the attempt
+    /// further (a pod that was created, the `null` executor).
+    pub completion: Option<CompletionFuture>,
+}
+
+impl std::fmt::Debug for Launched {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Launched")
+            .field("follows_completion", &self.completion.is_some())
+            .finish()
+    }
+}
+
+/// Why an executor could not launch an attempt. Spends a dispatch attempt (Dexaflow's
+/// `Rejected`).
+#[derive(Debug, Error)]
+pub enum ExecutorError {
+    /// The subprocess could not be started.
+    #[error("starting {program:?}")]
+    Spawn {
+        /// The program.
+        program: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file the executor writes (a log, a manifest) could not be written.
+    #[error("writing {path}")]
+    Write {
+        /// The file.
+        path: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The task has nothing to run.
+    #[error("task {task} has no command")]
+    NoCommand {
+        /// The task.
+        task: String,
+    },
+    /// The Kubernetes executor has no cluster client: this crate only builds pods and, with a
+    /// dry-run directory, writes them as manifests.
+    #[error("no kubernetes client to create pod {pod} in namespace {namespace:?}")]
+    NoCluster {
+        /// The pod that would have been created.
+        pod: String,
+        /// The namespace it would have been created in.
+        namespace: String,
+    },
+    /// A manifest could not be encoded.
+    #[error("encoding the manifest of pod {pod}")]
+    Encode {
+        /// The pod.
+        pod: String,
+        /// Why.
+        #[source]
+        source: serde_yaml_ng::Error,
+    },
+}
+
+/// The variable that carries the attempt's agent token into the task.
+pub const AGENT_TOKEN_ENV: &str = "DEXAFLOW_AGENT_TOKEN";
+
+/// The variable that carries the task instance id into the task.
+pub const TASK_INSTANCE_ID_ENV: &str = "DEXAFLOW_TASK_INSTANCE_ID";
+
+/// Whether a task environment key is reserved for the orchestrator (`LEOFLOW_` or `DEXAFLOW_`
+/// in any case), so that a DAG author cannot set or forge the agent's own variables.
+///
+/// Executors drop such keys from the task's environment before adding their own.
+pub fn is_reserved_env(key: &str) -> bool {
+    ["LEOFLOW_", "DEXAFLOW_"].iter().any(|prefix| {
+        key.get(..prefix.len())
+            .is_some_and(|head| head.eq_ignore_ascii_case(prefix))
+    })
+}
+
+/// The executor `settings` describe.
+pub fn from_settings(settings: &ExecutorSettings) -> Arc<dyn Executor> {
+    match settings {
+        ExecutorSettings::Lite { log_dir } => Arc::new(lite::Lite::new(log_dir.clone())),
+        ExecutorSettings::Kubernetes {
+            namespace,
+            dry_run_dir,
+            run_as_non_root,
+        } => Arc::new(kubernetes::Kubernetes::new(
+            namespace.clone(),
+            dry_run_dir.clone(),
+            *run_as_non_root,
+        )),
+        ExecutorSettings::Null => Arc::new(null::Null),
+    }
+}
+
+/// The future an executor returns.
+pub type ExecuteFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<Launched, ExecutorError>> + Send + 'a>>;
+
+/// Runs admitted attempts.
+pub trait Executor: Send + Sync {
+    /// The executor's name as `executor.type` spells it.
+    fn name(&self) -> &'static str;
+
+    /// Launches one admitted attempt.
+    ///
+    /// # Errors
+    /// An [`ExecutorError`] when the attempt could not be launched.
+    fn execute<'a>(&'a self, attempt: &'a Admitted) -> ExecuteFuture<'a>;
+}

@@ -1,0 +1,30 @@
+//! The dispatch path of ADR 0100 §2: resolve the attempt, the built-in refusals, the effective
+//! values, the hook chain, the changes, the token, placement and the executor.
+//!
+//! - [`Dispatcher`]: the actor that ticks and feeds the pipeline, synchronously or through the
+//!   bounded buffer its admission workers drain.
+//! - [`Pipeline`]: everything that happens to one attempt, in order; one function for both drivers.
+//! - [`refusals`], [`unit`](mod@unit), [`token`], [`placement`], [`executor`]: the steps.
+//! - [`TaskStore`]: task instances with Dexaflow's states and failure reasons.
+
+mod dispatcher;
+pub mod executor;
+mod pipeline;
+pub mod placement;
+pub mod refusals;
+pub mod run;
+pub mod settings;
+mod shutdown;
+mod store;
+pub mod task;
+pub mod token;
+pub mod unit;
+
+pub use dispatcher::{
+    AT_CAPACITY, Dispatcher, Drain, DrainReport, Job, Offer, ShuttingDown, Tick, TickReport,
+    Ticking,
+};
+pub use pipeline::{Disposition, Parts, Pipeline, Settled, task_instance_id};
+pub use settings::Settings;
+pub use shutdown::{Shutdown, Trigger, signal};
+pub use store::{MAX_DISPATCH_ATTEMPTS, TaskInstance, TaskStore, Waited, Write, dispatch_backoff};

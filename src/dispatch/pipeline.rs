@@ -1,0 +1,344 @@
+//! The dispatch pipeline: everything that happens to one attempt, in ADR 0100's order.
+//!
+//! One function, [`Pipeline::dispatch`], serves both drivers: the synchronous tick
+//! (`buffer_size: 0`) and the admission workers (`buffer_size > 0`).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::Settings;
+use super::executor::{Admitted, Executor};
+use super::placement::place;
+use super::refusals::{build_request, effective_execution, refuse_before_token};
+use super::shutdown::Shutdown;
+use super::store::{TaskStore, Waited, Write};
+use super::task::{Task, TaskKey};
+use super::token::{AgentIdentity, Minter};
+use crate::admission::{Outcome, Verdict, error_chain};
+use crate::supervise::{Observer, SupervisedChain};
+
+/// How one offer of an attempt ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Disposition {
+    /// Launched by the executor: the task is queued.
+    Executed,
+    /// Refused by a built-in check or a hook: the task failed at once, without retries.
+    Refused,
+    /// Held, or a hook was unavailable: the task stays scheduled and is offered again.
+    Waiting,
+    /// The retry window or the dispatch attempts are spent: the task failed.
+    Failed,
+    /// The executor could not launch it: a dispatch attempt is spent and it is offered again
+    /// after a backoff.
+    Rejected,
+    /// Shutdown cancelled the dispatch: handed back, scheduled, nothing spent.
+    Cancelled,
+    /// The buffer was full, or the attempt was still buffered at shutdown: handed back,
+    /// scheduled, nothing spent.
+    Deferred,
+    /// The task was no longer scheduled when the attempt resolved or was written.
+    Superseded,
+}
+
+impl Disposition {
+    /// A stable lower-case name, for reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Disposition::Executed => "executed",
+            Disposition::Refused => "refused",
+            Disposition::Waiting => "waiting",
+            Disposition::Failed => "failed",
+            Disposition::Rejected => "rejected",
+            Disposition::Cancelled => "cancelled",
+            Disposition::Deferred => "deferred",
+            Disposition::Superseded => "superseded",
+        }
+    }
+}
+
+/// Sent for every offer once it has a disposition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settled {
+    /// The task instance.
+    pub key: TaskKey,
+    /// How the offer ended.
+    pub disposition: Disposition,
+}
+
+/// The dispatch path for one install: settings, the chain, the token minter, the executor and
+/// the store.
+pub struct Pipeline {
+    settings: Arc<Settings>,
+    store: TaskStore,
+    chain: Option<SupervisedChain>,
+    minter: Arc<dyn Minter>,
+    executor: Arc<dyn Executor>,
+    observer: Arc<dyn Observer>,
+    events: Option<mpsc::UnboundedSender<Settled>>,
+    requests_built: AtomicU64,
+}
+
+impl std::fmt::Debug for Pipeline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pipeline")
+            .field("chain", &self.chain)
+            .field("executor", &self.executor.name())
+            .finish()
+    }
+}
+
+/// What [`Pipeline`] is built from.
+pub struct Parts {
+    /// The install's dispatch settings.
+    pub settings: Arc<Settings>,
+    /// The task store.
+    pub store: TaskStore,
+    /// The supervised hook chain; `None` or empty when no hook is registered.
+    pub chain: Option<SupervisedChain>,
+    /// Mints agent tokens.
+    pub minter: Arc<dyn Minter>,
+    /// Runs admitted attempts.
+    pub executor: Arc<dyn Executor>,
+    /// Told of cancelled calls and of the buffer (depth, capacity, deferrals, busy workers).
+    pub observer: Arc<dyn Observer>,
+    /// Receives a [`Settled`] for every offer, when set.
+    pub events: Option<mpsc::UnboundedSender<Settled>>,
+}
+
+impl std::fmt::Debug for Parts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Parts").field("chain", &self.chain).finish()
+    }
+}
+
+impl Pipeline {
+    /// Assembles the pipeline.
+    pub fn new(parts: Parts) -> Pipeline {
+        Pipeline {
+            settings: parts.settings,
+            store: parts.store,
+            chain: parts.chain.filter(|chain| !chain.is_empty()),
+            minter: parts.minter,
+            executor: parts.executor,
+            observer: parts.observer,
+            events: parts.events,
+            requests_built: AtomicU64::new(0),
+        }
+    }
+
+    /// The store the pipeline writes.
+    pub fn store(&self) -> &TaskStore {
+        &self.store
+    }
+
+    /// Who is told of calls, breakers and the buffer.
+    pub fn observer(&self) -> &dyn Observer {
+        self.observer.as_ref()
+    }
+
+    /// How many admission requests were built: zero for as long as no hook is registered.
+    pub fn requests_built(&self) -> u64 {
+        self.requests_built.load(Ordering::Relaxed)
+    }
+
+    /// Tells the event listener, if any, how an offer ended.
+    pub fn settle(&self, key: &TaskKey, disposition: Disposition) {
+        if let Some(events) = &self.events {
+            // A listener that went away wants no more events.
+            let _ = events.send(Settled {
+                key: key.clone(),
+                disposition,
+            });
+        }
+    }
+
+    /// Dispatches one attempt of `task`, which the caller took from the store as in flight.
+    ///
+    /// # Cancel safety
+    /// Cancellation is by `shutdown`, not by dropping: a shutdown during the hook chain hands the
+    /// attempt back as scheduled, counting nothing toward any breaker. Dropping the future
+    /// mid-chain does the same, without the `cancelled` outcome being reported.
+    pub async fn dispatch(
+        &self,
+        key: &TaskKey,
+        task: &Arc<Task>,
+        shutdown: &Shutdown,
+    ) -> Disposition {
+        let in_flight = InFlight {
+            store: &self.store,
+            key,
+        };
+        let disposition = self.run(key, task, shutdown).await;
+        drop(in_flight);
+        self.settle(key, disposition);
+        disposition
+    }
+
+    async fn run(&self, key: &TaskKey, task: &Arc<Task>, shutdown: &Shutdown) -> Disposition {
+        // 1. Resolve: the epoch is consumed even if a later check refuses.
+        let Some((try_number, epoch)) = self.store.resolve(key) else {
+            return Disposition::Superseded;
+        };
+        // 2. Built-in refusals, 3. effective values.
+        let effective = match refuse_before_token(task, &self.settings) {
+            Ok(effective) => effective,
+            Err(refusal) => {
+                return self.refuse(key, format!("dispatch refused: {refusal}"));
+            }
+        };
+        if let Some(warning) = &effective.unit_warning {
+            tracing::warn!(task = %key, %warning, "task does not fit its size; running it under executor.unit.enforce=warn");
+        }
+        // 4. Admission, 5. the admitted changes.
+        let (resources, execution) = match &self.chain {
+            None => (
+                effective.resources.clone(),
+                effective_execution(task, &effective),
+            ),
+            Some(chain) => {
+                self.requests_built.fetch_add(1, Ordering::Relaxed);
+                let request = build_request(task, &effective, try_number);
+                let started = Instant::now();
+                let verdict = tokio::select! {
+                    biased;
+                    () = shutdown.triggered() => {
+                        self.observer.hook_call(Outcome::Cancelled, started.elapsed());
+                        self.store.hand_back(key);
+                        return Disposition::Cancelled;
+                    }
+                    verdict = chain.admit(request) => verdict,
+                };
+                match verdict {
+                    Verdict::Admit { request, .. } => (request.resources, request.execution),
+                    Verdict::Refuse { reason, .. } => {
+                        return self.refuse(key, format!("dispatch refused: admission: {reason}"));
+                    }
+                    Verdict::Hold { reason, .. } => {
+                        return self.wait(key, format!("admission hold: {reason}"));
+                    }
+                    Verdict::Unavailable { ref hook, .. } => {
+                        let cause = verdict.unavailable_cause().unwrap_or_default();
+                        return self
+                            .wait(key, format!("admission hook unavailable: {hook}: {cause}"));
+                    }
+                }
+            }
+        };
+        // 6. The agent token, only now that the attempt is admitted.
+        let task_instance_id = task_instance_id(key);
+        let identity = AgentIdentity {
+            task_instance_id: task_instance_id.clone(),
+            tenant_id: key.tenant.clone(),
+            dag_id: key.dag_id.clone(),
+            run_id: key.run_id.clone(),
+            task_id: key.task_id.clone(),
+            try_number,
+            attempt_epoch: epoch,
+        };
+        let token = match self.minter.mint(&identity) {
+            Ok(token) => token,
+            Err(error) => {
+                let cause = format!("issuing agent token for {task_instance_id}: {error}");
+                return self.reject(key, &cause);
+            }
+        };
+        self.store.record_token(key);
+        // 7. Placement, on the fields with every change applied.
+        let placement = place(
+            &execution,
+            task,
+            effective.source_mode,
+            &self.settings.task_service_account,
+            self.settings.warm_pools,
+        );
+        let admitted = Admitted {
+            task: Task::clone(task),
+            image: effective.image.clone(),
+            task_instance_id,
+            try_number,
+            attempt_epoch: epoch,
+            resources,
+            execution,
+            placement,
+            token,
+        };
+        // 8. The executor.
+        match self.executor.execute(&admitted).await {
+            Ok(launched) => {
+                let written =
+                    self.store
+                        .mark_queued(key, epoch, admitted.placement, admitted.execution);
+                if written == Write::Superseded {
+                    return Disposition::Superseded;
+                }
+                if let Some(completion) = launched.completion {
+                    self.store.mark_running(key);
+                    let store = self.store.clone();
+                    let key = key.clone();
+                    tokio::spawn(async move {
+                        store.complete(&key, completion.await);
+                    });
+                }
+                Disposition::Executed
+            }
+            Err(error) => self.reject(key, &error_chain(&error)),
+        }
+    }
+
+    fn refuse(&self, key: &TaskKey, reason: String) -> Disposition {
+        tracing::debug!(task = %key, %reason, "dispatch refused; failing task");
+        match self.store.fail_refused(key, reason) {
+            Write::Applied => Disposition::Refused,
+            Write::Superseded => Disposition::Superseded,
+        }
+    }
+
+    fn wait(&self, key: &TaskKey, reason: String) -> Disposition {
+        match self
+            .store
+            .wait(key, reason, Instant::now(), self.settings.retry_window)
+        {
+            Waited::Waiting => Disposition::Waiting,
+            Waited::Failed => Disposition::Failed,
+            Waited::Superseded => Disposition::Superseded,
+        }
+    }
+
+    fn reject(&self, key: &TaskKey, cause: &str) -> Disposition {
+        tracing::warn!(task = %key, %cause, "dispatch failed; backing off before re-attempt");
+        match self
+            .store
+            .record_dispatch_failure(key, cause, Instant::now())
+        {
+            Write::Superseded => Disposition::Superseded,
+            Write::Applied => match self.store.get(key).map(|row| row.state) {
+                Some(super::task::State::Failed) => Disposition::Failed,
+                _ => Disposition::Rejected,
+            },
+        }
+    }
+}
+
+/// The task instance id of a task key: `tenant.dag.run.task`.
+pub fn task_instance_id(key: &TaskKey) -> String {
+    format!(
+        "{}.{}.{}.{}",
+        key.tenant, key.dag_id, key.run_id, key.task_id
+    )
+}
+
+/// Clears the in-flight mark however the dispatch ends, so that a dropped dispatch is offered
+/// again instead of stranded.
+struct InFlight<'a> {
+    store: &'a TaskStore,
+    key: &'a TaskKey,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.store.hand_back(self.key);
+    }
+}

@@ -1,0 +1,143 @@
+//! Placement: whether an admitted attempt takes a dedicated pod or goes to a warm worker
+//! (ADR 0058, ADR 0100 §4).
+//!
+//! A warm worker is built before its task is known, with the default task service account and
+//! no placement of its own, so any attempt that needs something a warm worker lacks takes a
+//! dedicated pod. The rule is evaluated on the execution fields with every hook's changes
+//! applied: an attempt a hook sent to a node pool takes a dedicated pod, even when the register
+//! response reported it warm.
+
+use std::fmt;
+
+use super::task::Task;
+use crate::admission::Execution;
+
+/// Where an admitted attempt runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Placement {
+    /// A pod of its own, for the reason given.
+    Dedicated(DedicatedReason),
+    /// A warm worker of its DAG version.
+    Warm,
+}
+
+/// Why an attempt takes a dedicated pod instead of a warm worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DedicatedReason {
+    /// Warm pools are disabled (`execution.warm_pools_enabled: false`).
+    NoWarmPool,
+    /// The attempt runs in source mode: a warm worker cannot carry its DAG source.
+    SourceMode,
+    /// The attempt mounts the run's staging volume, which a warm worker lacks.
+    Staging,
+    /// The service account is not the default one a warm worker runs as.
+    ServiceAccount,
+    /// A node selector, tolerations or a priority class is set, by the task or by a hook.
+    PlacementFields,
+    /// A runtime class is set (only a built-in hook may set one).
+    RuntimeClass,
+}
+
+impl Placement {
+    /// The stable name of the placement for JSON and metrics: `dedicated` or `warm`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Placement::Dedicated(_) => "dedicated",
+            Placement::Warm => "warm",
+        }
+    }
+
+    /// Why the attempt is dedicated; `None` when it is warm.
+    pub fn reason(self) -> Option<DedicatedReason> {
+        match self {
+            Placement::Dedicated(reason) => Some(reason),
+            Placement::Warm => None,
+        }
+    }
+
+    /// Whether the attempt takes a pod of its own.
+    pub fn is_dedicated(self) -> bool {
+        matches!(self, Placement::Dedicated(_))
+    }
+}
+
+impl DedicatedReason {
+    /// The stable snake_case name of the reason for JSON: `placement_fields`, `no_warm_pool`...
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DedicatedReason::NoWarmPool => "no_warm_pool",
+            DedicatedReason::SourceMode => "source_mode",
+            DedicatedReason::Staging => "staging",
+            DedicatedReason::ServiceAccount => "service_account",
+            DedicatedReason::PlacementFields => "placement_fields",
+            DedicatedReason::RuntimeClass => "runtime_class",
+        }
+    }
+
+    /// The reason in words, for a table column: `placement fields`, `no warm pool`...
+    pub fn describe(self) -> &'static str {
+        match self {
+            DedicatedReason::NoWarmPool => "no warm pool",
+            DedicatedReason::SourceMode => "source mode",
+            DedicatedReason::Staging => "staging",
+            DedicatedReason::ServiceAccount => "service account",
+            DedicatedReason::PlacementFields => "placement fields",
+            DedicatedReason::RuntimeClass => "runtime class",
+        }
+    }
+}
+
+impl fmt::Display for DedicatedReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.describe())
+    }
+}
+
+impl fmt::Display for Placement {
+    /// `warm`, or `dedicated (<reason>)` such as `dedicated (placement fields)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Placement::Dedicated(reason) => write!(f, "dedicated ({reason})"),
+            Placement::Warm => f.write_str("warm"),
+        }
+    }
+}
+
+/// Decides where an admitted attempt runs.
+///
+/// `execution` is the attempt's execution with the default service account and every hook's
+/// changes applied; `task` gives what a hook cannot change (staging). The first reason found
+/// wins, in this order: warm pools disabled, source mode, staging, a service account other than
+/// `default_service_account` (an empty one means the default), placement fields, a runtime
+/// class. With none the attempt goes warm.
+pub fn place(
+    execution: &Execution,
+    task: &Task,
+    source_mode: bool,
+    default_service_account: &str,
+    warm_pools: bool,
+) -> Placement {
+    // The reasons that belong to the attempt come first, so that the table says why this
+    // attempt needs its own pod even on an install without warm pools.
+    let reason = if source_mode {
+        DedicatedReason::SourceMode
+    } else if task.staging {
+        DedicatedReason::Staging
+    } else if !execution.service_account.is_empty()
+        && execution.service_account != default_service_account
+    {
+        DedicatedReason::ServiceAccount
+    } else if !execution.node_selector.is_empty()
+        || !execution.tolerations.is_empty()
+        || !execution.priority_class.is_empty()
+    {
+        DedicatedReason::PlacementFields
+    } else if !execution.runtime_class_name.is_empty() {
+        DedicatedReason::RuntimeClass
+    } else if !warm_pools {
+        DedicatedReason::NoWarmPool
+    } else {
+        return Placement::Warm;
+    };
+    Placement::Dedicated(reason)
+}

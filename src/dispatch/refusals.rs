@@ -1,0 +1,301 @@
+//! The built-in refusals that run before any hook and before the agent token (ADR 0100 §2, §4),
+//! and the effective values they leave for the hook.
+//!
+//! [`refuse_before_token`] checks, in this order: the resource unit, the execution allowlist on
+//! the DAG's own fields (which fields, service accounts, priority classes), the image allowlist,
+//! and the source-mode size. The first refusal wins. An attempt that passes gets its
+//! [`Effective`] values: the resources after the unit or `executor.defaults`, and the service
+//! account after the default. [`build_request`] turns them into the [`Request`] a hook sees.
+
+use thiserror::Error;
+
+use super::settings::{AllowedFields, ResourceDefaults, Settings};
+use super::task::Task;
+use super::unit::{self, Misfit, UnitError};
+use crate::admission::{API_VERSION, Execution, Request, ResourceList, Resources};
+
+/// The values an attempt runs with once the built-in refusals passed it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Effective {
+    /// The image the attempt runs: the task's own, or the source-mode runtime image when the
+    /// task names none and source mode applies.
+    pub image: String,
+    /// The resources after the resource unit, or without one the task's own, else
+    /// `executor.defaults`.
+    pub resources: Resources,
+    /// The service account: the task's own, else the default task service account.
+    pub service_account: String,
+    /// Whether the task chose the service account itself (false when the default applied).
+    pub service_account_chosen: bool,
+    /// The attempt's size in resource units: the declared size with a unit, 1 without one.
+    pub size: u32,
+    /// Whether the attempt runs in source mode (its DAG source on the runtime image).
+    pub source_mode: bool,
+    /// A misfit tolerated under `executor.unit.enforce: warn`, which the caller logs as
+    /// `task does not fit its size; running it under executor.unit.enforce=warn`.
+    pub unit_warning: Option<Misfit>,
+}
+
+/// Why a built-in check refused an attempt. Permanent: the task fails without retries.
+///
+/// The `Display` is the bare cause; the caller prefixes `dispatch refused: `.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum Refusal {
+    /// The resource unit refused the task (ADR 0066).
+    #[error(transparent)]
+    Unit(#[from] UnitError),
+    /// The task sets an execution field `execution_allowlist.fields` does not allow.
+    #[error("execution.{field} is set but execution_allowlist.fields does not allow it")]
+    FieldNotAllowed {
+        /// The field, as `execution_allowlist.fields` names it.
+        field: &'static str,
+    },
+    /// The task's own service account is outside `execution_allowlist.service_accounts`.
+    #[error("execution.service_account {name:?} is not in execution_allowlist.service_accounts")]
+    ServiceAccountNotAllowed {
+        /// The service account.
+        name: String,
+    },
+    /// The task's own priority class is outside `execution_allowlist.priority_classes`.
+    #[error(
+        "execution.priority_class_name {name:?} is not in execution_allowlist.priority_classes"
+    )]
+    PriorityClassNotAllowed {
+        /// The priority class.
+        name: String,
+    },
+    /// The task's image matches no entry of `execution_allowlist.images`.
+    #[error("image {image:?} is not in execution_allowlist.images")]
+    ImageNotAllowed {
+        /// The image.
+        image: String,
+    },
+    /// A source-mode DAG whose source is over the limit.
+    #[error(
+        "source mode: DAG {dag_id:?} source is {bytes} bytes, over the {limit} byte limit; build \
+         an image instead"
+    )]
+    SourceTooLarge {
+        /// The DAG id.
+        dag_id: String,
+        /// The source's size.
+        bytes: usize,
+        /// The largest source allowed.
+        limit: usize,
+    },
+    /// A DAG on the runtime image that carries no source.
+    #[error("source mode: DAG {dag_id:?} uses the runtime image but has no source")]
+    NoSource {
+        /// The DAG id.
+        dag_id: String,
+    },
+}
+
+/// Runs the built-in refusals on one attempt and computes its effective values.
+///
+/// Order: the resource unit; the execution allowlist on the DAG's own fields (which fields may
+/// be set, then the service account, where the default task service account and an empty one
+/// are exempt, then the priority class); the image allowlist, for an image the task names
+/// itself (not the runtime image of source mode, nor an empty one); the source-mode size when
+/// source mode applies (it is enabled and the task's image is empty or the runtime image). The
+/// first refusal wins. It reads only the task and the settings, so it is cheap to run on every
+/// attempt and needs no hook.
+///
+/// # Errors
+/// The first [`Refusal`] found.
+pub fn refuse_before_token(task: &Task, settings: &Settings) -> Result<Effective, Refusal> {
+    let (size, resources, unit_warning) = match &settings.unit {
+        Some(resource_unit) => {
+            let fit = unit::fit(resource_unit, task)?;
+            (fit.size, fit.resources, fit.warning)
+        }
+        None => (
+            1,
+            resources_without_unit(&task.resources, &settings.defaults),
+            None,
+        ),
+    };
+    check_allowlist(task, settings)?;
+    let source_mode = settings.source_mode.enabled
+        && (task.image.is_empty() || task.image == settings.source_mode.image);
+    if source_mode {
+        check_source(task, settings.source_mode.max_bytes)?;
+    } else {
+        check_image(&task.image, settings)?;
+    }
+    let image = if source_mode && task.image.is_empty() {
+        settings.source_mode.image.clone()
+    } else {
+        task.image.clone()
+    };
+    let chosen = !task.execution.service_account.is_empty();
+    let service_account = if chosen {
+        task.execution.service_account.clone()
+    } else {
+        settings.task_service_account.clone()
+    };
+    Ok(Effective {
+        image,
+        resources,
+        service_account,
+        service_account_chosen: chosen,
+        size,
+        source_mode,
+        unit_warning,
+    })
+}
+
+/// Builds the request a hook sees for one attempt, from the task, its effective values and the
+/// try number.
+///
+/// It copies the identity, operator and execution fields and takes the image, resources,
+/// service account, size and source mode from `effective`. It never copies the environment, the
+/// source, the command or a token: [`Request`] has no field for them.
+pub fn build_request(task: &Task, effective: &Effective, try_number: u32) -> Request {
+    Request {
+        api_version: API_VERSION.to_owned(),
+        tenant: task.key.tenant.clone(),
+        dag_id: task.key.dag_id.clone(),
+        run_id: task.key.run_id.clone(),
+        task_id: task.key.task_id.clone(),
+        try_number,
+        operator: task.operator.clone(),
+        image: effective.image.clone(),
+        resources: effective.resources.clone(),
+        execution: effective_execution(task, effective),
+        size: effective.size,
+        source_mode: effective.source_mode,
+    }
+}
+
+/// The execution fields an attempt runs with when no hook changes them: the task's own, with
+/// the effective service account.
+///
+/// The path without hooks uses it directly, so that no [`Request`] is built; [`build_request`]
+/// uses it for the request's execution.
+pub fn effective_execution(task: &Task, effective: &Effective) -> Execution {
+    let own = &task.execution;
+    Execution {
+        service_account: effective.service_account.clone(),
+        service_account_chosen: effective.service_account_chosen,
+        node_selector: own.node_selector.clone(),
+        tolerations: own.tolerations.clone(),
+        priority_class: own.priority_class_name.clone(),
+        runtime_class_name: String::new(),
+        labels: own.labels.clone(),
+        annotations: own.annotations.clone(),
+    }
+}
+
+/// Whether `image` matches an entry of an image allowlist.
+///
+/// An entry ending in `/` matches every image that starts with it (`ghcr.io/acme/`); any other
+/// entry must equal the image's repository, the image without its `:tag` and `@digest`
+/// (`ghcr.io/acme/etl` matches `ghcr.io/acme/etl:1.2` and `ghcr.io/acme/etl@sha256:...`, not
+/// `ghcr.io/acme/etl-evil`). A registry port (`localhost:5000/app:1`) is not taken for a tag.
+pub fn image_allowed(image: &str, allowed: &[String]) -> bool {
+    let repository = image_repository(image);
+    allowed.iter().any(|entry| {
+        if entry.ends_with('/') {
+            image.starts_with(entry.as_str())
+        } else {
+            entry == repository
+        }
+    })
+}
+
+/// The image without its `@digest` and `:tag`: `localhost:5000/app:1` gives
+/// `localhost:5000/app`.
+pub fn image_repository(image: &str) -> &str {
+    let without_digest = image.split_once('@').map_or(image, |(name, _)| name);
+    let last_slash = without_digest.rfind('/').map_or(0, |slash| slash + 1);
+    match without_digest[last_slash..].find(':') {
+        Some(colon) => &without_digest[..last_slash + colon],
+        None => without_digest,
+    }
+}
+
+/// The resources of a task when no unit is set: its own when it declares any, else the CPU and
+/// memory of `executor.defaults` as requests and limits.
+fn resources_without_unit(declared: &Resources, defaults: &ResourceDefaults) -> Resources {
+    if *declared != Resources::default() {
+        return declared.clone();
+    }
+    let list = ResourceList {
+        cpu: defaults.cpu.clone(),
+        memory: defaults.memory.clone(),
+        ephemeral_storage: None,
+    };
+    Resources {
+        requests: list.clone(),
+        limits: list,
+    }
+}
+
+fn check_allowlist(task: &Task, settings: &Settings) -> Result<(), Refusal> {
+    let allowlist = &settings.allowlist;
+    let own = &task.execution;
+    match &allowlist.fields {
+        AllowedFields::All => {}
+        AllowedFields::None => {
+            if let Some(field) = own.set_fields().into_iter().next() {
+                return Err(Refusal::FieldNotAllowed { field });
+            }
+        }
+        AllowedFields::Only(allowed) => {
+            if let Some(field) = own
+                .set_fields()
+                .into_iter()
+                .find(|field| !allowed.contains(*field))
+            {
+                return Err(Refusal::FieldNotAllowed { field });
+            }
+        }
+    }
+    let name = &own.service_account;
+    if !name.is_empty()
+        && *name != settings.task_service_account
+        && allowlist
+            .service_accounts
+            .as_ref()
+            .is_some_and(|list| !list.contains(name))
+    {
+        return Err(Refusal::ServiceAccountNotAllowed { name: name.clone() });
+    }
+    let name = &own.priority_class_name;
+    if !name.is_empty()
+        && allowlist
+            .priority_classes
+            .as_ref()
+            .is_some_and(|list| !list.contains(name))
+    {
+        return Err(Refusal::PriorityClassNotAllowed { name: name.clone() });
+    }
+    Ok(())
+}
+
+/// Checks a task's own image. The runtime image of source mode is the install's and is not
+/// checked (the caller skips it), nor is an empty image, which chooses nothing.
+fn check_image(image: &str, settings: &Settings) -> Result<(), Refusal> {
+    match &settings.allowlist.images {
+        Some(allowed) if !image.is_empty() && !image_allowed(image, allowed) => {
+            Err(Refusal::ImageNotAllowed {
+                image: image.to_owned(),
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
+fn check_source(task: &Task, limit: usize) -> Result<(), Refusal> {
+    let dag_id = || task.key.dag_id.clone();
+    match task.source.as_deref() {
+        None | Some("") => Err(Refusal::NoSource { dag_id: dag_id() }),
+        Some(source) if source.len() > limit => Err(Refusal::SourceTooLarge {
+            dag_id: dag_id(),
+            bytes: source.len(),
+            limit,
+        }),
+        Some(_) => Ok(()),
+    }
+}

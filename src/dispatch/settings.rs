@@ -1,0 +1,169 @@
+//! The dispatcher's settings, as plain values: `config.rs` builds them from the YAML file.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::admission::{ChangeRules, Unit};
+
+/// Everything the dispatch path needs to know about the install.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// `scheduler.dispatch.buffer_size`: 0 runs the chain on the tick; above 0, the bounded
+    /// buffer's capacity in attempts.
+    pub buffer_size: usize,
+    /// `scheduler.dispatch.workers`: admission workers draining the buffer (floored to 1).
+    pub workers: usize,
+    /// `scheduler.loop_interval_ms`: time between ticks.
+    pub loop_interval: Duration,
+    /// `scheduler.dispatch.retry_window` (ADR 0093): how long a held or unavailable attempt is
+    /// re-offered before it fails.
+    pub retry_window: Duration,
+    /// `scheduler.dispatch.drain_timeout`: how long shutdown waits for in-flight attempts.
+    pub drain_timeout: Duration,
+    /// `executor.task_service_account`: the service account of a task that names none.
+    pub task_service_account: String,
+    /// `executor.defaults`: resources of a task that declares none, when no unit is set.
+    pub defaults: ResourceDefaults,
+    /// `executor.unit`: the resource unit (ADR 0066), when configured.
+    pub unit: Option<ResourceUnit>,
+    /// `execution_allowlist`: what a DAG's own execution fields may be.
+    pub allowlist: Allowlist,
+    /// `execution.source_mode`.
+    pub source_mode: SourceMode,
+    /// `execution.warm_pools_enabled`: whether an attempt that needs no dedicated pod goes warm.
+    pub warm_pools: bool,
+    /// `auth.*`: how agent tokens are minted.
+    pub token: TokenSettings,
+    /// `executor.*`: which executor runs admitted attempts.
+    pub executor: ExecutorSettings,
+}
+
+impl Settings {
+    /// The rules a hook's changes must pass on this install: the allowlists, the default task
+    /// service account (always allowed) and the unit that bounds built-in limit fills.
+    pub fn change_rules(&self) -> ChangeRules {
+        ChangeRules {
+            service_accounts: self.allowlist.service_accounts.clone(),
+            priority_classes: self.allowlist.priority_classes.clone(),
+            default_service_account: self.task_service_account.clone(),
+            unit: self.unit.as_ref().map(|unit| Unit {
+                cpu_milli: unit.cpu_milli,
+                memory_milli: unit.memory_milli,
+            }),
+        }
+    }
+}
+
+/// `executor.defaults`: resources for a task that declares none.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResourceDefaults {
+    /// `executor.defaults.resources_cpu`.
+    pub cpu: Option<String>,
+    /// `executor.defaults.resources_memory`.
+    pub memory: Option<String>,
+}
+
+/// `executor.unit.enforce`: what a task whose resources exceed its size gets.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Enforce {
+    /// Refuse the attempt (the default).
+    #[default]
+    Refuse,
+    /// Log a warning and run it anyway.
+    Warn,
+}
+
+/// The resource unit of ADR 0066: one size is this much CPU and memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourceUnit {
+    /// `executor.unit.cpu`, as written (for messages).
+    pub cpu: String,
+    /// `executor.unit.memory`, as written (for messages).
+    pub memory: String,
+    /// `executor.unit.cpu` in millicores.
+    pub cpu_milli: u128,
+    /// `executor.unit.memory` in thousandths of a byte.
+    pub memory_milli: u128,
+    /// `executor.unit.enforce`.
+    pub enforce: Enforce,
+    /// `executor.unit.max_size`: the largest size a task may have (default 64).
+    pub max_size: u32,
+}
+
+/// `execution_allowlist.fields`: which execution fields a DAG may set itself.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum AllowedFields {
+    /// Every field (the default).
+    #[default]
+    All,
+    /// No field.
+    None,
+    /// Only these fields.
+    Only(BTreeSet<String>),
+}
+
+/// `execution_allowlist.*`: checked on the DAG's own fields before any hook runs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Allowlist {
+    /// `execution_allowlist.fields`.
+    pub fields: AllowedFields,
+    /// `execution_allowlist.service_accounts`; `None` allows any.
+    pub service_accounts: Option<BTreeSet<String>>,
+    /// `execution_allowlist.priority_classes`; `None` allows any.
+    pub priority_classes: Option<BTreeSet<String>>,
+    /// `execution_allowlist.images`; `None` allows any. An entry ending in `/` is a prefix; any
+    /// other must equal the image's repository (without tag or digest).
+    pub images: Option<Vec<String>>,
+}
+
+/// `execution.source_mode`: running a DAG's source on a pinned runtime image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceMode {
+    /// `execution.source_mode.enabled`.
+    pub enabled: bool,
+    /// `execution.source_mode.image`, pinned by digest.
+    pub image: String,
+    /// The largest source in bytes (128 KiB).
+    pub max_bytes: usize,
+}
+
+impl Default for SourceMode {
+    fn default() -> SourceMode {
+        SourceMode {
+            enabled: false,
+            image: String::new(),
+            max_bytes: 128 * 1024,
+        }
+    }
+}
+
+/// `auth.*`: the agent token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenSettings {
+    /// `auth.agent_token_secret`: the HS256 key.
+    pub secret: Vec<u8>,
+    /// How long a freshly minted token lives.
+    pub ttl: Duration,
+}
+
+/// `executor.type` and its own settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExecutorSettings {
+    /// Runs each attempt's command as a local subprocess.
+    Lite {
+        /// `executor.lite.log_dir`: one log file per attempt.
+        log_dir: PathBuf,
+    },
+    /// Builds a pod per attempt.
+    Kubernetes {
+        /// `executor.task_namespace`.
+        namespace: String,
+        /// `executor.kubernetes.dry_run_dir`: write manifests here instead of creating pods.
+        dry_run_dir: Option<PathBuf>,
+        /// `executor.defaults.run_tasks_as_non_root`.
+        run_as_non_root: bool,
+    },
+    /// Accepts every attempt at once, for load tests.
+    Null,
+}

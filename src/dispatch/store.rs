@@ -1,0 +1,345 @@
+//! The task store: one row per task instance with Dexaflow's states and a failure reason.
+//!
+//! Every write is guarded the way Dexaflow's SQL is (`... WHERE state='scheduled'`), so a write
+//! that lost a race changes nothing and says so. The store is shared by the dispatcher, its
+//! workers and executor completions; its lock is never held across an await.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::executor::Completion;
+use super::placement::Placement;
+use super::task::{State, Task, TaskKey};
+use crate::admission::Execution;
+
+/// The most dispatch attempts an executor error may spend (Dexaflow's `dispatchMaxAttempts`).
+pub const MAX_DISPATCH_ATTEMPTS: u32 = 6;
+
+/// One task instance as the store keeps it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskInstance {
+    /// The task as its DAG declares it.
+    pub task: Arc<Task>,
+    /// The try number (1 for the first try); dispatch never changes it.
+    pub try_number: u32,
+    /// The state.
+    pub state: State,
+    /// Why it failed, or what it is waiting for while scheduled; `None` when nothing to say.
+    pub failure_reason: Option<String>,
+    /// Bumped each time an attempt is resolved, so a late write of an older attempt is refused.
+    pub attempt_epoch: u64,
+    /// Dispatch attempts spent by executor errors; holds, deferrals and an unavailable hook
+    /// spend none.
+    pub dispatch_attempts: u32,
+    /// Not re-offered before this instant (backoff after an executor error).
+    pub next_dispatch_at: Option<Instant>,
+    /// When the current run of holds or unavailable hooks started: the retry window's start.
+    pub waiting_since: Option<Instant>,
+    /// Whether an attempt is being dispatched right now (on the tick, in the buffer or on a
+    /// worker), so that it is not offered twice.
+    pub in_flight: bool,
+    /// Where the admitted attempt runs.
+    pub placement: Option<Placement>,
+    /// The execution fields the admitted attempt runs with.
+    pub execution: Option<Execution>,
+    /// What the attempt last waited for (a hold, an unavailable hook) before it was admitted.
+    pub waited_for: Option<String>,
+    /// Whether an agent token was minted for this task instance.
+    pub token_minted: bool,
+    /// How many times an executor launched it; more than one is a bug the load test looks for.
+    pub executions: u32,
+}
+
+/// What a guarded write did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Write {
+    /// The row changed.
+    Applied,
+    /// The row was not in the state the write expects (or is unknown); nothing changed.
+    Superseded,
+}
+
+/// What recording a wait did: the task still waits, or its retry window is spent and it failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waited {
+    /// Still scheduled, re-offered on a later tick.
+    Waiting,
+    /// The retry window is spent: the task failed as `dispatch_failed`.
+    Failed,
+    /// The row was not scheduled; nothing changed.
+    Superseded,
+}
+
+/// The task instances, shared between the dispatcher, its workers and executor completions.
+#[derive(Debug, Clone, Default)]
+pub struct TaskStore {
+    rows: Arc<Mutex<HashMap<TaskKey, TaskInstance>>>,
+}
+
+impl TaskStore {
+    /// An empty store.
+    pub fn new() -> TaskStore {
+        TaskStore::default()
+    }
+
+    fn rows(&self) -> MutexGuard<'_, HashMap<TaskKey, TaskInstance>> {
+        // A panic while holding the lock leaves plain data behind; keep serving it.
+        self.rows
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Adds a task as `scheduled` for its first try; a task already present is left alone.
+    pub fn schedule(&self, task: Task) -> Write {
+        let key = task.key.clone();
+        let mut rows = self.rows();
+        if rows.contains_key(&key) {
+            return Write::Superseded;
+        }
+        rows.insert(
+            key,
+            TaskInstance {
+                task: Arc::new(task),
+                try_number: 1,
+                state: State::Scheduled,
+                failure_reason: None,
+                attempt_epoch: 0,
+                dispatch_attempts: 0,
+                next_dispatch_at: None,
+                waiting_since: None,
+                in_flight: false,
+                placement: None,
+                execution: None,
+                waited_for: None,
+                token_minted: false,
+                executions: 0,
+            },
+        );
+        Write::Applied
+    }
+
+    /// The scheduled tasks ready to be offered at `now`, marked in flight, in key order.
+    pub fn take_ready(&self, now: Instant, limit: usize) -> Vec<(TaskKey, Arc<Task>)> {
+        let mut rows = self.rows();
+        let mut ready: Vec<_> = rows
+            .iter()
+            .filter(|(_, row)| {
+                row.state == State::Scheduled
+                    && !row.in_flight
+                    && row.next_dispatch_at.is_none_or(|at| at <= now)
+            })
+            .map(|(key, _)| key.clone())
+            .collect();
+        ready.sort_unstable();
+        ready.truncate(limit);
+        ready
+            .into_iter()
+            .map(|key| {
+                let row = rows
+                    .get_mut(&key)
+                    .expect("key was just read under the same lock");
+                row.in_flight = true;
+                let task = Arc::clone(&row.task);
+                (key, task)
+            })
+            .collect()
+    }
+
+    /// Hands an in-flight attempt back without a decision (deferred, cancelled or drained): it
+    /// stays scheduled and is offered again, and nothing is spent.
+    pub fn hand_back(&self, key: &TaskKey) {
+        if let Some(row) = self.rows().get_mut(key) {
+            row.in_flight = false;
+        }
+    }
+
+    /// Resolves an attempt: claims the next attempt epoch (consumed even if a later check
+    /// refuses) and returns the try number and epoch, or `None` when the task is not scheduled.
+    pub fn resolve(&self, key: &TaskKey) -> Option<(u32, u64)> {
+        let mut rows = self.rows();
+        let row = rows.get_mut(key)?;
+        if row.state != State::Scheduled {
+            return None;
+        }
+        row.attempt_epoch += 1;
+        Some((row.try_number, row.attempt_epoch))
+    }
+
+    /// Fails a refused task at once, without retries (Dexaflow's `FailDispatchExhausted` with a
+    /// `dispatch refused: ` reason).
+    pub fn fail_refused(&self, key: &TaskKey, reason: String) -> Write {
+        self.fail(key, reason)
+    }
+
+    fn fail(&self, key: &TaskKey, reason: String) -> Write {
+        let mut rows = self.rows();
+        match rows.get_mut(key) {
+            Some(row) if row.state == State::Scheduled => {
+                row.state = State::Failed;
+                row.failure_reason = Some(reason);
+                row.next_dispatch_at = None;
+                row.in_flight = false;
+                Write::Applied
+            }
+            _ => Write::Superseded,
+        }
+    }
+
+    /// Records that a hold or an unavailable hook made the attempt wait, showing `reason`.
+    ///
+    /// No dispatch attempt is spent. Once `retry_window` has passed since the first wait of
+    /// this run of waits, the task fails with `dispatch_failed: <reason>`.
+    pub fn wait(
+        &self,
+        key: &TaskKey,
+        reason: String,
+        now: Instant,
+        retry_window: Duration,
+    ) -> Waited {
+        let mut rows = self.rows();
+        let Some(row) = rows.get_mut(key) else {
+            return Waited::Superseded;
+        };
+        if row.state != State::Scheduled {
+            return Waited::Superseded;
+        }
+        let since = *row.waiting_since.get_or_insert(now);
+        row.in_flight = false;
+        if now.duration_since(since) >= retry_window {
+            row.state = State::Failed;
+            row.failure_reason = Some(format!("dispatch_failed: {reason}"));
+            Waited::Failed
+        } else {
+            row.failure_reason = Some(reason);
+            Waited::Waiting
+        }
+    }
+
+    /// Records that a token was minted for the attempt.
+    pub fn record_token(&self, key: &TaskKey) {
+        if let Some(row) = self.rows().get_mut(key) {
+            row.token_minted = true;
+        }
+    }
+
+    /// Marks a launched attempt `queued`, guarded on the state and the attempt epoch.
+    pub fn mark_queued(
+        &self,
+        key: &TaskKey,
+        epoch: u64,
+        placement: Placement,
+        execution: Execution,
+    ) -> Write {
+        let mut rows = self.rows();
+        match rows.get_mut(key) {
+            Some(row) if row.state == State::Scheduled && row.attempt_epoch == epoch => {
+                row.state = State::Queued;
+                if row.waiting_since.take().is_some() {
+                    row.waited_for = row.failure_reason.take();
+                }
+                row.failure_reason = None;
+                row.in_flight = false;
+                row.placement = Some(placement);
+                row.execution = Some(execution);
+                row.executions += 1;
+                Write::Applied
+            }
+            _ => Write::Superseded,
+        }
+    }
+
+    /// Marks a queued task `running`: its executor follows it until it ends.
+    pub fn mark_running(&self, key: &TaskKey) -> Write {
+        match self.rows().get_mut(key) {
+            Some(row) if row.state == State::Queued => {
+                row.state = State::Running;
+                Write::Applied
+            }
+            _ => Write::Superseded,
+        }
+    }
+
+    /// Records an executor error: spends a dispatch attempt and backs off
+    /// (5s·2^(n−1), at most 5 minutes), or fails the task after [`MAX_DISPATCH_ATTEMPTS`].
+    pub fn record_dispatch_failure(&self, key: &TaskKey, cause: &str, now: Instant) -> Write {
+        let mut rows = self.rows();
+        let Some(row) = rows.get_mut(key) else {
+            return Write::Superseded;
+        };
+        if row.state != State::Scheduled {
+            return Write::Superseded;
+        }
+        let attempts = row.dispatch_attempts + 1;
+        row.in_flight = false;
+        if attempts >= MAX_DISPATCH_ATTEMPTS {
+            row.state = State::Failed;
+            row.failure_reason = Some(format!(
+                "dispatch_failed after {attempts} attempts: {cause}"
+            ));
+            row.next_dispatch_at = None;
+        } else {
+            row.dispatch_attempts = attempts;
+            row.failure_reason = Some(cause.to_owned());
+            row.next_dispatch_at = Some(now + dispatch_backoff(attempts));
+        }
+        Write::Applied
+    }
+
+    /// Records how a launched attempt ended: `queued` or `running` becomes `success` or
+    /// `failed`.
+    pub fn complete(&self, key: &TaskKey, completion: Completion) -> Write {
+        let mut rows = self.rows();
+        match rows.get_mut(key) {
+            Some(row) if matches!(row.state, State::Queued | State::Running) => {
+                match completion {
+                    Completion::Succeeded => row.state = State::Success,
+                    Completion::Failed(how) => {
+                        row.state = State::Failed;
+                        row.failure_reason = Some(how);
+                    }
+                }
+                Write::Applied
+            }
+            _ => Write::Superseded,
+        }
+    }
+
+    /// A copy of one task instance.
+    pub fn get(&self, key: &TaskKey) -> Option<TaskInstance> {
+        self.rows().get(key).cloned()
+    }
+
+    /// A copy of every task instance, in key order.
+    pub fn snapshot(&self) -> Vec<TaskInstance> {
+        let mut rows: Vec<_> = self.rows().values().cloned().collect();
+        rows.sort_by(|a, b| a.task.key.cmp(&b.task.key));
+        rows
+    }
+
+    /// How many task instances are still scheduled (waiting for a dispatch that decides).
+    pub fn count_scheduled(&self) -> usize {
+        self.rows()
+            .values()
+            .filter(|row| row.state == State::Scheduled)
+            .count()
+    }
+
+    /// How many task instances are in `state`.
+    pub fn count(&self, state: State) -> usize {
+        self.rows()
+            .values()
+            .filter(|row| row.state == state)
+            .count()
+    }
+}
+
+/// Dexaflow's dispatch backoff: 5s·2^(n−1), at most 5 minutes, no jitter.
+pub fn dispatch_backoff(attempts: u32) -> Duration {
+    let doublings = attempts.saturating_sub(1).min(16);
+    Duration::from_secs(5)
+        .saturating_mul(1 << doublings)
+        .min(Duration::from_secs(300))
+}

@@ -1,0 +1,213 @@
+//! The task attempts the dispatcher is offered, and the task instances it keeps.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::admission::{Resources, Toleration};
+
+/// Identifies one task instance: a task of one DAG run of one tenant.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct TaskKey {
+    /// The tenant that owns the DAG.
+    pub tenant: String,
+    /// The DAG id.
+    pub dag_id: String,
+    /// The DAG run id.
+    pub run_id: String,
+    /// The task id.
+    pub task_id: String,
+}
+
+impl fmt::Display for TaskKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}/{}/{}/{}",
+            self.tenant, self.dag_id, self.run_id, self.task_id
+        )
+    }
+}
+
+/// A task as its DAG declares it: what the dispatcher is asked to run.
+///
+/// The execution fields here are the DAG author's own; the built-in refusals check them against
+/// the execution allowlist before any hook runs (ADR 0100 §4).
+///
+/// Its serde form flattens the key, so `deny_unknown_fields` cannot be used here; the workload
+/// loader checks the keys of each task itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Task {
+    /// Which task instance this is.
+    #[serde(flatten)]
+    pub key: TaskKey,
+    /// The operator type, such as `BashOperator`.
+    #[serde(default)]
+    pub operator: String,
+    /// The image the run resolved; empty means the runtime image (source mode).
+    #[serde(default)]
+    pub image: String,
+    /// The command `lite` runs as a subprocess (and the pod's container command).
+    #[serde(default)]
+    pub command: Vec<String>,
+    /// The task's environment; never shown to a hook.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// The DAG source, present when the DAG runs in source mode; never shown to a hook.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// Whether the attempt needs a staging volume (always a dedicated pod).
+    #[serde(default)]
+    pub staging: bool,
+    /// The task's declared size in resource units (`pool_slots`; 0 means 1).
+    #[serde(default)]
+    pub pool_slots: u32,
+    /// The task's declared resources.
+    #[serde(default)]
+    pub resources: Resources,
+    /// The task's own execution fields.
+    #[serde(default)]
+    pub execution: TaskExecution,
+}
+
+/// The execution fields a DAG author set on a task (Dexaflow's `domain.Execution`, the part this
+/// crate uses).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskExecution {
+    /// The service account; empty means `executor.task_service_account`.
+    #[serde(default)]
+    pub service_account: String,
+    /// Node labels the pod must match.
+    #[serde(default)]
+    pub node_selector: BTreeMap<String, String>,
+    /// Taints the pod tolerates.
+    #[serde(default)]
+    pub tolerations: Vec<Toleration>,
+    /// The priority class; empty for none.
+    #[serde(default)]
+    pub priority_class_name: String,
+    /// Labels for the pod.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// Annotations for the pod.
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
+}
+
+impl Task {
+    /// The keys a task may have in a workload file, in declaration order.
+    pub const FIELDS: [&'static str; 13] = [
+        "tenant",
+        "dag_id",
+        "run_id",
+        "task_id",
+        "operator",
+        "image",
+        "command",
+        "env",
+        "source",
+        "staging",
+        "pool_slots",
+        "resources",
+        "execution",
+    ];
+}
+
+impl TaskExecution {
+    /// The names of the execution fields the author set, as `execution_allowlist.fields` names
+    /// them: `node_selector`, `tolerations`, `service_account`, `priority_class_name`, `labels`,
+    /// `annotations`.
+    pub fn set_fields(&self) -> Vec<&'static str> {
+        let mut fields = Vec::new();
+        if !self.node_selector.is_empty() {
+            fields.push("node_selector");
+        }
+        if !self.tolerations.is_empty() {
+            fields.push("tolerations");
+        }
+        if !self.service_account.is_empty() {
+            fields.push("service_account");
+        }
+        if !self.priority_class_name.is_empty() {
+            fields.push("priority_class_name");
+        }
+        if !self.labels.is_empty() {
+            fields.push("labels");
+        }
+        if !self.annotations.is_empty() {
+            fields.push("annotations");
+        }
+        fields
+    }
+
+    /// Whether the author set any placement field (node selector, tolerations, priority class),
+    /// which takes the attempt to a dedicated pod.
+    pub fn has_placement(&self) -> bool {
+        !self.node_selector.is_empty()
+            || !self.tolerations.is_empty()
+            || !self.priority_class_name.is_empty()
+    }
+}
+
+/// Task-instance states, as Dexaflow names them.
+///
+/// `dispatch_failed` is not a state: such a task is `failed` with its reason in
+/// `failure_reason`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    /// Not yet scheduled.
+    None,
+    /// Waiting for dispatch; also where held and deferred attempts wait.
+    Scheduled,
+    /// Handed to an executor.
+    Queued,
+    /// The executor reports it running.
+    Running,
+    /// Finished successfully.
+    Success,
+    /// Failed, with the reason in `failure_reason`.
+    Failed,
+    /// Failed and waiting for its next try.
+    UpForRetry,
+    /// Waiting to be rescheduled by a sensor.
+    UpForReschedule,
+    /// Skipped by a branch.
+    Skipped,
+    /// An upstream task failed.
+    UpstreamFailed,
+}
+
+impl State {
+    /// The state's name as Dexaflow spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::None => "none",
+            State::Scheduled => "scheduled",
+            State::Queued => "queued",
+            State::Running => "running",
+            State::Success => "success",
+            State::Failed => "failed",
+            State::UpForRetry => "up_for_retry",
+            State::UpForReschedule => "up_for_reschedule",
+            State::Skipped => "skipped",
+            State::UpstreamFailed => "upstream_failed",
+        }
+    }
+
+    /// Whether the state is final for this try.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            State::Success | State::Failed | State::Skipped | State::UpstreamFailed
+        )
+    }
+}
+
+impl fmt::Display for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

@@ -1,0 +1,48 @@
+//! Built-in policy hooks an operator declares in config, under `execution.admission.hooks`.
+//!
+//! Each entry is tagged by `type`, has a `name` unique in the chain, and becomes one
+//! [`crate::admission::Hook`]; the chain runs them in the order they are listed, each seeing the
+//! earlier hooks' changes (ADR 0100 §6). They are operator-style hooks
+//! ([`crate::admission::Hook::is_builtin`] is `false`): they set only fields any hook may set.
+//!
+//! | `type` | hook | answers |
+//! |---|---|---|
+//! | `placement` | [`Placement`]: Volcano-style resource groups, the first match wins | `AdmitWith` |
+//! | `freeze` | [`Freeze`]: a time window, per tenant | `Hold` |
+//! | `deny` | [`Deny`]: a match | `Refuse` |
+//!
+//! Which attempts a hook acts on is one shared rule, [`Matcher`].
+//!
+//! ```yaml
+//! execution:
+//!   admission:
+//!     hooks:
+//!       - type: freeze
+//!         name: finance-freeze
+//!         tenants: [finance]
+//!         for: 3s
+//!       - type: deny
+//!         name: suspended-tenants
+//!         match: {tenants: [umbrella]}
+//!         reason: tenant umbrella is suspended for unpaid invoices
+//!       - type: placement
+//!         name: gpu-placement
+//!         groups:
+//!           - match: {tenants: [gpu-lab]}
+//!             set: {node_selector: {pool: gpu}, priority_class: high-priority}
+//! ```
+//!
+//! This module uses only [`crate::admission`]; config parsing and key names live in
+//! [`crate::config`].
+
+mod deny;
+mod freeze;
+mod matcher;
+mod placement;
+mod spec;
+
+pub use deny::{Deny, DenySpec};
+pub use freeze::{Clock, Freeze, FreezeSpec, SystemClock, Window};
+pub use matcher::Matcher;
+pub use placement::{Placement, PlacementSpec, ResourceGroup};
+pub use spec::{HookSpec, SpecError, build, build_with_clock};

@@ -1,0 +1,112 @@
+//! The `placement` hook: Volcano's resource groups for task attempts.
+
+use serde::{Deserialize, Serialize};
+
+use crate::admission::{ChangeRules, Changes, Decision, Hook, HookFuture, Request};
+
+use super::{Matcher, SpecError};
+
+/// The config of a `placement` hook: resource groups, tried in order.
+///
+/// Modelled on Volcano's resource groups (`resourceGroups` in its admission configuration): a
+/// group says which attempts it takes and what it puts on them. Unlike Volcano, which matches on
+/// one namespace or annotation, a group here matches with a full [`Matcher`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlacementSpec {
+    /// The hook's name, unique in the chain.
+    pub name: String,
+    /// The groups, in the order they are tried; at least one.
+    pub groups: Vec<ResourceGroup>,
+}
+
+/// One resource group: the attempts it takes and the changes it makes to them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResourceGroup {
+    /// Which attempts belong to the group; empty takes every attempt, a catch-all for the last
+    /// group.
+    #[serde(rename = "match", default, skip_serializing_if = "Matcher::is_empty")]
+    pub matcher: Matcher,
+    /// What the group puts on its attempts: typically `node_selector`, `tolerations`, `labels`
+    /// and `priority_class`. An empty `set` takes attempts away from later groups unchanged.
+    #[serde(default)]
+    pub set: Changes,
+}
+
+/// A hook that places attempts by resource group.
+///
+/// The first group whose matcher matches wins: its changes are the answer
+/// ([`Decision::AdmitWith`]) and later groups are not looked at, so order groups from the most
+/// specific to the most general. An attempt no group matches, or whose group sets nothing, is
+/// admitted unchanged. The chain still checks the changes on every attempt
+/// ([`ChangeRules::check`]); [`PlacementSpec::check`] checks them once at boot as well.
+#[derive(Debug, Clone)]
+pub struct Placement {
+    name: String,
+    groups: Vec<ResourceGroup>,
+}
+
+impl PlacementSpec {
+    /// Checks every group's changes against the install's `rules`, so that a group the chain
+    /// would refuse on every attempt fails at boot instead.
+    ///
+    /// # Errors
+    /// [`SpecError::NoGroups`] when there is no group, else one [`SpecError::InvalidChange`]
+    /// per group whose changes break a rule.
+    pub fn check(&self, rules: &ChangeRules) -> Result<(), Vec<SpecError>> {
+        if self.groups.is_empty() {
+            return Err(vec![SpecError::NoGroups]);
+        }
+        // The rules look at the request only for the total annotation size, which an empty
+        // request leaves entirely to the group.
+        let request = Request::new("", "", "");
+        let errors: Vec<SpecError> = self
+            .groups
+            .iter()
+            .enumerate()
+            .filter_map(|(group, resource_group)| {
+                let problem = rules.check(&resource_group.set, false, &request).err()?;
+                Some(SpecError::InvalidChange { group, problem })
+            })
+            .collect();
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(errors)
+        }
+    }
+}
+
+impl Placement {
+    /// The hook the spec describes.
+    pub fn new(spec: &PlacementSpec) -> Placement {
+        Placement {
+            name: spec.name.clone(),
+            groups: spec.groups.clone(),
+        }
+    }
+
+    /// The decision for `request`, without the future around it.
+    pub fn decide(&self, request: &Request) -> Decision {
+        match self
+            .groups
+            .iter()
+            .find(|group| group.matcher.matches(request))
+        {
+            Some(group) if !group.set.is_empty() => Decision::AdmitWith(group.set.clone()),
+            _ => Decision::Admit,
+        }
+    }
+}
+
+impl Hook for Placement {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn admit<'a>(&'a self, request: &'a Request) -> HookFuture<'a> {
+        let decision = self.decide(request);
+        Box::pin(async move { Ok(decision) })
+    }
+}

@@ -1,0 +1,132 @@
+//! A hook as config declares it, and turning the declarations into hooks.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::admission::{ChangeError, ChangeRules, Hook};
+
+use super::{Clock, Deny, DenySpec, Freeze, FreezeSpec, Placement, PlacementSpec, SystemClock};
+
+/// One built-in hook as `execution.admission.hooks` declares it, tagged by `type`.
+///
+/// ```
+/// use dexaflow_admission::hooks::HookSpec;
+///
+/// let spec: HookSpec = serde_yaml_ng::from_str(
+///     "type: deny\nname: suspended\nmatch: {tenants: [umbrella]}\nreason: unpaid invoices\n",
+/// )
+/// .unwrap();
+/// assert_eq!(spec.name(), "suspended");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum HookSpec {
+    /// Resource groups that set placement fields ([`Placement`]).
+    Placement(PlacementSpec),
+    /// A hold during a time window ([`Freeze`]).
+    Freeze(FreezeSpec),
+    /// A refusal on a match ([`Deny`]).
+    Deny(DenySpec),
+}
+
+/// Why a hook declaration cannot become a hook. The text names the field inside the
+/// declaration; the config error around it names the declaration.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum SpecError {
+    /// A duration that does not parse.
+    #[error("{field}: expected a duration such as \"5s\", got {value:?}")]
+    InvalidDuration {
+        /// `after` or `for`.
+        field: &'static str,
+        /// The text.
+        value: String,
+    },
+    /// A timestamp that does not parse.
+    #[error(
+        "{field}: expected an RFC 3339 UTC timestamp such as \"2026-12-31T18:00:00Z\", got {value:?}"
+    )]
+    InvalidTimestamp {
+        /// `from` or `until`.
+        field: &'static str,
+        /// The text.
+        value: String,
+    },
+    /// A freeze that sets both a relative and an absolute window.
+    #[error("a freeze takes either after and for, or from and until, not both")]
+    MixedWindow,
+    /// A freeze without an end.
+    #[error("a freeze needs for (after boot) or until (a timestamp)")]
+    NoWindowEnd,
+    /// A relative freeze of no length.
+    #[error("for: must be above 0s")]
+    ZeroLength,
+    /// An absolute freeze that ends before it starts.
+    #[error("until: must be after from")]
+    EmptyWindow,
+    /// A deny hook whose matcher selects every attempt.
+    #[error("match: a deny hook needs at least one criterion")]
+    EmptyMatch,
+    /// A placement hook without groups.
+    #[error("groups: a placement hook needs at least one group")]
+    NoGroups,
+    /// A placement group whose changes the chain would refuse on every attempt.
+    #[error("groups[{group}].set: {problem}")]
+    InvalidChange {
+        /// The group's position.
+        group: usize,
+        /// The rule it breaks.
+        problem: ChangeError,
+    },
+}
+
+impl HookSpec {
+    /// The hook's name, as reasons and logs show it.
+    pub fn name(&self) -> &str {
+        match self {
+            HookSpec::Placement(spec) => &spec.name,
+            HookSpec::Freeze(spec) => &spec.name,
+            HookSpec::Deny(spec) => &spec.name,
+        }
+    }
+
+    /// Checks what deserializing cannot, against the install's `rules` for changes, so that a
+    /// hook that would misbehave on every attempt fails at boot.
+    ///
+    /// # Errors
+    /// Every [`SpecError`] found.
+    pub fn check(&self, rules: &ChangeRules) -> Result<(), Vec<SpecError>> {
+        match self {
+            HookSpec::Placement(spec) => spec.check(rules),
+            // A freeze's window was checked while it was deserialized.
+            HookSpec::Freeze(_) => Ok(()),
+            HookSpec::Deny(spec) => spec.check(),
+        }
+    }
+
+    /// The hook this declaration describes, reading wall-clock time from `clock`.
+    pub fn build(&self, clock: Arc<dyn Clock>) -> Arc<dyn Hook> {
+        match self {
+            HookSpec::Placement(spec) => Arc::new(Placement::new(spec)),
+            HookSpec::Freeze(spec) => Arc::new(Freeze::new(spec, clock)),
+            HookSpec::Deny(spec) => Arc::new(Deny::new(spec)),
+        }
+    }
+}
+
+/// The hooks `specs` declare, in the same order, on the system clock.
+///
+/// Relative freeze windows start counting when this is called, so call it once at boot. The
+/// specs are expected to have passed [`HookSpec::check`], as `Config` does.
+pub fn build(specs: &[HookSpec]) -> Vec<Arc<dyn Hook>> {
+    build_with_clock(specs, Arc::new(SystemClock))
+}
+
+/// [`build`] with an injected wall clock, for tests of absolute freeze windows.
+pub fn build_with_clock(specs: &[HookSpec], clock: Arc<dyn Clock>) -> Vec<Arc<dyn Hook>> {
+    specs
+        .iter()
+        .map(|spec| spec.build(Arc::clone(&clock)))
+        .collect()
+}

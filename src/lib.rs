@@ -1,0 +1,63 @@
+//! dexaflow-admission decides, for every task attempt a Dexaflow orchestrator dispatches, whether
+//! it runs, runs changed, waits or is refused, before the attempt's agent token is minted and
+//! before any pod exists (ADR 0100).
+//!
+//! # Layout
+//! - [`admission`]: the contract (ADR 0100 §1, §3, §4, §6, §7): [`admission::Request`],
+//!   [`admission::Decision`], [`admission::Changes`], the [`admission::Hook`] trait, the
+//!   [`admission::Chain`], the rules for changes and the reason cleaner. No actors or I/O.
+//! - [`dispatch`]: the dispatch path (§2, §4, §5): the [`dispatch::Dispatcher`] actor, the
+//!   [`dispatch::Pipeline`] both drivers run, built-in refusals, token, placement, executors and
+//!   the task store.
+//! - [`supervise`]: every hook call under a timeout, panic recovery and a breaker actor per hook
+//!   (§5); the admission workers of buffered dispatch.
+//! - [`hooks`]: the built-in `placement`, `freeze` and `deny` hooks a config can declare.
+//! - [`config`]: the YAML config, its validation and `DEXAFLOW_` overrides.
+//! - [`workload`] and [`report`]: what the `dispatch` command reads and prints.
+//!
+//! # Example
+//! A hook that places one tenant on its own node pool, chained and asked about one attempt:
+//!
+//! ```
+//! use std::sync::Arc;
+//! use dexaflow_admission::admission::{
+//!     Chain, ChangeRules, Changes, Decision, Hook, HookFuture, Request, Verdict,
+//! };
+//!
+//! struct TenantPool;
+//!
+//! impl Hook for TenantPool {
+//!     fn name(&self) -> &str {
+//!         "tenant-pool"
+//!     }
+//!     fn admit<'a>(&'a self, request: &'a Request) -> HookFuture<'a> {
+//!         Box::pin(async move {
+//!             let mut changes = Changes::default();
+//!             changes.node_selector.insert("pool".into(), request.tenant.clone());
+//!             Ok(Decision::AdmitWith(changes))
+//!         })
+//!     }
+//! }
+//!
+//! # fn main() {
+//! let chain = Chain::new(ChangeRules::default()).with_hook(Arc::new(TenantPool));
+//! let verdict = futures_lite_block_on(chain.admit(Request::new("acme", "etl", "load")));
+//! let Verdict::Admit { request, .. } = verdict else { panic!("admitted") };
+//! assert_eq!(request.execution.node_selector["pool"], "acme");
+//! # }
+//! # fn futures_lite_block_on<F: std::future::Future>(future: F) -> F::Output {
+//! #     tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(future)
+//! # }
+//! ```
+
+#![deny(missing_docs)]
+#![warn(missing_debug_implementations, unreachable_pub)]
+#![forbid(unsafe_code)]
+
+pub mod admission;
+pub mod config;
+pub mod dispatch;
+pub mod hooks;
+pub mod report;
+pub mod supervise;
+pub mod workload;

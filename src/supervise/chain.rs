@@ -1,0 +1,108 @@
+//! The supervised driver of the hook chain: the one the dispatcher runs, on the tick and on the
+//! workers alike.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{Breaker, Observer, Settings, Supervised};
+use crate::admission::{Chain, Request, Verdict};
+
+/// A chain whose every call is supervised: breaker gate, timeout, panic recovery.
+///
+/// Each call gets `min(timeout, what is left of chain_timeout)`, so several slow hooks cannot
+/// stall one attempt past the chain budget.
+#[derive(Clone)]
+pub struct SupervisedChain {
+    chain: Chain,
+    hooks: Vec<Supervised>,
+    timeout: Duration,
+    chain_timeout: Duration,
+    observer: Arc<dyn Observer>,
+}
+
+impl std::fmt::Debug for SupervisedChain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SupervisedChain")
+            .field("hooks", &self.hooks)
+            .field("timeout", &self.timeout)
+            .field("chain_timeout", &self.chain_timeout)
+            .finish()
+    }
+}
+
+impl SupervisedChain {
+    /// Starts one breaker per hook of `chain` on the current arbiter and supervises the chain.
+    ///
+    /// `settings.fail_open` overrides the chain's own fail-open flag.
+    ///
+    /// # Panics
+    /// Outside a running actix system (the breakers are actors).
+    pub fn start(
+        chain: Chain,
+        settings: &Settings,
+        observer: Arc<dyn Observer>,
+    ) -> SupervisedChain {
+        let chain = chain.with_fail_open(settings.fail_open);
+        let hooks = chain
+            .hooks()
+            .iter()
+            .enumerate()
+            .map(|(position, hook)| {
+                let gate = Breaker::start_for(
+                    position,
+                    hook.name(),
+                    settings.breaker.clone(),
+                    Arc::clone(&observer),
+                );
+                Supervised::new(Arc::clone(hook), gate)
+            })
+            .collect();
+        SupervisedChain {
+            chain,
+            hooks,
+            timeout: settings.timeout,
+            chain_timeout: settings.chain_timeout,
+            observer,
+        }
+    }
+
+    /// Whether no hook is registered.
+    pub fn is_empty(&self) -> bool {
+        self.chain.is_empty()
+    }
+
+    /// The supervised hooks in chain order.
+    pub fn hooks(&self) -> &[Supervised] {
+        &self.hooks
+    }
+
+    /// Runs every hook on `request` under supervision and returns the verdict.
+    ///
+    /// # Cancel safety
+    /// Dropping the future drops the call in progress; it counts neither toward the breaker nor
+    /// as fail-open, and nothing is reported for it.
+    pub async fn admit(&self, request: Request) -> Verdict {
+        let started = Instant::now();
+        let budget_ends = started + self.chain_timeout;
+        let mut run = self.chain.start(request);
+        while run.next_hook().is_some() {
+            let hook = &self.hooks[run.position()];
+            let call_started = Instant::now();
+            let limit = self
+                .timeout
+                .min(budget_ends.saturating_duration_since(call_started));
+            let result = hook.call(run.request(), limit).await;
+            let recorded = run.record(result);
+            let elapsed = call_started.elapsed();
+            self.observer.hook_call(recorded.outcome, elapsed);
+            if recorded.failed_open {
+                self.observer
+                    .hook_call(crate::admission::Outcome::FailOpen, elapsed);
+            }
+        }
+        self.observer.chain_finished(started.elapsed());
+        run.finish()
+    }
+}

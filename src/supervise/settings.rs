@@ -1,0 +1,53 @@
+//! The supervisor's settings, as plain values: `config.rs` builds them from the YAML file.
+
+use std::time::Duration;
+
+/// How every hook call is supervised.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// `execution.admission.timeout`: the most one hook call may take (default 500ms).
+    pub timeout: Duration,
+    /// `execution.admission.chain_timeout`: the most the whole chain may take for one attempt
+    /// (default 2s); each call gets `min(timeout, budget left)`.
+    pub chain_timeout: Duration,
+    /// `execution.admission.fail_open`: a broken or skipped hook admits unchanged (default false).
+    pub fail_open: bool,
+    /// `execution.admission.breaker.*`.
+    pub breaker: BreakerSettings,
+}
+
+/// When a hook's breaker opens and how long it stays open.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BreakerSettings {
+    /// `execution.admission.breaker.failures`: consecutive failures that open it (default 5).
+    pub failures: u32,
+    /// `execution.admission.breaker.backoff`: the first open period (default 1s), doubled after
+    /// each failed probe.
+    pub backoff: Duration,
+    /// `execution.admission.breaker.max_backoff`: the longest open period (default 60s).
+    pub max_backoff: Duration,
+    /// The fraction of the backoff added or removed at random (0.0 to 1.0; tests use 0).
+    pub jitter: f64,
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings {
+            timeout: Duration::from_millis(500),
+            chain_timeout: Duration::from_secs(2),
+            fail_open: false,
+            breaker: BreakerSettings::default(),
+        }
+    }
+}
+
+impl Default for BreakerSettings {
+    fn default() -> BreakerSettings {
+        BreakerSettings {
+            failures: 5,
+            backoff: Duration::from_secs(1),
+            max_backoff: Duration::from_secs(60),
+            jitter: 0.1,
+        }
+    }
+}

@@ -1,0 +1,112 @@
+//! The admission worker: an actor that drains the bounded dispatch buffer, one attempt at a time.
+//!
+//! The buffer is a crossbeam channel the dispatcher fills with `try_send`. A worker never blocks
+//! its arbiter on it: a [`Wake`] makes an idle worker drain with `try_recv` until the buffer is
+//! empty, running each attempt to completion before taking the next. The worker knows nothing
+//! of what an attempt is: it runs the [`Runner`] it was given, the same pipeline function the
+//! synchronous tick runs.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use actix::{
+    Actor, ActorContext, ActorFutureExt, AsyncContext, Context, Handler, Message, SpawnHandle,
+    WrapFuture,
+};
+use crossbeam_channel::Receiver;
+use tokio::sync::mpsc;
+
+/// Runs one buffered attempt to completion.
+pub type Runner<J> = Arc<dyn Fn(J) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
+
+/// An admission worker draining a buffer of `J`.
+pub struct AdmissionWorker<J: Send + Unpin + 'static> {
+    buffer: Receiver<J>,
+    run: Runner<J>,
+    stopping: Arc<AtomicBool>,
+    draining: Option<SpawnHandle>,
+    // Held until the worker stops: whoever waits for every worker to stop waits for these to drop.
+    _done: mpsc::Sender<()>,
+}
+
+impl<J: Send + Unpin + 'static> std::fmt::Debug for AdmissionWorker<J> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdmissionWorker")
+            .field("buffered", &self.buffer.len())
+            .field("busy", &self.draining.is_some())
+            .finish()
+    }
+}
+
+/// Sent by the dispatcher after it put attempts in the buffer. May be sent to a busy worker,
+/// which ignores it (it takes the next attempt itself); losing one is harmless while another
+/// follows on the next tick.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct Wake;
+
+/// Sent by the dispatcher on shutdown: finish the attempt in hand, take no other, then stop.
+/// Always delivered. Cancelling the attempt in hand is the dispatch's own business (its shutdown
+/// signal), so that it can hand the attempt back and say so.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct Stop;
+
+impl<J: Send + Unpin + 'static> AdmissionWorker<J> {
+    /// A worker that drains `buffer` by calling `run` on each attempt, holding `done` until it
+    /// stops.
+    pub fn new(buffer: Receiver<J>, run: Runner<J>, done: mpsc::Sender<()>) -> AdmissionWorker<J> {
+        AdmissionWorker {
+            buffer,
+            run,
+            stopping: Arc::new(AtomicBool::new(false)),
+            draining: None,
+            _done: done,
+        }
+    }
+}
+
+impl<J: Send + Unpin + 'static> Actor for AdmissionWorker<J> {
+    type Context = Context<Self>;
+}
+
+impl<J: Send + Unpin + 'static> Handler<Wake> for AdmissionWorker<J> {
+    type Result = ();
+
+    fn handle(&mut self, _: Wake, ctx: &mut Context<Self>) {
+        if self.draining.is_some() || self.stopping.load(Ordering::Acquire) {
+            return;
+        }
+        let buffer = self.buffer.clone();
+        let run = Arc::clone(&self.run);
+        let stopping = Arc::clone(&self.stopping);
+        let drain = async move {
+            while !stopping.load(Ordering::Acquire) {
+                let Ok(attempt) = buffer.try_recv() else {
+                    break;
+                };
+                run(attempt).await;
+            }
+        };
+        let handle = ctx.spawn(drain.into_actor(self).map(|(), worker, ctx| {
+            worker.draining = None;
+            if worker.stopping.load(Ordering::Acquire) {
+                ctx.stop();
+            }
+        }));
+        self.draining = Some(handle);
+    }
+}
+
+impl<J: Send + Unpin + 'static> Handler<Stop> for AdmissionWorker<J> {
+    type Result = ();
+
+    fn handle(&mut self, _: Stop, ctx: &mut Context<Self>) {
+        self.stopping.store(true, Ordering::Release);
+        if self.draining.is_none() {
+            ctx.stop();
+        }
+    }
+}

@@ -1,0 +1,233 @@
+//! Test fakes shared by the integration tests: a scripted hook that records what it saw.
+//!
+//! Each test binary compiles this module on its own and uses only part of it, so items unused by
+//! one binary would warn there; the allow below is for that and nothing else.
+#![allow(dead_code)]
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use dexaflow_admission::admission::{
+    Changes, Decision, Hook, HookError, HookFuture, Request, TaintEffect, Toleration,
+    TolerationOperator,
+};
+
+/// One answer a [`FakeHook`] gives.
+pub type Answer = Result<Decision, HookError>;
+
+/// A hook that answers from a script and records every request it was shown.
+///
+/// Answers are taken from the script in order; once the script is empty the fixed answer (if
+/// any) is given to every later call. A call with neither panics, naming the hook, so a test
+/// that calls a hook more often than it planned fails loudly.
+#[derive(Debug)]
+pub struct FakeHook {
+    name: String,
+    builtin: bool,
+    script: Mutex<VecDeque<Answer>>,
+    fixed: Option<Answer>,
+    seen: Arc<Mutex<Vec<Request>>>,
+    log: Option<CallLog>,
+}
+
+/// The names of hooks in the order they were called, shared by several [`FakeHook`]s.
+pub type CallLog = Arc<Mutex<Vec<String>>>;
+
+impl FakeHook {
+    /// A hook named `name` that gives `answer` to every call.
+    pub fn answering(name: &str, answer: Answer) -> FakeHook {
+        FakeHook {
+            name: name.to_owned(),
+            builtin: false,
+            script: Mutex::new(VecDeque::new()),
+            fixed: Some(answer),
+            seen: Arc::new(Mutex::new(Vec::new())),
+            log: None,
+        }
+    }
+
+    /// A hook named `name` that gives `answers` in order, then panics if called again.
+    pub fn scripted(name: &str, answers: impl IntoIterator<Item = Answer>) -> FakeHook {
+        FakeHook {
+            script: Mutex::new(answers.into_iter().collect()),
+            fixed: None,
+            ..FakeHook::answering(name, Ok(Decision::Admit))
+        }
+    }
+
+    /// A hook that admits every attempt unchanged.
+    pub fn admitting(name: &str) -> FakeHook {
+        FakeHook::answering(name, Ok(Decision::Admit))
+    }
+
+    /// A hook that admits every attempt with `changes`.
+    pub fn changing(name: &str, changes: Changes) -> FakeHook {
+        FakeHook::answering(name, Ok(Decision::AdmitWith(changes)))
+    }
+
+    /// A hook that refuses every attempt with `reason`.
+    pub fn refusing(name: &str, reason: &str) -> FakeHook {
+        FakeHook::answering(name, Ok(Decision::Refuse(reason.to_owned())))
+    }
+
+    /// A hook that holds every attempt with `reason`.
+    pub fn holding(name: &str, reason: &str) -> FakeHook {
+        FakeHook::answering(name, Ok(Decision::Hold(reason.to_owned())))
+    }
+
+    /// A hook whose every call fails with `error`.
+    pub fn failing(name: &str, error: HookError) -> FakeHook {
+        FakeHook::answering(name, Err(error))
+    }
+
+    /// Marks the hook as built-in, so that it may set `runtime_class_name` and `fill_limits`.
+    pub fn builtin(mut self) -> FakeHook {
+        self.builtin = true;
+        self
+    }
+
+    /// Also writes the hook's name to `log` on every call, to see the order across hooks.
+    pub fn logging_to(mut self, log: &CallLog) -> FakeHook {
+        self.log = Some(Arc::clone(log));
+        self
+    }
+
+    /// Wraps the hook in an `Arc`, ready to register and to inspect afterwards.
+    pub fn shared(self) -> Arc<FakeHook> {
+        Arc::new(self)
+    }
+
+    /// The shared record of requests, for a test that needs it after the hook is gone.
+    pub fn recorder(&self) -> Arc<Mutex<Vec<Request>>> {
+        Arc::clone(&self.seen)
+    }
+
+    /// Every request the hook was shown, in call order.
+    pub fn seen(&self) -> Vec<Request> {
+        self.seen
+            .lock()
+            .expect("no test panics while holding the record")
+            .clone()
+    }
+
+    /// How many times the hook was called.
+    pub fn calls(&self) -> usize {
+        self.seen
+            .lock()
+            .expect("no test panics while holding the record")
+            .len()
+    }
+
+    fn next_answer(&self) -> Answer {
+        let scripted = self
+            .script
+            .lock()
+            .expect("no test panics while holding the script")
+            .pop_front();
+        match (scripted, &self.fixed) {
+            (Some(answer), _) => answer,
+            (None, Some(answer)) => answer.clone(),
+            (None, None) => panic!(
+                "fake hook {:?} was called more often than scripted",
+                self.name
+            ),
+        }
+    }
+}
+
+impl Hook for FakeHook {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn admit<'a>(&'a self, request: &'a Request) -> HookFuture<'a> {
+        self.seen
+            .lock()
+            .expect("no test panics while holding the record")
+            .push(request.clone());
+        if let Some(log) = &self.log {
+            log.lock()
+                .expect("no test panics while holding the log")
+                .push(self.name.clone());
+        }
+        let answer = self.next_answer();
+        Box::pin(async move { answer })
+    }
+
+    fn is_builtin(&self) -> bool {
+        self.builtin
+    }
+}
+
+/// A new, empty call log.
+pub fn call_log() -> CallLog {
+    Arc::new(Mutex::new(Vec::new()))
+}
+
+/// The names in `log`, in call order.
+pub fn logged(log: &CallLog) -> Vec<String> {
+    log.lock()
+        .expect("no test panics while holding the log")
+        .clone()
+}
+
+/// A request for tenant `acme`, DAG `etl`, task `load`, with one label and a node selector, so
+/// that merges have something to merge into.
+pub fn sample_request() -> Request {
+    let mut request = Request::new("acme", "etl", "load");
+    request.run_id = "scheduled__2026-10-29T00:00:00".to_owned();
+    request.operator = "PythonOperator".to_owned();
+    request.image = "registry.example.com/etl:1.4".to_owned();
+    request.execution.service_account = "dexaflow-task".to_owned();
+    request
+        .execution
+        .node_selector
+        .insert("disk".to_owned(), "ssd".to_owned());
+    request
+        .execution
+        .labels
+        .insert("team".to_owned(), "data".to_owned());
+    request
+}
+
+/// Changes that set one node-selector entry.
+pub fn node_selector(key: &str, value: &str) -> Changes {
+    let mut changes = Changes::default();
+    changes
+        .node_selector
+        .insert(key.to_owned(), value.to_owned());
+    changes
+}
+
+/// Changes that set one label.
+pub fn label(key: &str, value: &str) -> Changes {
+    let mut changes = Changes::default();
+    changes.labels.insert(key.to_owned(), value.to_owned());
+    changes
+}
+
+/// Changes that set one annotation.
+pub fn annotation(key: &str, value: &str) -> Changes {
+    let mut changes = Changes::default();
+    changes.annotations.insert(key.to_owned(), value.to_owned());
+    changes
+}
+
+/// Changes that append one toleration.
+pub fn toleration(toleration: Toleration) -> Changes {
+    Changes {
+        tolerations: vec![toleration],
+        ..Changes::default()
+    }
+}
+
+/// A toleration `key=value:NoSchedule` under `Equal`.
+pub fn equal_toleration(key: &str, value: &str) -> Toleration {
+    Toleration {
+        key: key.to_owned(),
+        operator: TolerationOperator::Equal,
+        value: value.to_owned(),
+        effect: Some(TaintEffect::NoSchedule),
+        toleration_seconds: None,
+    }
+}

@@ -1,0 +1,650 @@
+//! The built-in refusals that run before the token: the resource unit, the execution allowlist,
+//! the image allowlist and the source-mode size, their order, and the request a hook is shown.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use dexaflow_admission::admission::{ResourceList, Resources};
+use dexaflow_admission::dispatch::Settings;
+use dexaflow_admission::dispatch::refusals::{
+    Refusal, build_request, effective_execution, image_allowed, image_repository,
+    refuse_before_token,
+};
+use dexaflow_admission::dispatch::settings::{
+    AllowedFields, Allowlist, Enforce, ExecutorSettings, ResourceDefaults, ResourceUnit,
+    SourceMode, TokenSettings,
+};
+use dexaflow_admission::dispatch::task::{Task, TaskExecution, TaskKey};
+use dexaflow_admission::dispatch::unit::{UnitError, cpu_quantity, memory_quantity};
+
+const GI: u128 = 1 << 30;
+const RUNTIME_IMAGE: &str = "ghcr.io/dexadata/runtime@sha256:0000000000000000000000000000000000000000000000000000000000000000";
+
+fn settings() -> Settings {
+    Settings {
+        buffer_size: 0,
+        workers: 1,
+        loop_interval: Duration::from_secs(1),
+        retry_window: Duration::from_secs(900),
+        drain_timeout: Duration::from_secs(15),
+        task_service_account: "dexaflow-task".to_owned(),
+        defaults: ResourceDefaults::default(),
+        unit: None,
+        allowlist: Allowlist::default(),
+        source_mode: SourceMode::default(),
+        warm_pools: false,
+        token: TokenSettings {
+            secret: b"secret".to_vec(),
+            ttl: Duration::from_secs(60),
+        },
+        executor: ExecutorSettings::Lite {
+            log_dir: PathBuf::from("/tmp/unused"),
+        },
+    }
+}
+
+/// One unit of 1 CPU and 4Gi under `enforce`.
+fn unit(enforce: Enforce) -> ResourceUnit {
+    ResourceUnit {
+        cpu: "1".to_owned(),
+        memory: "4Gi".to_owned(),
+        cpu_milli: 1000,
+        memory_milli: 4 * GI * 1000,
+        enforce,
+        max_size: 64,
+    }
+}
+
+fn with_unit(enforce: Enforce) -> Settings {
+    Settings {
+        unit: Some(unit(enforce)),
+        ..settings()
+    }
+}
+
+fn task() -> Task {
+    Task {
+        key: TaskKey {
+            tenant: "acme".to_owned(),
+            dag_id: "etl".to_owned(),
+            run_id: "manual__1".to_owned(),
+            task_id: "load".to_owned(),
+        },
+        operator: "BashOperator".to_owned(),
+        image: "ghcr.io/acme/etl:1.2".to_owned(),
+        command: vec!["true".to_owned()],
+        env: Default::default(),
+        source: None,
+        staging: false,
+        pool_slots: 1,
+        resources: Resources::default(),
+        execution: TaskExecution::default(),
+    }
+}
+
+fn list(cpu: Option<&str>, memory: Option<&str>) -> ResourceList {
+    ResourceList {
+        cpu: cpu.map(str::to_owned),
+        memory: memory.map(str::to_owned),
+        ephemeral_storage: None,
+    }
+}
+
+fn names(items: &[&str]) -> Option<BTreeSet<String>> {
+    Some(items.iter().map(|item| (*item).to_owned()).collect())
+}
+
+fn refusal(task: &Task, settings: &Settings) -> String {
+    match refuse_before_token(task, settings) {
+        Ok(effective) => panic!("expected a refusal, got {effective:?}"),
+        Err(refusal) => refusal.to_string(),
+    }
+}
+
+// ---- the resource unit ------------------------------------------------------------------------
+
+#[test]
+fn a_task_that_declares_nothing_gets_its_size_in_units_as_requests_and_limits() {
+    let mut task = task();
+    task.pool_slots = 2;
+    let effective = refuse_before_token(&task, &with_unit(Enforce::Refuse)).unwrap();
+    assert_eq!(effective.resources.requests, list(Some("2"), Some("8Gi")));
+    assert_eq!(effective.resources.limits, list(Some("2"), Some("8Gi")));
+    assert_eq!(effective.size, 2);
+    assert_eq!(effective.unit_warning, None);
+}
+
+#[test]
+fn pool_slots_zero_counts_as_size_one() {
+    let mut task = task();
+    task.pool_slots = 0;
+    let effective = refuse_before_token(&task, &with_unit(Enforce::Refuse)).unwrap();
+    assert_eq!(effective.size, 1);
+    assert_eq!(effective.resources.limits, list(Some("1"), Some("4Gi")));
+}
+
+#[test]
+fn a_missing_request_follows_the_declared_limit() {
+    let mut task = task();
+    task.resources.limits = list(Some("500m"), Some("1Gi"));
+    let effective = refuse_before_token(&task, &with_unit(Enforce::Refuse)).unwrap();
+    assert_eq!(
+        effective.resources.requests,
+        list(Some("500m"), Some("1Gi"))
+    );
+    assert_eq!(effective.resources.limits, list(Some("500m"), Some("1Gi")));
+}
+
+#[test]
+fn a_missing_limit_is_size_times_unit_when_the_request_is_smaller() {
+    let mut task = task();
+    task.resources.requests = list(Some("250m"), Some("512Mi"));
+    let effective = refuse_before_token(&task, &with_unit(Enforce::Refuse)).unwrap();
+    assert_eq!(
+        effective.resources.requests,
+        list(Some("250m"), Some("512Mi"))
+    );
+    assert_eq!(effective.resources.limits, list(Some("1"), Some("4Gi")));
+}
+
+#[test]
+fn a_missing_limit_is_the_request_when_a_tolerated_misfit_asks_for_more() {
+    let mut task = task();
+    task.resources.requests = list(Some("3"), None);
+    let effective = refuse_before_token(&task, &with_unit(Enforce::Warn)).unwrap();
+    assert_eq!(effective.resources.limits.cpu.as_deref(), Some("3"));
+    assert_eq!(effective.resources.limits.memory.as_deref(), Some("4Gi"));
+}
+
+#[test]
+fn declared_requests_and_limits_are_never_rewritten() {
+    let mut task = task();
+    task.resources.requests = list(Some("0.5"), Some("1000Mi"));
+    task.resources.limits = list(Some("1000m"), Some("2G"));
+    let effective = refuse_before_token(&task, &with_unit(Enforce::Refuse)).unwrap();
+    assert_eq!(
+        effective.resources.requests,
+        list(Some("0.5"), Some("1000Mi"))
+    );
+    assert_eq!(effective.resources.limits, list(Some("1000m"), Some("2G")));
+}
+
+#[test]
+fn ephemeral_storage_passes_through_the_unit_unchanged() {
+    let mut task = task();
+    task.resources.limits.ephemeral_storage = Some("10Gi".to_owned());
+    let effective = refuse_before_token(&task, &with_unit(Enforce::Refuse)).unwrap();
+    assert_eq!(
+        effective.resources.limits.ephemeral_storage.as_deref(),
+        Some("10Gi")
+    );
+    assert_eq!(effective.resources.requests.ephemeral_storage, None);
+}
+
+#[test]
+fn a_task_over_max_size_is_refused_naming_the_largest_size() {
+    let mut task = task();
+    task.pool_slots = 65;
+    assert_eq!(
+        refusal(&task, &with_unit(Enforce::Refuse)),
+        "task \"load\" is size 65, above this install's largest size 64 (executor.unit.max_size)"
+    );
+}
+
+#[test]
+fn a_task_at_max_size_is_allowed() {
+    let mut task = task();
+    task.pool_slots = 64;
+    assert_eq!(
+        refuse_before_token(&task, &with_unit(Enforce::Refuse))
+            .unwrap()
+            .size,
+        64
+    );
+}
+
+#[test]
+fn a_task_over_max_size_is_refused_even_under_warn() {
+    let mut task = task();
+    task.pool_slots = 65;
+    let refused = refuse_before_token(&task, &with_unit(Enforce::Warn)).unwrap_err();
+    assert!(matches!(
+        refused,
+        Refusal::Unit(UnitError::TooLarge {
+            size: 65,
+            max_size: 64,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn a_misfit_under_refuse_is_refused_naming_the_size_it_needs() {
+    let mut task = task();
+    task.resources.requests = list(Some("2500m"), Some("1Gi"));
+    assert_eq!(
+        refusal(&task, &with_unit(Enforce::Refuse)),
+        "task \"load\" declares resources larger than its size: it is size 1, and one unit is 1 CPU \
+         and 4Gi memory, so it needs size: 3 (set it in dexaflow.yaml tasks.load.size, or \
+         pool_slots in dag.py)"
+    );
+}
+
+#[test]
+fn a_misfit_counts_limits_as_well_as_requests() {
+    let mut task = task();
+    task.pool_slots = 2;
+    task.resources.limits = list(None, Some("9Gi"));
+    let refused = refuse_before_token(&task, &with_unit(Enforce::Refuse)).unwrap_err();
+    let Refusal::Unit(UnitError::Misfit(misfit)) = refused else {
+        panic!("expected a misfit, got {refused:?}");
+    };
+    assert_eq!((misfit.size, misfit.need), (2, 3));
+}
+
+#[test]
+fn a_misfit_under_warn_runs_and_returns_the_warning() {
+    let mut task = task();
+    task.resources.requests = list(None, Some("5Gi"));
+    let effective = refuse_before_token(&task, &with_unit(Enforce::Warn)).unwrap();
+    let warning = effective.unit_warning.expect("a warning");
+    assert_eq!((warning.size, warning.need), (1, 2));
+    assert!(warning.to_string().contains("so it needs size: 2"));
+    assert_eq!(effective.size, 1);
+}
+
+#[test]
+fn a_task_that_fits_its_size_has_no_warning_under_warn() {
+    let mut task = task();
+    task.resources.requests = list(Some("1"), Some("4Gi"));
+    let effective = refuse_before_token(&task, &with_unit(Enforce::Warn)).unwrap();
+    assert_eq!(effective.unit_warning, None);
+}
+
+#[test]
+fn the_unit_in_a_message_is_written_as_kubernetes_writes_it() {
+    assert_eq!(cpu_quantity(1000), "1");
+    assert_eq!(cpu_quantity(1500), "1500m");
+    assert_eq!(cpu_quantity(250), "250m");
+    assert_eq!(memory_quantity(512 * (1 << 20) * 1000), "512Mi");
+    assert_eq!(memory_quantity(4 * GI * 1000), "4Gi");
+    assert_eq!(memory_quantity(1_000_000_000 * 1000), "1000000000");
+}
+
+#[test]
+fn without_a_unit_a_task_keeps_its_own_resources() {
+    let mut task = task();
+    task.resources.requests = list(Some("100m"), None);
+    let mut settings = settings();
+    settings.defaults = ResourceDefaults {
+        cpu: Some("250m".to_owned()),
+        memory: Some("256Mi".to_owned()),
+    };
+    let effective = refuse_before_token(&task, &settings).unwrap();
+    assert_eq!(effective.resources.requests, list(Some("100m"), None));
+    assert_eq!(effective.resources.limits, ResourceList::default());
+    assert_eq!(effective.size, 1);
+}
+
+#[test]
+fn without_a_unit_a_task_that_declares_nothing_gets_the_executor_defaults() {
+    let mut settings = settings();
+    settings.defaults = ResourceDefaults {
+        cpu: Some("250m".to_owned()),
+        memory: Some("256Mi".to_owned()),
+    };
+    let effective = refuse_before_token(&task(), &settings).unwrap();
+    assert_eq!(
+        effective.resources.requests,
+        list(Some("250m"), Some("256Mi"))
+    );
+    assert_eq!(
+        effective.resources.limits,
+        list(Some("250m"), Some("256Mi"))
+    );
+}
+
+// ---- the execution allowlist ------------------------------------------------------------------
+
+#[test]
+fn fields_none_refuses_a_task_that_sets_a_node_selector() {
+    let mut task = task();
+    task.execution
+        .node_selector
+        .insert("pool".to_owned(), "gpu".to_owned());
+    let mut settings = settings();
+    settings.allowlist.fields = AllowedFields::None;
+    assert_eq!(
+        refusal(&task, &settings),
+        "execution.node_selector is set but execution_allowlist.fields does not allow it"
+    );
+}
+
+#[test]
+fn fields_none_admits_a_task_that_sets_no_execution_field() {
+    let mut settings = settings();
+    settings.allowlist.fields = AllowedFields::None;
+    assert!(refuse_before_token(&task(), &settings).is_ok());
+}
+
+#[test]
+fn a_field_list_admits_the_listed_fields() {
+    let mut task = task();
+    task.execution
+        .labels
+        .insert("team".to_owned(), "data".to_owned());
+    let mut settings = settings();
+    settings.allowlist.fields = AllowedFields::Only(names(&["labels"]).unwrap());
+    assert!(refuse_before_token(&task, &settings).is_ok());
+}
+
+#[test]
+fn a_field_list_refuses_a_field_it_does_not_list() {
+    let mut task = task();
+    task.execution
+        .labels
+        .insert("team".to_owned(), "data".to_owned());
+    task.execution.priority_class_name = "high".to_owned();
+    let mut settings = settings();
+    settings.allowlist.fields = AllowedFields::Only(names(&["labels"]).unwrap());
+    assert_eq!(
+        refusal(&task, &settings),
+        "execution.priority_class_name is set but execution_allowlist.fields does not allow it"
+    );
+}
+
+#[test]
+fn a_service_account_outside_the_list_is_refused() {
+    let mut task = task();
+    task.execution.service_account = "admin".to_owned();
+    let mut settings = settings();
+    settings.allowlist.service_accounts = names(&["etl-runner"]);
+    assert_eq!(
+        refusal(&task, &settings),
+        "execution.service_account \"admin\" is not in execution_allowlist.service_accounts"
+    );
+}
+
+#[test]
+fn a_service_account_in_the_list_is_admitted_as_chosen() {
+    let mut task = task();
+    task.execution.service_account = "etl-runner".to_owned();
+    let mut settings = settings();
+    settings.allowlist.service_accounts = names(&["etl-runner"]);
+    let effective = refuse_before_token(&task, &settings).unwrap();
+    assert_eq!(effective.service_account, "etl-runner");
+    assert!(effective.service_account_chosen);
+}
+
+#[test]
+fn the_default_task_service_account_is_exempt_from_the_list() {
+    let mut task = task();
+    task.execution.service_account = "dexaflow-task".to_owned();
+    let mut settings = settings();
+    settings.allowlist.service_accounts = names(&["etl-runner"]);
+    let effective = refuse_before_token(&task, &settings).unwrap();
+    assert_eq!(effective.service_account, "dexaflow-task");
+}
+
+#[test]
+fn an_empty_service_account_takes_the_default_and_is_not_chosen() {
+    let mut settings = settings();
+    settings.allowlist.service_accounts = names(&[]);
+    let effective = refuse_before_token(&task(), &settings).unwrap();
+    assert_eq!(effective.service_account, "dexaflow-task");
+    assert!(!effective.service_account_chosen);
+}
+
+#[test]
+fn a_priority_class_outside_the_list_is_refused() {
+    let mut task = task();
+    task.execution.priority_class_name = "critical".to_owned();
+    let mut settings = settings();
+    settings.allowlist.priority_classes = names(&["batch"]);
+    assert_eq!(
+        refusal(&task, &settings),
+        "execution.priority_class_name \"critical\" is not in execution_allowlist.priority_classes"
+    );
+}
+
+#[test]
+fn a_priority_class_in_the_list_is_admitted() {
+    let mut task = task();
+    task.execution.priority_class_name = "batch".to_owned();
+    let mut settings = settings();
+    settings.allowlist.priority_classes = names(&["batch"]);
+    assert!(refuse_before_token(&task, &settings).is_ok());
+}
+
+// ---- the image allowlist ----------------------------------------------------------------------
+
+fn images(entries: &[&str]) -> Vec<String> {
+    entries.iter().map(|entry| (*entry).to_owned()).collect()
+}
+
+#[test]
+fn a_prefix_entry_admits_every_image_under_it() {
+    let allowed = images(&["ghcr.io/acme/"]);
+    assert!(image_allowed("ghcr.io/acme/etl:1.2", &allowed));
+    assert!(image_allowed("ghcr.io/acme/team/tool@sha256:abc", &allowed));
+    assert!(!image_allowed("ghcr.io/acme-evil/etl:1.2", &allowed));
+}
+
+#[test]
+fn a_repository_entry_admits_the_repository_with_a_tag_or_a_digest() {
+    let allowed = images(&["ghcr.io/acme/etl"]);
+    assert!(image_allowed("ghcr.io/acme/etl", &allowed));
+    assert!(image_allowed("ghcr.io/acme/etl:1.2", &allowed));
+    assert!(image_allowed(
+        "ghcr.io/acme/etl@sha256:4f53cda18c2baa0c0354bb5f9a3ecbe5ed12ab4d8e11ba873c2f11161202b945",
+        &allowed
+    ));
+    assert!(image_allowed("ghcr.io/acme/etl:1.2@sha256:abc", &allowed));
+}
+
+#[test]
+fn a_repository_entry_refuses_a_longer_name_that_starts_with_it() {
+    let mut task = task();
+    task.image = "ghcr.io/acme/etl-evil:1.2".to_owned();
+    let mut settings = settings();
+    settings.allowlist.images = Some(images(&["ghcr.io/acme/etl"]));
+    assert_eq!(
+        refusal(&task, &settings),
+        "image \"ghcr.io/acme/etl-evil:1.2\" is not in execution_allowlist.images"
+    );
+}
+
+#[test]
+fn a_registry_port_is_not_taken_for_a_tag() {
+    assert_eq!(
+        image_repository("localhost:5000/app:1"),
+        "localhost:5000/app"
+    );
+    assert_eq!(image_repository("localhost:5000/app"), "localhost:5000/app");
+    assert!(image_allowed(
+        "localhost:5000/app:1",
+        &images(&["localhost:5000/app"])
+    ));
+    assert!(!image_allowed(
+        "localhost:5000/app:1",
+        &images(&["localhost"])
+    ));
+}
+
+#[test]
+fn an_image_in_the_list_is_admitted() {
+    let mut settings = settings();
+    settings.allowlist.images = Some(images(&["ghcr.io/acme/etl"]));
+    let effective = refuse_before_token(&task(), &settings).unwrap();
+    assert_eq!(effective.image, "ghcr.io/acme/etl:1.2");
+}
+
+#[test]
+fn the_runtime_image_of_source_mode_is_exempt_from_the_image_list() {
+    let mut task = task();
+    task.image = String::new();
+    task.source = Some("print('hi')".to_owned());
+    let mut settings = source_mode_settings();
+    settings.allowlist.images = Some(images(&["ghcr.io/acme/"]));
+    let effective = refuse_before_token(&task, &settings).unwrap();
+    assert_eq!(effective.image, RUNTIME_IMAGE);
+}
+
+// ---- source mode ------------------------------------------------------------------------------
+
+fn source_mode_settings() -> Settings {
+    Settings {
+        source_mode: SourceMode {
+            enabled: true,
+            image: RUNTIME_IMAGE.to_owned(),
+            max_bytes: 131_072,
+        },
+        ..settings()
+    }
+}
+
+fn source_task(bytes: usize) -> Task {
+    Task {
+        image: RUNTIME_IMAGE.to_owned(),
+        source: Some("x".repeat(bytes)),
+        ..task()
+    }
+}
+
+#[test]
+fn a_source_of_exactly_131072_bytes_runs_in_source_mode() {
+    let effective = refuse_before_token(&source_task(131_072), &source_mode_settings()).unwrap();
+    assert!(effective.source_mode);
+}
+
+#[test]
+fn a_source_of_131073_bytes_is_refused() {
+    assert_eq!(
+        refusal(&source_task(131_073), &source_mode_settings()),
+        "source mode: DAG \"etl\" source is 131073 bytes, over the 131072 byte limit; build an \
+         image instead"
+    );
+}
+
+#[test]
+fn the_runtime_image_without_a_source_is_refused() {
+    let mut task = source_task(0);
+    task.source = None;
+    assert_eq!(
+        refusal(&task, &source_mode_settings()),
+        "source mode: DAG \"etl\" uses the runtime image but has no source"
+    );
+}
+
+#[test]
+fn source_mode_does_not_apply_to_a_task_with_its_own_image() {
+    let task = Task {
+        source: Some("x".repeat(200_000)),
+        ..task()
+    };
+    let effective = refuse_before_token(&task, &source_mode_settings()).unwrap();
+    assert!(!effective.source_mode);
+}
+
+#[test]
+fn source_mode_does_not_apply_while_it_is_disabled() {
+    let effective = refuse_before_token(&source_task(200_000), &settings()).unwrap();
+    assert!(!effective.source_mode);
+}
+
+// ---- order ------------------------------------------------------------------------------------
+
+#[test]
+fn a_task_failing_both_the_unit_and_the_image_list_reports_the_unit() {
+    let mut task = task();
+    task.pool_slots = 100;
+    task.image = "evil.io/x:1".to_owned();
+    let mut settings = with_unit(Enforce::Refuse);
+    settings.allowlist.images = Some(images(&["ghcr.io/acme/"]));
+    assert!(matches!(
+        refuse_before_token(&task, &settings),
+        Err(Refusal::Unit(_))
+    ));
+}
+
+#[test]
+fn a_task_failing_both_the_allowlist_and_the_image_list_reports_the_allowlist() {
+    let mut task = task();
+    task.execution.service_account = "admin".to_owned();
+    task.image = "evil.io/x:1".to_owned();
+    let mut settings = settings();
+    settings.allowlist.service_accounts = names(&[]);
+    settings.allowlist.images = Some(images(&["ghcr.io/acme/"]));
+    assert!(matches!(
+        refuse_before_token(&task, &settings),
+        Err(Refusal::ServiceAccountNotAllowed { .. })
+    ));
+}
+
+#[test]
+fn a_task_failing_both_the_image_list_and_source_mode_reports_the_image() {
+    let mut task = source_task(200_000);
+    task.image = "evil.io/x:1".to_owned();
+    let mut settings = source_mode_settings();
+    settings.allowlist.images = Some(images(&["ghcr.io/acme/"]));
+    assert!(matches!(
+        refuse_before_token(&task, &settings),
+        Err(Refusal::ImageNotAllowed { .. })
+    ));
+}
+
+// ---- the request ------------------------------------------------------------------------------
+
+#[test]
+fn the_request_carries_the_effective_values() {
+    let mut task = task();
+    task.pool_slots = 2;
+    task.execution
+        .node_selector
+        .insert("pool".to_owned(), "batch".to_owned());
+    task.execution.priority_class_name = "batch".to_owned();
+    let effective = refuse_before_token(&task, &with_unit(Enforce::Refuse)).unwrap();
+    let request = build_request(&task, &effective, 3);
+    assert_eq!(
+        (
+            request.tenant.as_str(),
+            request.dag_id.as_str(),
+            request.run_id.as_str(),
+            request.task_id.as_str()
+        ),
+        ("acme", "etl", "manual__1", "load")
+    );
+    assert_eq!(request.try_number, 3);
+    assert_eq!(request.operator, "BashOperator");
+    assert_eq!(request.image, "ghcr.io/acme/etl:1.2");
+    assert_eq!(request.size, 2);
+    assert_eq!(request.resources, effective.resources);
+    assert_eq!(request.execution.service_account, "dexaflow-task");
+    assert!(!request.execution.service_account_chosen);
+    assert_eq!(request.execution.priority_class, "batch");
+    assert_eq!(request.execution.node_selector["pool"], "batch");
+    assert_eq!(request.execution, effective_execution(&task, &effective));
+    assert!(!request.source_mode);
+}
+
+#[test]
+fn the_request_carries_no_environment_source_or_command() {
+    let mut task = source_task(64);
+    task.source = Some("SOURCE-MARKER".to_owned());
+    task.command = vec!["COMMAND-MARKER".to_owned()];
+    task.env
+        .insert("ENV-KEY-MARKER".to_owned(), "ENV-VALUE-MARKER".to_owned());
+    let effective = refuse_before_token(&task, &source_mode_settings()).unwrap();
+    let request = build_request(&task, &effective, 1);
+    let wire = serde_json::to_string(&request).unwrap();
+    for marker in [
+        "SOURCE-MARKER",
+        "COMMAND-MARKER",
+        "ENV-KEY-MARKER",
+        "ENV-VALUE-MARKER",
+    ] {
+        assert!(!wire.contains(marker), "{marker} leaked into {wire}");
+    }
+    assert!(request.source_mode);
+}

@@ -1,0 +1,229 @@
+//! Fakes for dispatch tests: an executor and a token minter that record what they were asked,
+//! and settings and tasks to build a dispatcher from.
+//!
+//! Each test binary compiles this module on its own and uses only part of it, so items unused by
+//! one binary would warn there; the allow below is for that and nothing else.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use actix::{Actor, Addr};
+use dexaflow_admission::admission::{Chain, ChangeRules, Hook};
+use dexaflow_admission::dispatch::executor::{Admitted, ExecuteFuture, Executor, Launched};
+use dexaflow_admission::dispatch::settings::{
+    Allowlist, Enforce, ExecutorSettings, ResourceDefaults, ResourceUnit, SourceMode, TokenSettings,
+};
+use dexaflow_admission::dispatch::task::{Task, TaskExecution, TaskKey};
+use dexaflow_admission::dispatch::token::{AgentIdentity, Minter, TokenError};
+use dexaflow_admission::dispatch::{
+    Dispatcher, Parts, Pipeline, Settings, Settled, TaskStore, Ticking,
+};
+use dexaflow_admission::supervise::{self, BreakerSettings, Gate, Ignore, SupervisedChain};
+use tokio::sync::mpsc;
+
+/// An executor that launches nothing and records every attempt it was given.
+#[derive(Debug, Default)]
+pub struct RecordingExecutor {
+    calls: Mutex<Vec<Admitted>>,
+}
+
+impl RecordingExecutor {
+    /// Every attempt the executor was asked to launch.
+    pub fn calls(&self) -> Vec<Admitted> {
+        self.calls
+            .lock()
+            .expect("no test panics holding the record")
+            .clone()
+    }
+}
+
+impl Executor for RecordingExecutor {
+    fn name(&self) -> &'static str {
+        "recording"
+    }
+
+    fn execute<'a>(&'a self, attempt: &'a Admitted) -> ExecuteFuture<'a> {
+        self.calls
+            .lock()
+            .expect("no test panics holding the record")
+            .push(attempt.clone());
+        Box::pin(async { Ok(Launched { completion: None }) })
+    }
+}
+
+/// A minter that hands out `token-<n>` and records every identity it minted for.
+#[derive(Debug, Default)]
+pub struct RecordingMinter {
+    minted: Mutex<Vec<AgentIdentity>>,
+}
+
+impl RecordingMinter {
+    /// Every identity a token was minted for.
+    pub fn minted(&self) -> Vec<AgentIdentity> {
+        self.minted
+            .lock()
+            .expect("no test panics holding the record")
+            .clone()
+    }
+}
+
+impl Minter for RecordingMinter {
+    fn mint(&self, identity: &AgentIdentity) -> Result<String, TokenError> {
+        let mut minted = self
+            .minted
+            .lock()
+            .expect("no test panics holding the record");
+        minted.push(identity.clone());
+        Ok(format!("token-{}", minted.len()))
+    }
+}
+
+/// Settings for synchronous dispatch with no unit, no allowlist and warm pools on, so that an
+/// attempt nothing changed goes warm.
+pub fn settings() -> Settings {
+    Settings {
+        buffer_size: 0,
+        workers: 1,
+        loop_interval: Duration::from_secs(1),
+        retry_window: Duration::from_secs(15 * 60),
+        drain_timeout: Duration::from_secs(15),
+        task_service_account: "dexaflow-task".to_owned(),
+        defaults: ResourceDefaults::default(),
+        unit: None,
+        allowlist: Allowlist::default(),
+        source_mode: SourceMode::default(),
+        warm_pools: true,
+        token: TokenSettings {
+            secret: b"test-secret".to_vec(),
+            ttl: Duration::from_secs(600),
+        },
+        executor: ExecutorSettings::Null,
+    }
+}
+
+/// A unit of 1 CPU and 2Gi, refusing misfits.
+pub fn unit() -> ResourceUnit {
+    ResourceUnit {
+        cpu: "1".to_owned(),
+        memory: "2Gi".to_owned(),
+        cpu_milli: 1_000,
+        memory_milli: 2 * 1024 * 1024 * 1024 * 1000,
+        enforce: Enforce::Refuse,
+        max_size: 64,
+    }
+}
+
+/// Supervision with a breaker that never opens within a test (unless a test lowers it) and no
+/// jitter.
+pub fn supervision() -> supervise::Settings {
+    supervise::Settings {
+        timeout: Duration::from_millis(500),
+        chain_timeout: Duration::from_secs(2),
+        fail_open: false,
+        breaker: BreakerSettings {
+            failures: 1000,
+            backoff: Duration::from_secs(1),
+            max_backoff: Duration::from_secs(60),
+            jitter: 0.0,
+        },
+    }
+}
+
+/// A plain task of tenant `acme`, DAG `etl`, run `r1`.
+pub fn task(task_id: &str) -> Task {
+    Task {
+        key: TaskKey {
+            tenant: "acme".to_owned(),
+            dag_id: "etl".to_owned(),
+            run_id: "r1".to_owned(),
+            task_id: task_id.to_owned(),
+        },
+        operator: "BashOperator".to_owned(),
+        image: "ghcr.io/acme/etl:1.2".to_owned(),
+        command: vec!["true".to_owned()],
+        env: BTreeMap::new(),
+        source: None,
+        staging: false,
+        pool_slots: 0,
+        resources: Default::default(),
+        execution: TaskExecution::default(),
+    }
+}
+
+/// Everything a dispatch test looks at afterwards.
+pub struct Harness {
+    /// The dispatcher, ticking only when sent `Tick`.
+    pub dispatcher: Addr<Dispatcher>,
+    /// The pipeline it runs.
+    pub pipeline: Arc<Pipeline>,
+    /// The task store.
+    pub store: TaskStore,
+    /// What the executor was asked to launch.
+    pub executor: Arc<RecordingExecutor>,
+    /// What tokens were minted.
+    pub minter: Arc<RecordingMinter>,
+    /// The supervised chain (with its breaker gates), when hooks were given.
+    pub chain: Option<SupervisedChain>,
+    /// One event per offer that reached a disposition.
+    pub events: mpsc::UnboundedReceiver<Settled>,
+}
+
+impl Harness {
+    /// Waits for the next settled offer.
+    pub async fn next_settled(&mut self) -> Settled {
+        self.events
+            .recv()
+            .await
+            .expect("the pipeline outlives the test")
+    }
+
+    /// The breaker gate of the hook at `position`.
+    pub fn gate(&self, position: usize) -> &Gate {
+        self.chain.as_ref().expect("hooks were given").hooks()[position].gate()
+    }
+}
+
+/// Starts a manually ticked dispatcher with `hooks` under `settings` and `supervision`.
+///
+/// Must run inside an actix system (`#[actix::test]`).
+pub fn start(
+    settings: Settings,
+    supervision: supervise::Settings,
+    hooks: Vec<Arc<dyn Hook>>,
+) -> Harness {
+    let rules = ChangeRules {
+        service_accounts: settings.allowlist.service_accounts.clone(),
+        priority_classes: settings.allowlist.priority_classes.clone(),
+        default_service_account: settings.task_service_account.clone(),
+        unit: None,
+    };
+    let chain = hooks.into_iter().fold(Chain::new(rules), Chain::with_hook);
+    let chain =
+        (!chain.is_empty()).then(|| SupervisedChain::start(chain, &supervision, Arc::new(Ignore)));
+    let store = TaskStore::new();
+    let executor = Arc::new(RecordingExecutor::default());
+    let minter = Arc::new(RecordingMinter::default());
+    let settings = Arc::new(settings);
+    let (events_tx, events) = mpsc::unbounded_channel();
+    let pipeline = Arc::new(Pipeline::new(Parts {
+        settings: Arc::clone(&settings),
+        store: store.clone(),
+        chain: chain.clone(),
+        minter: minter.clone(),
+        executor: executor.clone(),
+        observer: Arc::new(Ignore),
+        events: Some(events_tx),
+    }));
+    let dispatcher = Dispatcher::new(Arc::clone(&pipeline), settings, Ticking::Manual).start();
+    Harness {
+        dispatcher,
+        pipeline,
+        store,
+        executor,
+        minter,
+        chain,
+        events,
+    }
+}

@@ -1,0 +1,243 @@
+//! Placement: a dedicated pod for any attempt a warm worker cannot serve, judged on the execution
+//! with the hook's changes applied.
+
+use std::collections::BTreeMap;
+
+use dexaflow_admission::admission::{Execution, Resources, Toleration, TolerationOperator};
+use dexaflow_admission::dispatch::placement::{DedicatedReason, Placement, place};
+use dexaflow_admission::dispatch::task::{Task, TaskExecution, TaskKey};
+
+const DEFAULT_SA: &str = "dexaflow-task";
+
+fn task() -> Task {
+    Task {
+        key: TaskKey {
+            tenant: "acme".to_owned(),
+            dag_id: "etl".to_owned(),
+            run_id: "manual__1".to_owned(),
+            task_id: "load".to_owned(),
+        },
+        operator: String::new(),
+        image: "ghcr.io/acme/etl:1".to_owned(),
+        command: Vec::new(),
+        env: BTreeMap::new(),
+        source: None,
+        staging: false,
+        pool_slots: 1,
+        resources: Resources::default(),
+        execution: TaskExecution::default(),
+    }
+}
+
+fn execution() -> Execution {
+    Execution {
+        service_account: DEFAULT_SA.to_owned(),
+        ..Execution::default()
+    }
+}
+
+fn warm(execution: &Execution, task: &Task) -> Placement {
+    place(execution, task, false, DEFAULT_SA, true)
+}
+
+#[test]
+fn a_plain_attempt_goes_warm() {
+    assert_eq!(warm(&execution(), &task()), Placement::Warm);
+}
+
+#[test]
+fn an_empty_service_account_counts_as_the_default() {
+    let execution = Execution::default();
+    assert_eq!(warm(&execution, &task()), Placement::Warm);
+}
+
+#[test]
+fn every_attempt_is_dedicated_while_warm_pools_are_disabled() {
+    assert_eq!(
+        place(&execution(), &task(), false, DEFAULT_SA, false),
+        Placement::Dedicated(DedicatedReason::NoWarmPool)
+    );
+}
+
+#[test]
+fn a_source_mode_attempt_is_dedicated() {
+    assert_eq!(
+        place(&execution(), &task(), true, DEFAULT_SA, true),
+        Placement::Dedicated(DedicatedReason::SourceMode)
+    );
+}
+
+#[test]
+fn a_staging_attempt_is_dedicated() {
+    let task = Task {
+        staging: true,
+        ..task()
+    };
+    assert_eq!(
+        warm(&execution(), &task),
+        Placement::Dedicated(DedicatedReason::Staging)
+    );
+}
+
+#[test]
+fn a_service_account_other_than_the_default_is_dedicated() {
+    let execution = Execution {
+        service_account: "etl-runner".to_owned(),
+        ..execution()
+    };
+    assert_eq!(
+        warm(&execution, &task()),
+        Placement::Dedicated(DedicatedReason::ServiceAccount)
+    );
+}
+
+#[test]
+fn a_node_selector_is_dedicated() {
+    let mut execution = execution();
+    execution
+        .node_selector
+        .insert("pool".to_owned(), "gpu".to_owned());
+    assert_eq!(
+        warm(&execution, &task()),
+        Placement::Dedicated(DedicatedReason::PlacementFields)
+    );
+}
+
+#[test]
+fn a_toleration_is_dedicated() {
+    let mut execution = execution();
+    execution.tolerations.push(Toleration {
+        key: "gpu".to_owned(),
+        operator: TolerationOperator::Exists,
+        value: String::new(),
+        effect: None,
+        toleration_seconds: None,
+    });
+    assert_eq!(
+        warm(&execution, &task()),
+        Placement::Dedicated(DedicatedReason::PlacementFields)
+    );
+}
+
+#[test]
+fn a_priority_class_is_dedicated() {
+    let execution = Execution {
+        priority_class: "high".to_owned(),
+        ..execution()
+    };
+    assert_eq!(
+        warm(&execution, &task()),
+        Placement::Dedicated(DedicatedReason::PlacementFields)
+    );
+}
+
+#[test]
+fn a_runtime_class_is_dedicated() {
+    let execution = Execution {
+        runtime_class_name: "gvisor".to_owned(),
+        ..execution()
+    };
+    assert_eq!(
+        warm(&execution, &task()),
+        Placement::Dedicated(DedicatedReason::RuntimeClass)
+    );
+}
+
+#[test]
+fn a_hook_set_node_selector_is_dedicated_although_the_task_set_none() {
+    // The task declares no placement; the execution carries a hook's change.
+    let task = task();
+    assert!(!task.execution.has_placement());
+    let mut execution = execution();
+    execution
+        .node_selector
+        .insert("tenant-pool".to_owned(), "acme".to_owned());
+    assert_eq!(
+        warm(&execution, &task),
+        Placement::Dedicated(DedicatedReason::PlacementFields)
+    );
+}
+
+#[test]
+fn the_task_s_own_placement_fields_are_judged_on_the_execution_passed_in() {
+    // The execution passed in is the effective one; the task's fields are already in it, and a
+    // task field missing from it is not looked up again.
+    let mut task = task();
+    task.execution
+        .node_selector
+        .insert("pool".to_owned(), "gpu".to_owned());
+    assert_eq!(warm(&execution(), &task), Placement::Warm);
+}
+
+#[test]
+fn labels_and_annotations_alone_stay_warm() {
+    let mut execution = execution();
+    execution
+        .labels
+        .insert("team".to_owned(), "data".to_owned());
+    execution
+        .annotations
+        .insert("example.com/note".to_owned(), "x".to_owned());
+    assert_eq!(warm(&execution, &task()), Placement::Warm);
+}
+
+#[test]
+fn the_attempts_own_reason_is_reported_before_disabled_warm_pools() {
+    let execution = Execution {
+        priority_class: "high".to_owned(),
+        ..execution()
+    };
+    assert_eq!(
+        place(&execution, &task(), false, DEFAULT_SA, false),
+        Placement::Dedicated(DedicatedReason::PlacementFields)
+    );
+}
+
+#[test]
+fn without_warm_pools_an_attempt_with_no_other_reason_takes_a_dedicated_pod() {
+    assert_eq!(
+        place(&execution(), &task(), false, DEFAULT_SA, false),
+        Placement::Dedicated(DedicatedReason::NoWarmPool)
+    );
+}
+
+#[test]
+fn placements_print_short_words_for_a_table() {
+    let printed = |reason| Placement::Dedicated(reason).to_string();
+    assert_eq!(Placement::Warm.to_string(), "warm");
+    assert_eq!(
+        printed(DedicatedReason::PlacementFields),
+        "dedicated (placement fields)"
+    );
+    assert_eq!(
+        printed(DedicatedReason::ServiceAccount),
+        "dedicated (service account)"
+    );
+    assert_eq!(
+        printed(DedicatedReason::RuntimeClass),
+        "dedicated (runtime class)"
+    );
+    assert_eq!(
+        printed(DedicatedReason::SourceMode),
+        "dedicated (source mode)"
+    );
+    assert_eq!(printed(DedicatedReason::Staging), "dedicated (staging)");
+    assert_eq!(
+        printed(DedicatedReason::NoWarmPool),
+        "dedicated (no warm pool)"
+    );
+}
+
+#[test]
+fn placements_have_stable_names_for_json() {
+    let dedicated = Placement::Dedicated(DedicatedReason::PlacementFields);
+    assert_eq!(dedicated.as_str(), "dedicated");
+    assert_eq!(
+        dedicated.reason().map(DedicatedReason::as_str),
+        Some("placement_fields")
+    );
+    assert!(dedicated.is_dedicated());
+    assert_eq!(Placement::Warm.as_str(), "warm");
+    assert_eq!(Placement::Warm.reason(), None);
+    assert!(!Placement::Warm.is_dedicated());
+}
