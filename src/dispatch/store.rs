@@ -4,7 +4,7 @@
 //! that lost a race changes nothing and says so. The store is shared by the dispatcher, its
 //! workers and executor completions; its lock is never held across an await.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -76,7 +76,32 @@ pub enum Waited {
 /// The task instances, shared between the dispatcher, its workers and executor completions.
 #[derive(Debug, Clone, Default)]
 pub struct TaskStore {
-    rows: Arc<Mutex<HashMap<TaskKey, TaskInstance>>>,
+    inner: Arc<Mutex<Rows>>,
+}
+
+/// The rows and an index of the ones that may be offered, so that a tick costs what it offers,
+/// not the size of the store.
+#[derive(Debug, Default)]
+struct Rows {
+    by_key: HashMap<TaskKey, TaskInstance>,
+    // Every scheduled row that is not in flight, in key order.
+    offerable: BTreeSet<TaskKey>,
+}
+
+impl Rows {
+    fn get_mut(&mut self, key: &TaskKey) -> Option<&mut TaskInstance> {
+        self.by_key.get_mut(key)
+    }
+
+    /// Clears the in-flight mark of `key` and makes it offerable again if it is still scheduled.
+    fn release(&mut self, key: &TaskKey) {
+        if let Some(row) = self.by_key.get_mut(key) {
+            row.in_flight = false;
+            if row.state == State::Scheduled {
+                self.offerable.insert(key.clone());
+            }
+        }
+    }
 }
 
 impl TaskStore {
@@ -85,9 +110,9 @@ impl TaskStore {
         TaskStore::default()
     }
 
-    fn rows(&self) -> MutexGuard<'_, HashMap<TaskKey, TaskInstance>> {
+    fn rows(&self) -> MutexGuard<'_, Rows> {
         // A panic while holding the lock leaves plain data behind; keep serving it.
-        self.rows
+        self.inner
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -96,10 +121,11 @@ impl TaskStore {
     pub fn schedule(&self, task: Task) -> Write {
         let key = task.key.clone();
         let mut rows = self.rows();
-        if rows.contains_key(&key) {
+        if rows.by_key.contains_key(&key) {
             return Write::Superseded;
         }
-        rows.insert(
+        rows.offerable.insert(key.clone());
+        rows.by_key.insert(
             key,
             TaskInstance {
                 task: Arc::new(task),
@@ -121,24 +147,30 @@ impl TaskStore {
         Write::Applied
     }
 
-    /// The scheduled tasks ready to be offered at `now`, marked in flight, in key order.
+    /// The scheduled tasks ready to be offered at `now` (at most `limit`), marked in flight, in
+    /// key order. Tasks still backing off stay for a later tick.
     pub fn take_ready(&self, now: Instant, limit: usize) -> Vec<(TaskKey, Arc<Task>)> {
-        let mut rows = self.rows();
-        let mut ready: Vec<_> = rows
-            .iter()
-            .filter(|(_, row)| {
-                row.state == State::Scheduled
-                    && !row.in_flight
-                    && row.next_dispatch_at.is_none_or(|at| at <= now)
-            })
-            .map(|(key, _)| key.clone())
-            .collect();
-        ready.sort_unstable();
-        ready.truncate(limit);
-        ready
+        let mut guard = self.rows();
+        let rows = &mut *guard;
+        let mut taken = Vec::new();
+        for key in &rows.offerable {
+            if taken.len() == limit {
+                break;
+            }
+            let row = rows
+                .by_key
+                .get(key)
+                .expect("the offerable index only holds stored keys");
+            if row.next_dispatch_at.is_none_or(|at| at <= now) {
+                taken.push(key.clone());
+            }
+        }
+        taken
             .into_iter()
             .map(|key| {
+                rows.offerable.remove(&key);
                 let row = rows
+                    .by_key
                     .get_mut(&key)
                     .expect("key was just read under the same lock");
                 row.in_flight = true;
@@ -151,9 +183,7 @@ impl TaskStore {
     /// Hands an in-flight attempt back without a decision (deferred, cancelled or drained): it
     /// stays scheduled and is offered again, and nothing is spent.
     pub fn hand_back(&self, key: &TaskKey) {
-        if let Some(row) = self.rows().get_mut(key) {
-            row.in_flight = false;
-        }
+        self.rows().release(key);
     }
 
     /// Resolves an attempt: claims the next attempt epoch (consumed even if a later check
@@ -309,27 +339,20 @@ impl TaskStore {
 
     /// A copy of one task instance.
     pub fn get(&self, key: &TaskKey) -> Option<TaskInstance> {
-        self.rows().get(key).cloned()
+        self.rows().by_key.get(key).cloned()
     }
 
     /// A copy of every task instance, in key order.
     pub fn snapshot(&self) -> Vec<TaskInstance> {
-        let mut rows: Vec<_> = self.rows().values().cloned().collect();
+        let mut rows: Vec<_> = self.rows().by_key.values().cloned().collect();
         rows.sort_by(|a, b| a.task.key.cmp(&b.task.key));
         rows
-    }
-
-    /// How many task instances are still scheduled (waiting for a dispatch that decides).
-    pub fn count_scheduled(&self) -> usize {
-        self.rows()
-            .values()
-            .filter(|row| row.state == State::Scheduled)
-            .count()
     }
 
     /// How many task instances are in `state`.
     pub fn count(&self, state: State) -> usize {
         self.rows()
+            .by_key
             .values()
             .filter(|row| row.state == state)
             .count()

@@ -23,7 +23,7 @@ pub use breaker::{Breaker, CurrentState, Opened, ProbeFinished};
 pub use catch_panic::{CatchPanic, catch_panic, panic_message};
 pub use chain::SupervisedChain;
 pub use gate::{BreakerState, Gate, Pass};
-pub use observer::{Ignore, Observer};
+pub use observer::{Fanout, Ignore, Observer};
 pub use settings::{BreakerSettings, Settings};
 pub use stack::Supervised;
 pub use timeout::timeout;

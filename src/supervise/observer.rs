@@ -51,3 +51,59 @@ pub trait Observer: Send + Sync {
 pub struct Ignore;
 
 impl Observer for Ignore {}
+
+/// Tells every observer in turn: the metrics exporter and a load test's own counts, say.
+#[derive(Clone, Default)]
+pub struct Fanout(pub Vec<std::sync::Arc<dyn Observer>>);
+
+impl std::fmt::Debug for Fanout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fanout")
+            .field("observers", &self.0.len())
+            .finish()
+    }
+}
+
+impl Observer for Fanout {
+    fn hook_call(&self, outcome: Outcome, elapsed: Duration) {
+        self.0
+            .iter()
+            .for_each(|observer| observer.hook_call(outcome, elapsed));
+    }
+
+    fn chain_finished(&self, elapsed: Duration) {
+        self.0
+            .iter()
+            .for_each(|observer| observer.chain_finished(elapsed));
+    }
+
+    fn breaker_changed(&self, position: usize, hook: &str, state: BreakerState) {
+        self.0
+            .iter()
+            .for_each(|observer| observer.breaker_changed(position, hook, state));
+    }
+
+    fn buffer_capacity(&self, capacity: usize) {
+        self.0
+            .iter()
+            .for_each(|observer| observer.buffer_capacity(capacity));
+    }
+
+    fn buffer_depth(&self, depth: usize) {
+        self.0
+            .iter()
+            .for_each(|observer| observer.buffer_depth(depth));
+    }
+
+    fn deferred_at_capacity(&self) {
+        self.0
+            .iter()
+            .for_each(|observer| observer.deferred_at_capacity());
+    }
+
+    fn worker_busy(&self, busy: bool) {
+        self.0
+            .iter()
+            .for_each(|observer| observer.worker_busy(busy));
+    }
+}
