@@ -28,6 +28,11 @@ pub fn clean_reason(text: &str) -> String {
 
 /// Whether `ch` is in the Unicode general category Cc or Cf.
 pub fn is_control_or_format(ch: char) -> bool {
+    // ASCII has controls but no format characters; answering it here skips the table lookup
+    // for nearly every reason a hook writes.
+    if ch.is_ascii() {
+        return ch.is_ascii_control();
+    }
     matches!(
         get_general_category(ch),
         GeneralCategory::Control | GeneralCategory::Format

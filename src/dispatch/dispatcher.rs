@@ -182,11 +182,18 @@ impl Dispatcher {
                 ..TickReport::default()
             }));
         }
-        let ready = self.pipeline.store().take_ready(Instant::now(), usize::MAX);
         if let Some(buffer) = &self.buffer {
+            // One more than fits, so that a full buffer still defers one attempt and says so.
+            let room = self
+                .settings
+                .buffer_size
+                .saturating_sub(buffer.sender.len())
+                + 1;
+            let ready = self.pipeline.store().take_ready(Instant::now(), room);
             let report = offer_to_buffer(&self.pipeline, buffer, ready);
             return Box::pin(actix::fut::ready(report));
         }
+        let ready = self.pipeline.store().take_ready(Instant::now(), usize::MAX);
         self.tick_running = true;
         let pipeline = Arc::clone(&self.pipeline);
         let shutdown = self.shutdown.clone();

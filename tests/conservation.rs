@@ -1,0 +1,155 @@
+//! Nothing is lost: 100,000 attempts through buffered dispatch with a hook that answers at
+//! random, and a shutdown in the middle (DESIGN.md "Nothing is lost").
+
+mod fakes;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use dexaflow_admission::admission::{Changes, Decision, Hook, HookError, HookFuture, Request};
+use dexaflow_admission::dispatch::task::{State, Task, TaskKey};
+use dexaflow_admission::dispatch::{Disposition, Drain, Offer, Settings, Tick};
+use fakes::{settings, start, supervision, task};
+
+const ATTEMPTS: usize = 100_000;
+
+/// A hook that admits, changes, holds, refuses, errors, times out or panics, at random from a
+/// fixed seed.
+struct Chaos {
+    rng: Mutex<fastrand::Rng>,
+}
+
+impl Hook for Chaos {
+    fn name(&self) -> &str {
+        "chaos"
+    }
+
+    fn admit<'a>(&'a self, _: &'a Request) -> HookFuture<'a> {
+        let roll = self.rng.lock().expect("no panic while rolling").u8(0..7);
+        Box::pin(async move {
+            match roll {
+                0 => Ok(Decision::Admit),
+                1 => {
+                    let mut changes = Changes::default();
+                    changes
+                        .labels
+                        .insert("chaos".to_owned(), "changed".to_owned());
+                    Ok(Decision::AdmitWith(changes))
+                }
+                2 => Ok(Decision::Hold("try later".to_owned())),
+                3 => Ok(Decision::Refuse("no".to_owned())),
+                4 => Err(HookError::Failed("backend down".to_owned())),
+                5 => std::future::pending().await,
+                _ => panic!("chaos"),
+            }
+        })
+    }
+}
+
+fn tasks() -> Vec<Task> {
+    (0..ATTEMPTS)
+        .map(|index| task(&format!("t{index:06}")))
+        .collect()
+}
+
+#[actix::test]
+async fn every_attempt_ends_exactly_once_through_a_shutdown_in_the_middle() {
+    tokio::time::pause();
+    // 1 in 7 calls panics on purpose; keep their messages out of the test output.
+    let quiet = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let hook = Arc::new(Chaos {
+        rng: Mutex::new(fastrand::Rng::with_seed(7)),
+    });
+    let settings = Settings {
+        buffer_size: 256,
+        workers: 8,
+        drain_timeout: Duration::from_millis(100),
+        ..settings()
+    };
+    let mut supervision = supervision();
+    supervision.timeout = Duration::from_millis(20);
+    supervision.breaker.failures = 8;
+    supervision.breaker.backoff = Duration::from_millis(10);
+    let mut harness = start(settings, supervision, vec![hook as Arc<dyn Hook>]);
+    harness
+        .dispatcher
+        .send(Offer(tasks()))
+        .await
+        .expect("alive")
+        .expect("offers");
+
+    // Tick every (virtual) 10ms, as the scheduler loop would, until half the attempts are decided.
+    let mut decided = 0;
+    let mut ticks = tokio::time::interval(Duration::from_millis(10));
+    while decided < ATTEMPTS / 2 {
+        tokio::select! {
+            _ = ticks.tick() => {
+                harness.dispatcher.send(Tick).await.expect("alive");
+            }
+            settled = harness.events.recv() => {
+                let settled = settled.expect("the pipeline outlives the test");
+                if matches!(settled.disposition, Disposition::Executed | Disposition::Refused | Disposition::Failed) {
+                    decided += 1;
+                }
+            }
+        }
+    }
+    let drain = harness.dispatcher.send(Drain).await.expect("alive");
+    std::panic::set_hook(quiet);
+
+    let instances = harness.store.snapshot();
+    assert_eq!(instances.len(), ATTEMPTS);
+    let (mut executed, mut refused, mut handed_back) = (0, 0, 0);
+    for instance in &instances {
+        match instance.state {
+            State::Queued => {
+                assert_eq!(instance.executions, 1, "{}", instance.task.key);
+                assert!(instance.token_minted);
+                executed += 1;
+            }
+            State::Failed => {
+                let reason = instance.failure_reason.as_deref().unwrap_or_default();
+                assert!(
+                    reason.starts_with("dispatch refused: admission: "),
+                    "{reason}"
+                );
+                assert!(
+                    !instance.token_minted,
+                    "{} was refused but has a token",
+                    instance.task.key
+                );
+                assert_eq!(instance.executions, 0);
+                refused += 1;
+            }
+            State::Scheduled => {
+                assert!(
+                    !instance.in_flight,
+                    "{} is stranded in flight",
+                    instance.task.key
+                );
+                assert!(
+                    !instance.token_minted,
+                    "{} waits but has a token",
+                    instance.task.key
+                );
+                assert_eq!(instance.executions, 0);
+                handed_back += 1;
+            }
+            other => panic!("{} ended {other}", instance.task.key),
+        }
+    }
+    assert_eq!(executed + refused + handed_back, ATTEMPTS);
+    assert!(
+        executed > 0 && refused > 0 && handed_back > 0,
+        "{executed} {refused} {handed_back}"
+    );
+    assert_eq!(harness.executor.calls().len(), executed);
+    let mut launched: Vec<&TaskKey> = Vec::new();
+    let calls = harness.executor.calls();
+    launched.extend(calls.iter().map(|call| &call.task.key));
+    launched.sort_unstable();
+    launched.dedup();
+    assert_eq!(launched.len(), executed, "an attempt was executed twice");
+    assert!(drain.handed_back > 0);
+}
