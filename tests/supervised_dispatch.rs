@@ -479,3 +479,66 @@ async fn dispatcher_takes_no_offers_after_drain() {
     assert!(offered.is_err());
     assert!(harness.store.get(&task("late").key).is_none());
 }
+
+/// Holds tasks `a` and `b` for ever, admits every other.
+struct HoldsFirstTwo;
+
+impl Hook for HoldsFirstTwo {
+    fn name(&self) -> &str {
+        "holds-first-two"
+    }
+
+    fn admit<'a>(&'a self, request: &'a Request) -> HookFuture<'a> {
+        let held = matches!(request.task_id.as_str(), "a" | "b");
+        Box::pin(async move {
+            Ok(if held {
+                Decision::Hold("frozen".to_owned())
+            } else {
+                Decision::Admit
+            })
+        })
+    }
+}
+
+#[actix::test]
+async fn attempts_held_on_every_tick_do_not_keep_later_attempts_from_the_buffer() {
+    let settings = Settings {
+        buffer_size: 2,
+        workers: 1,
+        ..settings()
+    };
+    let mut harness = start(
+        settings,
+        supervision(),
+        vec![Arc::new(HoldsFirstTwo) as Arc<dyn Hook>],
+    );
+    let tasks: Vec<Task> = ["a", "b", "c", "d"].into_iter().map(task).collect();
+    harness
+        .dispatcher
+        .send(Offer(tasks))
+        .await
+        .expect("alive")
+        .expect("offers");
+
+    let mut offers = 0;
+    for _ in 0..4 {
+        let report = harness.dispatcher.send(Tick).await.expect("alive");
+        for _ in 0..report.offered + report.deferred {
+            harness.next_settled().await;
+        }
+        offers += report.offered;
+    }
+
+    for id in ["c", "d"] {
+        assert_eq!(
+            harness.store.get(&task(id).key).map(|row| row.state),
+            Some(State::Queued),
+            "{id}"
+        );
+    }
+    for id in ["a", "b"] {
+        let row = harness.store.get(&task(id).key).expect("stored");
+        assert_eq!((row.state, row.token_minted), (State::Scheduled, false));
+    }
+    assert!(offers >= 4);
+}

@@ -5,6 +5,7 @@
 //! workers and executor completions; its lock is never held across an await.
 
 use std::collections::{BTreeSet, HashMap};
+use std::ops::Bound::{Excluded, Included, Unbounded};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -86,6 +87,8 @@ struct Rows {
     by_key: HashMap<TaskKey, TaskInstance>,
     // Every scheduled row that is not in flight, in key order.
     offerable: BTreeSet<TaskKey>,
+    // The last key a tick took: the next tick starts after it.
+    resume_after: Option<TaskKey>,
 }
 
 impl Rows {
@@ -108,6 +111,19 @@ impl TaskStore {
     /// An empty store.
     pub fn new() -> TaskStore {
         TaskStore::default()
+    }
+
+    /// An empty store with room for `rows` task instances, so that filling it up to that many
+    /// never stops to grow its index (a load test knows how many attempts it offers).
+    pub fn with_capacity(rows: usize) -> TaskStore {
+        let rows = Rows {
+            by_key: HashMap::with_capacity(rows),
+            offerable: BTreeSet::new(),
+            resume_after: None,
+        };
+        TaskStore {
+            inner: Arc::new(Mutex::new(rows)),
+        }
     }
 
     fn rows(&self) -> MutexGuard<'_, Rows> {
@@ -152,8 +168,22 @@ impl TaskStore {
     pub fn take_ready(&self, now: Instant, limit: usize) -> Vec<(TaskKey, Arc<Task>)> {
         let mut guard = self.rows();
         let rows = &mut *guard;
+        // Start after the last task taken and wrap around, so that tasks offered again on every
+        // tick (held, waiting on a hook) cannot keep later tasks from their turn; Dexaflow's
+        // scheduler rotates the same way after a deferral.
+        let last = rows.resume_after.as_ref();
+        let after = match last {
+            Some(last) => rows
+                .offerable
+                .range::<TaskKey, _>((Excluded(last), Unbounded)),
+            None => rows.offerable.range::<TaskKey, _>(..),
+        };
+        let wrapped = last.map(|last| {
+            rows.offerable
+                .range::<TaskKey, _>((Unbounded, Included(last)))
+        });
         let mut taken = Vec::new();
-        for key in &rows.offerable {
+        for key in after.chain(wrapped.into_iter().flatten()) {
             if taken.len() == limit {
                 break;
             }
@@ -164,6 +194,9 @@ impl TaskStore {
             if row.next_dispatch_at.is_none_or(|at| at <= now) {
                 taken.push(key.clone());
             }
+        }
+        if let Some(last) = taken.last() {
+            rows.resume_after = Some(last.clone());
         }
         taken
             .into_iter()
@@ -347,6 +380,13 @@ impl TaskStore {
         let mut rows: Vec<_> = self.rows().by_key.values().cloned().collect();
         rows.sort_by(|a, b| a.task.key.cmp(&b.task.key));
         rows
+    }
+
+    /// Calls `visit` with every task instance, in no particular order, without copying them.
+    ///
+    /// The store's lock is held throughout: `visit` must not call the store.
+    pub fn for_each(&self, visit: impl FnMut(&TaskInstance)) {
+        self.rows().by_key.values().for_each(visit);
     }
 
     /// How many task instances are in `state`.
