@@ -542,3 +542,46 @@ async fn attempts_held_on_every_tick_do_not_keep_later_attempts_from_the_buffer(
     }
     assert!(offers >= 4);
 }
+
+#[actix::test]
+async fn deferred_attempt_is_the_first_the_next_tick_offers() {
+    let hook = gated();
+    hook.permits.add_permits(10);
+    let settings = Settings {
+        buffer_size: 1,
+        workers: 1,
+        ..settings()
+    };
+    let mut harness = start(settings, supervision(), vec![hook as Arc<dyn Hook>]);
+    let tasks: Vec<Task> = ["a", "b", "c"].into_iter().map(task).collect();
+    harness
+        .dispatcher
+        .send(Offer(tasks))
+        .await
+        .expect("alive")
+        .expect("offers");
+
+    harness.dispatcher.send(Tick).await.expect("alive");
+    let first = [harness.next_settled().await, harness.next_settled().await];
+    harness.dispatcher.send(Tick).await.expect("alive");
+    let second = [harness.next_settled().await, harness.next_settled().await];
+
+    assert!(
+        first
+            .iter()
+            .any(|settled| (settled.key.clone(), settled.disposition)
+                == (task("b").key, Disposition::Deferred))
+    );
+    assert!(
+        second
+            .iter()
+            .any(|settled| (settled.key.clone(), settled.disposition)
+                == (task("b").key, Disposition::Executed))
+    );
+    assert!(
+        second
+            .iter()
+            .any(|settled| (settled.key.clone(), settled.disposition)
+                == (task("c").key, Disposition::Deferred))
+    );
+}

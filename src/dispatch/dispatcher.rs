@@ -238,7 +238,7 @@ fn offer_to_buffer(
             Err(TrySendError::Full(job) | TrySendError::Disconnected(job)) => {
                 tracing::debug!(task = %job.key, "dispatch deferred; buffer at capacity, re-offering next tick");
                 pipeline.observer().deferred_at_capacity();
-                pipeline.store().hand_back(&job.key);
+                pipeline.store().defer(&job.key);
                 pipeline.settle(&job.key, Disposition::Deferred);
                 report.deferred += 1;
                 break;

@@ -5,7 +5,7 @@
 //! workers and executor completions; its lock is never held across an await.
 
 use std::collections::{BTreeSet, HashMap};
-use std::ops::Bound::{Excluded, Included, Unbounded};
+use std::ops::Bound::{self, Excluded, Included, Unbounded};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -87,8 +87,8 @@ struct Rows {
     by_key: HashMap<TaskKey, TaskInstance>,
     // Every scheduled row that is not in flight, in key order.
     offerable: BTreeSet<TaskKey>,
-    // The last key a tick took: the next tick starts after it.
-    resume_after: Option<TaskKey>,
+    // Where the next tick starts: after the last key a tick took, or at a deferred key.
+    resume: Option<Bound<TaskKey>>,
 }
 
 impl Rows {
@@ -119,7 +119,7 @@ impl TaskStore {
         let rows = Rows {
             by_key: HashMap::with_capacity(rows),
             offerable: BTreeSet::new(),
-            resume_after: None,
+            resume: None,
         };
         TaskStore {
             inner: Arc::new(Mutex::new(rows)),
@@ -171,17 +171,22 @@ impl TaskStore {
         // Start after the last task taken and wrap around, so that tasks offered again on every
         // tick (held, waiting on a hook) cannot keep later tasks from their turn; Dexaflow's
         // scheduler rotates the same way after a deferral.
-        let last = rows.resume_after.as_ref();
-        let after = match last {
-            Some(last) => rows
-                .offerable
-                .range::<TaskKey, _>((Excluded(last), Unbounded)),
-            None => rows.offerable.range::<TaskKey, _>(..),
+        let (after, wrapped) = match &rows.resume {
+            Some(start) => {
+                // The keys before the start, for the wrap-around: the complement of `start`.
+                let before = match start {
+                    Excluded(key) => Included(key),
+                    Included(key) => Excluded(key),
+                    Unbounded => Unbounded,
+                };
+                (
+                    rows.offerable
+                        .range::<TaskKey, _>((start.as_ref(), Unbounded)),
+                    Some(rows.offerable.range::<TaskKey, _>((Unbounded, before))),
+                )
+            }
+            None => (rows.offerable.range::<TaskKey, _>(..), None),
         };
-        let wrapped = last.map(|last| {
-            rows.offerable
-                .range::<TaskKey, _>((Unbounded, Included(last)))
-        });
         let mut taken = Vec::new();
         for key in after.chain(wrapped.into_iter().flatten()) {
             if taken.len() == limit {
@@ -196,7 +201,7 @@ impl TaskStore {
             }
         }
         if let Some(last) = taken.last() {
-            rows.resume_after = Some(last.clone());
+            rows.resume = Some(Excluded(last.clone()));
         }
         taken
             .into_iter()
@@ -217,6 +222,14 @@ impl TaskStore {
     /// stays scheduled and is offered again, and nothing is spent.
     pub fn hand_back(&self, key: &TaskKey) {
         self.rows().release(key);
+    }
+
+    /// Hands back an attempt the buffer had no room for, and makes it the first the next tick
+    /// takes, so that a deferral delays an attempt by one tick, never by a whole rotation.
+    pub fn defer(&self, key: &TaskKey) {
+        let mut rows = self.rows();
+        rows.release(key);
+        rows.resume = Some(Included(key.clone()));
     }
 
     /// Resolves an attempt: claims the next attempt epoch (consumed even if a later check
