@@ -94,7 +94,9 @@ const ALLOWED_PRIORITY_CLASSES: &str = "execution_allowlist.priority_classes";
 const ALLOWED_IMAGES: &str = "execution_allowlist.images";
 const TOKEN_SECRET: &str = "auth.agent_token_secret";
 const TOKEN_TTL: &str = "auth.agent_token_ttl";
-const METRICS_LISTEN: &str = "metrics.listen";
+/// The key of the Prometheus exporter's address, for `main` to name in an error when the
+/// address cannot be bound.
+pub const METRICS_LISTEN: &str = "metrics.listen";
 
 /// Every leaf key, in the order the effective config is rendered.
 const LEAVES: &[&str] = &[

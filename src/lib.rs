@@ -12,8 +12,12 @@
 //! - [`supervise`]: every hook call under a timeout, panic recovery and a breaker actor per hook
 //!   (§5); the admission workers of buffered dispatch.
 //! - [`hooks`]: the built-in `placement`, `freeze` and `deny` hooks a config can declare.
+//! - [`metrics`]: the outcome-only metrics (§5, last bullet) as cached handles reported to
+//!   through [`supervise::Observer`], and the Prometheus exporter.
 //! - [`config`]: the YAML config, its validation and `DEXAFLOW_` overrides.
 //! - [`workload`] and [`report`]: what the `dispatch` command reads and prints.
+//! - [`loadtest`]: the load-test harness behind the `loadtest` subcommand: synthetic hooks, an
+//!   open-loop driver of the real dispatcher, conservation, the report and its charts.
 //!
 //! # Example
 //! A hook that places one tenant on its own node pool, chained and asked about one attempt:
@@ -58,6 +62,8 @@ pub mod admission;
 pub mod config;
 pub mod dispatch;
 pub mod hooks;
+pub mod loadtest;
+pub mod metrics;
 pub mod report;
 pub mod supervise;
 pub mod workload;

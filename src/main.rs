@@ -2,17 +2,21 @@
 //! pieces from the library and prints what they return.
 
 use std::io::IsTerminal;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use dexaflow_admission::admission::{Chain, error_chain};
-use dexaflow_admission::config::Config;
+use dexaflow_admission::config::{self, Config};
 use dexaflow_admission::dispatch::executor;
 use dexaflow_admission::dispatch::run::{Install, run};
 use dexaflow_admission::dispatch::token::Hs256Minter;
-use dexaflow_admission::supervise::Ignore;
+use dexaflow_admission::loadtest::{self, Amount, Options, Plan};
+use dexaflow_admission::metrics::{self, Metrics};
+use dexaflow_admission::supervise::{self, BreakerSettings};
 use dexaflow_admission::{hooks, report, workload};
 
 /// Decides, for every task attempt a Dexaflow orchestrator dispatches, whether it runs, runs
@@ -40,7 +44,15 @@ enum Command {
         /// `table` for people, `json` for programs (an array of task instances).
         #[arg(long, value_enum, default_value_t = Output::Table)]
         output: Output,
+        /// Where the Prometheus exporter listens, serving /metrics; overrides `metrics.listen`
+        /// (default 127.0.0.1:9464).
+        #[arg(long, value_name = "ADDR")]
+        metrics_listen: Option<SocketAddr>,
     },
+    /// Load-test the dispatch path: offer synthetic attempts to the real dispatcher (null
+    /// executor) through synthetic hooks, and print throughput, latency per outcome, breaker
+    /// transitions and deferrals. Exits non-zero if any attempt was lost or executed twice.
+    Loadtest(LoadtestArgs),
     /// Print the effective config (file, defaults and `DEXAFLOW_*` overrides) as YAML, or every
     /// error in it, one per line, each naming its key.
     CheckConfig {
@@ -48,6 +60,75 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
     },
+}
+
+/// The flags of `loadtest`.
+#[derive(Debug, Args)]
+struct LoadtestArgs {
+    /// How many attempts to offer (default 10000).
+    #[arg(long, value_name = "N", conflicts_with = "duration")]
+    attempts: Option<u64>,
+    /// Offer attempts for this long instead of a fixed number (such as "30s").
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    duration: Option<Duration>,
+    /// Attempts per second, offered open loop: each attempt's latency runs from its intended
+    /// start, so a stall is not hidden. 0 offers them as fast as the dispatcher settles them.
+    #[arg(long, value_name = "R", default_value_t = 0.0)]
+    rate: f64,
+    /// The dispatch buffer's capacity (scheduler.dispatch.buffer_size); 0 runs the hook chain
+    /// synchronously on the tick.
+    #[arg(long, value_name = "B", default_value_t = 0)]
+    buffer_size: usize,
+    /// Admission workers draining the buffer (scheduler.dispatch.workers).
+    #[arg(long, value_name = "W", default_value_t = 1)]
+    workers: usize,
+    /// A synthetic hook, repeatable, in chain order: noop, sleep:DUR, jitter:MIN..MAX, or
+    /// error:P, panic:P, timeout:P, hold:P, refuse:P, change:P with P a probability from 0 to 1
+    /// (the hook misbehaves that way with probability P and admits otherwise).
+    #[arg(long = "hook", value_name = "SPEC")]
+    hooks: Vec<String>,
+    /// How many tenants the attempts are spread over, round robin.
+    #[arg(long, value_name = "K", default_value_t = 1)]
+    tenants: usize,
+    /// The most one hook call may take (execution.admission.timeout).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "500ms")]
+    timeout: Duration,
+    /// The most the whole chain may take per attempt (execution.admission.chain_timeout).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "2s")]
+    chain_timeout: Duration,
+    /// Consecutive failures that open a hook's breaker (execution.admission.breaker.failures).
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    breaker_failures: u32,
+    /// The first time an open breaker skips its hook (execution.admission.breaker.backoff).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "1s")]
+    breaker_backoff: Duration,
+    /// The longest time an open breaker skips its hook
+    /// (execution.admission.breaker.max_backoff).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "60s")]
+    breaker_max_backoff: Duration,
+    /// Admit an attempt unchanged when a hook errors, times out, panics or is skipped
+    /// (execution.admission.fail_open).
+    #[arg(long)]
+    fail_open: bool,
+    /// Seeds the synthetic hooks' random draws, so that a run can be repeated.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    seed: u64,
+    /// Also write the JSON report and SVG charts (latency per outcome, throughput over time)
+    /// into this directory.
+    #[arg(long, value_name = "DIR")]
+    report: Option<PathBuf>,
+    /// `table` for people, `json` for programs (one object).
+    #[arg(long, value_enum, default_value_t = Output::Table)]
+    output: Output,
+    /// Where the Prometheus exporter listens while the test runs, serving /metrics (default
+    /// 127.0.0.1:9464, as `metrics.listen`).
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<SocketAddr>,
+}
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text.trim())
+        .map_err(|_| format!("expected a duration such as \"500ms\", got {text:?}"))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -70,8 +151,10 @@ fn main() -> ExitCode {
             config,
             workload,
             output,
-        } => dispatch(config, workload, output),
+            metrics_listen,
+        } => dispatch(config, workload, output, metrics_listen),
         Command::CheckConfig { config } => check_config(config),
+        Command::Loadtest(args) => loadtest(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -102,7 +185,24 @@ fn check_config(path: Option<PathBuf>) -> Result<(), String> {
     Ok(())
 }
 
-fn dispatch(config: Option<PathBuf>, workload: PathBuf, output: Output) -> Result<(), String> {
+/// Starts the Prometheus exporter on `listen`, with a breaker gauge for each of `hooks` from the
+/// start. An error names `origin`, the flag or key the address came from.
+fn start_metrics<'a>(
+    listen: SocketAddr,
+    origin: &str,
+    hooks: impl IntoIterator<Item = &'a str>,
+) -> Result<Metrics, String> {
+    let metrics =
+        metrics::install(listen).map_err(|error| format!("{origin}: {}", error_chain(&error)))?;
+    Ok(metrics.with_hooks(hooks))
+}
+
+fn dispatch(
+    config: Option<PathBuf>,
+    workload: PathBuf,
+    output: Output,
+    metrics_listen: Option<SocketAddr>,
+) -> Result<(), String> {
     let config = load_config(config)?;
     let tasks = workload::load(&workload).map_err(|error| error_chain(&error))?;
     let settings = Arc::new(config.dispatch);
@@ -114,13 +214,18 @@ fn dispatch(config: Option<PathBuf>, workload: PathBuf, output: Output) -> Resul
             "execution.admission.fail_open is true: an attempt whose hook errors, times out, panics or is skipped by its breaker runs unchanged"
         );
     }
+    let (listen, origin) = match metrics_listen {
+        Some(listen) => (listen, "--metrics-listen"),
+        None => (config.metrics_listen, config::METRICS_LISTEN),
+    };
+    let metrics = start_metrics(listen, origin, chain.hooks().iter().map(|hook| hook.name()))?;
     let install = Install {
         minter: Arc::new(Hs256Minter::new(settings.token.clone())),
         executor: executor::from_settings(&settings.executor),
         settings,
         supervise: config.supervise,
         chain,
-        observer: Arc::new(Ignore),
+        observer: Arc::new(metrics),
     };
     let show_progress = std::io::stderr().is_terminal();
     let progress = move |unsettled: usize| {
@@ -158,4 +263,60 @@ fn dispatch(config: Option<PathBuf>, workload: PathBuf, output: Output) -> Resul
         ));
     }
     Ok(())
+}
+
+/// The `loadtest` subcommand: turns the flags into the harness's options, runs it, prints the
+/// report, writes `--report DIR`, and fails when an attempt was lost or executed twice.
+fn loadtest(args: LoadtestArgs) -> Result<(), String> {
+    let hooks = loadtest::parse_all(&args.hooks).map_err(|error| error.to_string())?;
+    let plan = Plan {
+        amount: match args.duration {
+            Some(duration) => Amount::For(duration),
+            None => Amount::Attempts(args.attempts.unwrap_or(10_000)),
+        },
+        rate: args.rate,
+        buffer_size: args.buffer_size,
+        workers: args.workers,
+        hooks,
+        tenants: args.tenants,
+        supervise: supervise::Settings {
+            timeout: args.timeout,
+            chain_timeout: args.chain_timeout,
+            fail_open: args.fail_open,
+            breaker: BreakerSettings {
+                failures: args.breaker_failures,
+                backoff: args.breaker_backoff,
+                max_backoff: args.breaker_max_backoff,
+                ..BreakerSettings::default()
+            },
+        },
+        seed: args.seed,
+    };
+    // A bad plan fails naming its flag before the exporter takes its address. The synthetic
+    // hooks are named inside the harness: their breaker gauges appear when a breaker first
+    // changes.
+    plan.validate().map_err(|error| error_chain(&error))?;
+    let listen = args.metrics_listen.unwrap_or(metrics::DEFAULT_LISTEN);
+    let metrics = start_metrics(listen, "--metrics-listen", [])?;
+    let options = Options {
+        plan,
+        show_progress: std::io::stderr().is_terminal(),
+        // The harness counts for itself; the exporter is told the same through a fan-out.
+        observer: Some(Arc::new(metrics)),
+    };
+    let report = loadtest::run_blocking(options).map_err(|error| error_chain(&error))?;
+    match args.output {
+        Output::Table => print!("{}", report.table()),
+        Output::Json => {
+            let json = serde_json::to_string_pretty(&report.to_json())
+                .map_err(|error| error.to_string())?;
+            println!("{json}");
+        }
+    }
+    if let Some(dir) = &args.report {
+        report.write_to(dir).map_err(|error| error_chain(&error))?;
+    }
+    report
+        .check_conservation()
+        .map_err(|error| error_chain(&error))
 }

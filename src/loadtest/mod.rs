@@ -1,0 +1,43 @@
+//! The load-test harness behind the `loadtest` subcommand (ADR 0100 consequences): how fast the
+//! dispatch path admits attempts, and what to set for `buffer_size` and `workers`.
+//!
+//! A run offers attempts to the real [`Dispatcher`](crate::dispatch::Dispatcher), ticked by the
+//! harness, with its [`Pipeline`](crate::dispatch::Pipeline), task store, supervised chain
+//! (breaker actors included) and the `null` executor, all in one actix system. The hooks are
+//! synthetic, described by `--hook SPEC` ([`HookSpec`]).
+//!
+//! - **Open loop.** With `--rate R` attempt *i* is due at *i*/R seconds; its latency runs from
+//!   that intended start to its final disposition, so a stall of the dispatcher shows as latency
+//!   rather than as fewer attempts. With `--rate 0` attempts are offered as fast as the
+//!   dispatcher settles them, and latency runs from the offer. At most a window of attempts
+//!   (twice the buffer plus the workers, and at least 256) waits in the task store at once;
+//!   later ones wait in the harness, still timed from their intended start. With `--rate 0`
+//!   latency therefore mostly measures that queue; use a rate below capacity to measure the
+//!   latency of the dispatch path itself.
+//! - **Retry window zero.** A held or unavailable attempt fails at its first offer instead of
+//!   being offered again for 15 minutes, and is reported as `held` or `unavailable`
+//!   ([`AttemptOutcome`]). Deferred attempts (a full buffer) stay scheduled and are offered
+//!   again by later ticks; the harness ticks until every offered attempt has settled.
+//! - **Conservation.** At the end the dispatcher is drained and every offered attempt must be
+//!   accounted for exactly once in the store: executed once (`queued`), refused or failed with
+//!   a reason, or handed back (still `scheduled`). [`Report::check_conservation`] fails
+//!   otherwise.
+//!
+//! Modules: [`spec`] (the SPEC grammar and the synthetic hooks), [`run`](mod@run) (the
+//! harness), [`report`] (the table and JSON), [`chart`] (the SVG charts of `--report DIR`),
+//! [`Counter`] (the harness's own observer).
+
+pub mod chart;
+mod counter;
+mod cpu;
+mod error;
+pub mod report;
+pub mod run;
+pub mod spec;
+
+pub use counter::Counter;
+pub use cpu::process_cpu_time;
+pub use error::LoadTestError;
+pub use report::{AttemptOutcome, BreakerTransitions, Latencies, Report, Throughput};
+pub use run::{Amount, Options, Plan, attempt, run, run_blocking};
+pub use spec::{HookSpec, SpecError, Synthetic, parse_all};

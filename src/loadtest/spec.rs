@@ -1,0 +1,343 @@
+//! The `--hook SPEC` grammar and the synthetic hooks it builds.
+//!
+//! | SPEC | the hook |
+//! |---|---|
+//! | `noop` | admits at once |
+//! | `sleep:DUR` | admits after `DUR` (a tokio sleep), such as `sleep:1ms` |
+//! | `jitter:MIN..MAX` | admits after a uniformly drawn time from `MIN` to `MAX` |
+//! | `error:P` | returns an error with probability `P`, else admits |
+//! | `panic:P` | panics with probability `P`, else admits |
+//! | `timeout:P` | never answers with probability `P` (the supervision timeout ends the call), else admits |
+//! | `hold:P` | holds with probability `P`, else admits |
+//! | `refuse:P` | refuses with probability `P`, else admits |
+//! | `change:P` | admits with a node selector and a label that pass the change rules with probability `P`, else admits |
+//!
+//! `P` is a probability from 0 to 1; `DUR` is a duration such as `500us`, `1ms` or `2s`. The
+//! draws come from a [`fastrand::Rng`] per hook, seeded from the run's seed and the hook's
+//! position, so that a run is reproducible. `webhook:URL` is reserved for the webhook hook, which
+//! is not implemented yet.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use thiserror::Error;
+
+use crate::admission::{Changes, Decision, Hook, HookError, HookFuture, Request};
+
+/// The node-selector key and the label key a `change:P` hook sets; a launched attempt that
+/// carries the label was admitted with changes.
+pub const CHANGED_KEY: &str = "loadtest.example.com/changed";
+
+/// One synthetic hook, as `--hook SPEC` describes it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum HookSpec {
+    /// `noop`: admits at once.
+    Noop,
+    /// `sleep:DUR`: admits after this long.
+    Sleep(Duration),
+    /// `jitter:MIN..MAX`: admits after a uniformly drawn time in the range.
+    Jitter {
+        /// The shortest wait.
+        min: Duration,
+        /// The longest wait.
+        max: Duration,
+    },
+    /// `error:P`: an error with this probability.
+    Error(f64),
+    /// `panic:P`: a panic with this probability.
+    Panic(f64),
+    /// `timeout:P`: no answer at all with this probability, so the call times out.
+    Timeout(f64),
+    /// `hold:P`: a hold with this probability.
+    Hold(f64),
+    /// `refuse:P`: a refusal with this probability.
+    Refuse(f64),
+    /// `change:P`: an admit with changes with this probability.
+    Change(f64),
+}
+
+/// Why a `--hook` value is not a SPEC. Each message names the flag and the value.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum SpecError {
+    /// The part before `:` is no kind of hook.
+    #[error(
+        "--hook {spec:?}: unknown hook {kind:?}; expected noop, sleep:DUR, jitter:MIN..MAX, \
+         error:P, panic:P, timeout:P, hold:P, refuse:P or change:P"
+    )]
+    UnknownKind {
+        /// The whole value.
+        spec: String,
+        /// The part before `:`.
+        kind: String,
+    },
+    /// A kind that takes a value was given none, or `noop` was given one.
+    #[error("--hook {spec:?}: {expected}")]
+    Shape {
+        /// The whole value.
+        spec: String,
+        /// What this kind of hook takes.
+        expected: &'static str,
+    },
+    /// A duration that does not parse.
+    #[error("--hook {spec:?}: expected a duration such as \"1ms\", got {value:?}")]
+    Duration {
+        /// The whole value.
+        spec: String,
+        /// The part that is no duration.
+        value: String,
+    },
+    /// A jitter range whose minimum is above its maximum.
+    #[error("--hook {spec:?}: the minimum is above the maximum")]
+    Range {
+        /// The whole value.
+        spec: String,
+    },
+    /// A probability that is no number from 0 to 1.
+    #[error("--hook {spec:?}: expected a probability from 0 to 1, got {value:?}")]
+    Probability {
+        /// The whole value.
+        spec: String,
+        /// The part that is no probability.
+        value: String,
+    },
+    /// `webhook:URL`: the webhook hook does not exist yet.
+    #[error("--hook {spec:?}: the webhook hook is not implemented yet")]
+    WebhookNotImplemented {
+        /// The whole value.
+        spec: String,
+    },
+}
+
+impl FromStr for HookSpec {
+    type Err = SpecError;
+
+    fn from_str(spec: &str) -> Result<HookSpec, SpecError> {
+        let (kind, value) = match spec.split_once(':') {
+            Some((kind, value)) => (kind, Some(value)),
+            None => (spec, None),
+        };
+        let shape = |expected| SpecError::Shape {
+            spec: spec.to_owned(),
+            expected,
+        };
+        let probability = |value: Option<&str>| {
+            let value = value
+                .ok_or_else(|| shape("expected a probability after \":\", such as \"0.1\""))?;
+            parse_probability(spec, value)
+        };
+        match kind {
+            "noop" => match value {
+                None => Ok(HookSpec::Noop),
+                Some(_) => Err(shape("noop takes no value")),
+            },
+            "sleep" => {
+                let value = value.ok_or_else(|| {
+                    shape("expected a duration after \":\", such as \"sleep:1ms\"")
+                })?;
+                Ok(HookSpec::Sleep(parse_duration(spec, value)?))
+            }
+            "jitter" => {
+                let value = value.ok_or_else(|| {
+                    shape("expected MIN..MAX after \":\", such as \"jitter:1ms..5ms\"")
+                })?;
+                let (min, max) = value.split_once("..").ok_or_else(|| {
+                    shape("expected MIN..MAX after \":\", such as \"jitter:1ms..5ms\"")
+                })?;
+                let (min, max) = (parse_duration(spec, min)?, parse_duration(spec, max)?);
+                if min > max {
+                    return Err(SpecError::Range {
+                        spec: spec.to_owned(),
+                    });
+                }
+                Ok(HookSpec::Jitter { min, max })
+            }
+            "error" => Ok(HookSpec::Error(probability(value)?)),
+            "panic" => Ok(HookSpec::Panic(probability(value)?)),
+            "timeout" => Ok(HookSpec::Timeout(probability(value)?)),
+            "hold" => Ok(HookSpec::Hold(probability(value)?)),
+            "refuse" => Ok(HookSpec::Refuse(probability(value)?)),
+            "change" => Ok(HookSpec::Change(probability(value)?)),
+            "webhook" => Err(SpecError::WebhookNotImplemented {
+                spec: spec.to_owned(),
+            }),
+            _ => Err(SpecError::UnknownKind {
+                spec: spec.to_owned(),
+                kind: kind.to_owned(),
+            }),
+        }
+    }
+}
+
+fn parse_duration(spec: &str, value: &str) -> Result<Duration, SpecError> {
+    humantime::parse_duration(value.trim()).map_err(|_| SpecError::Duration {
+        spec: spec.to_owned(),
+        value: value.to_owned(),
+    })
+}
+
+fn parse_probability(spec: &str, value: &str) -> Result<f64, SpecError> {
+    match value.trim().parse::<f64>() {
+        Ok(p) if (0.0..=1.0).contains(&p) => Ok(p),
+        _ => Err(SpecError::Probability {
+            spec: spec.to_owned(),
+            value: value.to_owned(),
+        }),
+    }
+}
+
+impl HookSpec {
+    /// The kind's name, as the SPEC starts: `noop`, `sleep`, `jitter`, `error`, ...
+    pub fn kind(&self) -> &'static str {
+        match self {
+            HookSpec::Noop => "noop",
+            HookSpec::Sleep(_) => "sleep",
+            HookSpec::Jitter { .. } => "jitter",
+            HookSpec::Error(_) => "error",
+            HookSpec::Panic(_) => "panic",
+            HookSpec::Timeout(_) => "timeout",
+            HookSpec::Hold(_) => "hold",
+            HookSpec::Refuse(_) => "refuse",
+            HookSpec::Change(_) => "change",
+        }
+    }
+}
+
+impl fmt::Display for HookSpec {
+    /// The SPEC that parses back to this value.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = self.kind();
+        match self {
+            HookSpec::Noop => f.write_str(kind),
+            HookSpec::Sleep(duration) => {
+                write!(f, "{kind}:{}", humantime::format_duration(*duration))
+            }
+            HookSpec::Jitter { min, max } => write!(
+                f,
+                "{kind}:{}..{}",
+                humantime::format_duration(*min),
+                humantime::format_duration(*max)
+            ),
+            HookSpec::Error(p)
+            | HookSpec::Panic(p)
+            | HookSpec::Timeout(p)
+            | HookSpec::Hold(p)
+            | HookSpec::Refuse(p)
+            | HookSpec::Change(p) => write!(f, "{kind}:{p}"),
+        }
+    }
+}
+
+/// Parses every `--hook` value, in chain order.
+///
+/// # Errors
+/// The first value that is no SPEC.
+pub fn parse_all<S: AsRef<str>>(specs: &[S]) -> Result<Vec<HookSpec>, SpecError> {
+    specs.iter().map(|spec| spec.as_ref().parse()).collect()
+}
+
+/// The hook a [`HookSpec`] describes, answering from its own seeded random generator.
+///
+/// Its name is `<kind>#<position>` (`error#0`), so that reasons and breaker reports say which hook
+/// of the chain it was.
+#[derive(Debug)]
+pub struct Synthetic {
+    name: String,
+    spec: HookSpec,
+    rng: Mutex<fastrand::Rng>,
+}
+
+impl Synthetic {
+    /// The hook at `position` in the chain, drawing from a generator seeded from `seed` and the
+    /// position.
+    pub fn new(spec: HookSpec, position: usize, seed: u64) -> Synthetic {
+        // Spread the positions apart so that two hooks of one run never draw the same sequence.
+        let seed = seed
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            .wrapping_add(position as u64);
+        Synthetic {
+            name: format!("{}#{position}", spec.kind()),
+            spec,
+            rng: Mutex::new(fastrand::Rng::with_seed(seed)),
+        }
+    }
+
+    /// Whether this call misbehaves, drawn with probability `p`.
+    fn draws(&self, p: f64) -> bool {
+        // A panic while drawing would leave a generator that still works; keep using it.
+        let mut rng = self
+            .rng
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        rng.f64() < p
+    }
+
+    fn uniform(&self, min: Duration, max: Duration) -> Duration {
+        let mut rng = self
+            .rng
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        min + (max - min).mul_f64(rng.f64())
+    }
+}
+
+/// The changes of a `change:P` hook: a node selector and a label, both outside the reserved
+/// prefixes, so they pass the change rules.
+fn synthetic_changes() -> Changes {
+    let mut changes = Changes::default();
+    changes
+        .node_selector
+        .insert(CHANGED_KEY.to_owned(), "true".to_owned());
+    changes
+        .labels
+        .insert(CHANGED_KEY.to_owned(), "true".to_owned());
+    changes
+}
+
+/// Panics with `synthetic panic` while the hook's future is polled.
+///
+/// `resume_unwind` unwinds like a panic without calling the panic hook, so that a run with many
+/// panics does not print a message for each on stderr.
+fn unwind() -> Result<Decision, HookError> {
+    std::panic::resume_unwind(Box::new("synthetic panic"))
+}
+
+impl Hook for Synthetic {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn admit<'a>(&'a self, _request: &'a Request) -> HookFuture<'a> {
+        let admit = || -> HookFuture<'a> { Box::pin(std::future::ready(Ok(Decision::Admit))) };
+        match self.spec {
+            HookSpec::Noop => admit(),
+            HookSpec::Sleep(duration) => Box::pin(async move {
+                tokio::time::sleep(duration).await;
+                Ok(Decision::Admit)
+            }),
+            HookSpec::Jitter { min, max } => {
+                let duration = self.uniform(min, max);
+                Box::pin(async move {
+                    tokio::time::sleep(duration).await;
+                    Ok(Decision::Admit)
+                })
+            }
+            HookSpec::Error(p) if self.draws(p) => Box::pin(std::future::ready(Err(
+                HookError::Failed("synthetic error".to_owned()),
+            ))),
+            HookSpec::Panic(p) if self.draws(p) => Box::pin(async { unwind() }),
+            HookSpec::Timeout(p) if self.draws(p) => Box::pin(std::future::pending()),
+            HookSpec::Hold(p) if self.draws(p) => Box::pin(std::future::ready(Ok(Decision::Hold(
+                "synthetic hold".to_owned(),
+            )))),
+            HookSpec::Refuse(p) if self.draws(p) => Box::pin(std::future::ready(Ok(
+                Decision::Refuse("synthetic refusal".to_owned()),
+            ))),
+            HookSpec::Change(p) if self.draws(p) => Box::pin(std::future::ready(Ok(
+                Decision::AdmitWith(synthetic_changes()),
+            ))),
+            _ => admit(),
+        }
+    }
+}
