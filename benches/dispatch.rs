@@ -14,35 +14,16 @@ use std::time::{Duration, Instant};
 
 use actix::SystemRunner;
 use criterion::{Criterion, criterion_group, criterion_main};
-use dexaflow_admission::admission::Chain;
-use dexaflow_admission::dispatch::executor::null::Null;
-use dexaflow_admission::dispatch::token::Hs256Minter;
-use dexaflow_admission::dispatch::{self, Parts, Pipeline, TaskStore};
+use dexaflow_admission::dispatch::{self, Pipeline, TaskStore};
 use dexaflow_admission::loadtest::{self, Amount, HookSpec, Plan};
-use dexaflow_admission::supervise::{self, BreakerSettings, Ignore, SupervisedChain};
+use dexaflow_admission::supervise::{self, BreakerSettings, Ignore};
 
 /// A pipeline for `plan` with a store sized for `attempts`.
 ///
 /// Must run inside an actix system (the breakers are actors).
 fn pipeline(plan: &Plan, attempts: usize) -> (Pipeline, TaskStore) {
-    let settings = Arc::new(plan.dispatch_settings());
-    let chain = plan
-        .synthetic_hooks()
-        .into_iter()
-        .fold(Chain::new(settings.change_rules()), Chain::with_hook);
-    let chain = (!chain.is_empty())
-        .then(|| SupervisedChain::start(chain, &plan.supervise, Arc::new(Ignore)));
     let store = TaskStore::with_capacity(attempts);
-    let pipeline = Pipeline::new(Parts {
-        minter: Arc::new(Hs256Minter::new(settings.token.clone())),
-        settings,
-        store: store.clone(),
-        chain,
-        executor: Arc::new(Null),
-        observer: Arc::new(Ignore),
-        events: None,
-    });
-    (pipeline, store)
+    (plan.pipeline(store.clone(), Arc::new(Ignore), None), store)
 }
 
 /// Dispatches attempts `first..first + count` one by one, each as a tick of one attempt.

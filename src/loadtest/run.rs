@@ -226,6 +226,35 @@ impl Plan {
             })
             .collect()
     }
+
+    /// The pipeline a run of this plan drives: its synthetic hooks under supervision (one
+    /// breaker actor each), the `null` executor and `store`. The benches use it as it is.
+    ///
+    /// # Panics
+    /// Outside a running actix system (the breakers are actors).
+    pub fn pipeline(
+        &self,
+        store: TaskStore,
+        observer: Arc<dyn Observer>,
+        events: Option<mpsc::UnboundedSender<Settled>>,
+    ) -> Pipeline {
+        let settings = Arc::new(self.dispatch_settings());
+        let chain = self
+            .synthetic_hooks()
+            .into_iter()
+            .fold(Chain::new(settings.change_rules()), Chain::with_hook);
+        let chain = (!chain.is_empty())
+            .then(|| SupervisedChain::start(chain, &self.supervise, Arc::clone(&observer)));
+        Pipeline::new(Parts {
+            minter: Arc::new(Hs256Minter::new(settings.token.clone())),
+            settings,
+            store,
+            chain,
+            executor: Arc::new(Null),
+            observer,
+            events,
+        })
+    }
 }
 
 /// A [`Plan`] and how to run it.
@@ -297,28 +326,14 @@ pub async fn run(options: Options) -> Result<Report, LoadTestError> {
         Some(extra) => Arc::new(Fanout(vec![counter.clone(), extra])),
         None => counter.clone(),
     };
-    let settings = Arc::new(plan.dispatch_settings());
-    let chain = plan
-        .synthetic_hooks()
-        .into_iter()
-        .fold(Chain::new(settings.change_rules()), Chain::with_hook);
-    let chain = (!chain.is_empty())
-        .then(|| SupervisedChain::start(chain, &plan.supervise, Arc::clone(&observer)));
     // Sized for the whole run, so that the store never stops the run to grow its index.
     let store = match plan.expected_attempts() {
         Some(attempts) => TaskStore::with_capacity(attempts),
         None => TaskStore::new(),
     };
     let (events_tx, mut events) = mpsc::unbounded_channel();
-    let pipeline = Arc::new(Pipeline::new(Parts {
-        settings: Arc::clone(&settings),
-        store: store.clone(),
-        chain,
-        minter: Arc::new(Hs256Minter::new(settings.token.clone())),
-        executor: Arc::new(Null),
-        observer,
-        events: Some(events_tx),
-    }));
+    let pipeline = Arc::new(plan.pipeline(store.clone(), observer, Some(events_tx)));
+    let settings = Arc::new(plan.dispatch_settings());
     let dispatcher = Dispatcher::new(pipeline, settings, Ticking::Manual).start();
 
     let cpu_before = process_cpu_time();
