@@ -18,12 +18,16 @@ use dexaflow_admission::dispatch::{self, Pipeline, TaskStore};
 use dexaflow_admission::loadtest::{self, Amount, HookSpec, Plan};
 use dexaflow_admission::supervise::{self, BreakerSettings, Ignore};
 
-/// A pipeline for `plan` with a store sized for `attempts`.
+/// A pipeline for `plan` with a store sized for `attempts`; its hooks neither sleep nor jitter,
+/// so it needs no timer thread.
 ///
 /// Must run inside an actix system (the breakers are actors).
 fn pipeline(plan: &Plan, attempts: usize) -> (Pipeline, TaskStore) {
     let store = TaskStore::with_capacity(attempts);
-    (plan.pipeline(store.clone(), Arc::new(Ignore), None), store)
+    (
+        plan.pipeline(store.clone(), Arc::new(Ignore), None, None),
+        store,
+    )
 }
 
 /// Dispatches attempts `first..first + count` one by one, each as a tick of one attempt.

@@ -14,7 +14,7 @@ use dexaflow_admission::config::{self, Config};
 use dexaflow_admission::dispatch::executor;
 use dexaflow_admission::dispatch::run::{Install, run};
 use dexaflow_admission::dispatch::token::Hs256Minter;
-use dexaflow_admission::loadtest::{self, Amount, Options, Plan};
+use dexaflow_admission::loadtest::{self, Amount, HookTimer, Options, Plan};
 use dexaflow_admission::metrics::{self, Metrics};
 use dexaflow_admission::supervise::{self, BreakerSettings};
 use dexaflow_admission::{hooks, report, workload};
@@ -278,6 +278,7 @@ fn loadtest(args: LoadtestArgs) -> Result<(), String> {
         buffer_size: args.buffer_size,
         workers: args.workers,
         hooks,
+        hook_timer: HookTimer::Thread,
         tenants: args.tenants,
         supervise: supervise::Settings {
             timeout: args.timeout,

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use dexaflow_admission::admission::Outcome;
 use dexaflow_admission::loadtest::{
-    self, Amount, AttemptOutcome, HookSpec, Options, Plan, Report, SpecError,
+    self, Amount, AttemptOutcome, HookSpec, HookTimer, Options, Plan, Report, SpecError,
 };
 use dexaflow_admission::supervise::{self, BreakerSettings};
 
@@ -34,6 +34,8 @@ fn plan(attempts: u64, hooks: &[&str]) -> Plan {
             },
         },
         seed: 7,
+        // The paused clock reaches tokio's timer, not the harness's timer thread.
+        hook_timer: HookTimer::Tokio,
         ..Plan::default()
     }
 }

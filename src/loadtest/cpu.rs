@@ -1,5 +1,6 @@
-//! The CPU time the process has used, for the report.
+//! The CPU time the process, or one of its threads, has used, for the report.
 
+use std::path::Path;
 use std::time::Duration;
 
 /// Clock ticks per second of the `utime` and `stime` fields of `/proc/self/stat`.
@@ -12,8 +13,13 @@ const TICKS_PER_SECOND: u64 = 100;
 /// `/proc/self/stat` with a resolution of 10 ms; `None` where that file does not exist (any OS
 /// but Linux) or cannot be read.
 pub fn process_cpu_time() -> Option<Duration> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    cpu_time_of(&stat)
+    cpu_time_in(Path::new("/proc/self/stat"))
+}
+
+/// The CPU time in `stat`, a `/proc/<pid>/stat` or `/proc/<pid>/task/<tid>/stat` file, with
+/// the same resolution; `None` where it cannot be read or parsed.
+pub(crate) fn cpu_time_in(stat: &Path) -> Option<Duration> {
+    cpu_time_of(&std::fs::read_to_string(stat).ok()?)
 }
 
 /// The CPU time in one `/proc/<pid>/stat` line: fields 14 (`utime`) and 15 (`stime`).

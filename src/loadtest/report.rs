@@ -223,7 +223,8 @@ pub struct Report {
     pub handed_back: u64,
     /// From the first offer to the last final disposition.
     pub elapsed: Duration,
-    /// User plus system CPU time of the process during the run, where the OS says.
+    /// User plus system CPU time of the process during the run, where the OS says, leaving out
+    /// the thread the `sleep` and `jitter` hooks wait on (it stands for the hooks' machines).
     pub cpu: Option<Duration>,
     /// Attempts that found the buffer full and were deferred to a later tick.
     pub deferred_at_capacity: u64,

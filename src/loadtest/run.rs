@@ -16,6 +16,7 @@ use super::counter::Counter;
 use super::cpu::process_cpu_time;
 use super::report::{AttemptOutcome, Latencies, Report, Throughput};
 use super::spec::{CHANGED_KEY, HookSpec, Synthetic};
+use super::timer::{HookTimer, TimerThread};
 use crate::admission::{Chain, Hook, Resources};
 use crate::dispatch::executor::null::Null;
 use crate::dispatch::settings::{
@@ -52,6 +53,8 @@ pub struct Plan {
     pub workers: usize,
     /// The synthetic hooks, in chain order.
     pub hooks: Vec<HookSpec>,
+    /// What `sleep` and `jitter` hooks wait on.
+    pub hook_timer: HookTimer,
     /// How many tenants the attempts are spread over, round robin.
     pub tenants: usize,
     /// Timeouts, breakers and fail-open.
@@ -68,6 +71,7 @@ impl Default for Plan {
             buffer_size: 0,
             workers: 1,
             hooks: Vec::new(),
+            hook_timer: HookTimer::Thread,
             tenants: 1,
             supervise: supervise::Settings::default(),
             seed: 1,
@@ -216,19 +220,39 @@ impl Plan {
         }
     }
 
-    /// The synthetic hooks of the plan, in chain order, each seeded from the plan's seed.
-    pub fn synthetic_hooks(&self) -> Vec<Arc<dyn Hook>> {
+    /// The [`TimerThread`] the plan's `sleep` and `jitter` hooks wait on, started now; `None`
+    /// when it has no such hook or waits on [`HookTimer::Tokio`].
+    ///
+    /// # Panics
+    /// When the operating system cannot start the thread.
+    pub fn hook_timer_thread(&self) -> Option<TimerThread> {
+        let waits = self
+            .hooks
+            .iter()
+            .any(|spec| matches!(spec, HookSpec::Sleep(_) | HookSpec::Jitter { .. }));
+        (waits && self.hook_timer == HookTimer::Thread).then(TimerThread::start)
+    }
+
+    /// The synthetic hooks of the plan, in chain order, each seeded from the plan's seed;
+    /// `sleep` and `jitter` wait on `timer`, or on tokio's timer without one.
+    pub fn synthetic_hooks(&self, timer: Option<&TimerThread>) -> Vec<Arc<dyn Hook>> {
         self.hooks
             .iter()
             .enumerate()
             .map(|(position, spec)| {
-                Arc::new(Synthetic::new(*spec, position, self.seed)) as Arc<dyn Hook>
+                let hook = Synthetic::new(*spec, position, self.seed);
+                let hook = match timer {
+                    Some(timer) => hook.waiting_on(timer.clone()),
+                    None => hook,
+                };
+                Arc::new(hook) as Arc<dyn Hook>
             })
             .collect()
     }
 
-    /// The pipeline a run of this plan drives: its synthetic hooks under supervision (one
-    /// breaker actor each), the `null` executor and `store`. The benches use it as it is.
+    /// The pipeline a run of this plan drives: its synthetic hooks (waiting on `timer`) under
+    /// supervision (one breaker actor each), the `null` executor and `store`. The benches use
+    /// it as it is.
     ///
     /// # Panics
     /// Outside a running actix system (the breakers are actors).
@@ -237,10 +261,11 @@ impl Plan {
         store: TaskStore,
         observer: Arc<dyn Observer>,
         events: Option<mpsc::UnboundedSender<Settled>>,
+        timer: Option<&TimerThread>,
     ) -> Pipeline {
         let settings = Arc::new(self.dispatch_settings());
         let chain = self
-            .synthetic_hooks()
+            .synthetic_hooks(timer)
             .into_iter()
             .fold(Chain::new(settings.change_rules()), Chain::with_hook);
         let chain = (!chain.is_empty())
@@ -332,11 +357,13 @@ pub async fn run(options: Options) -> Result<Report, LoadTestError> {
         None => TaskStore::new(),
     };
     let (events_tx, mut events) = mpsc::unbounded_channel();
-    let pipeline = Arc::new(plan.pipeline(store.clone(), observer, Some(events_tx)));
+    let timer = plan.hook_timer_thread();
+    let pipeline =
+        Arc::new(plan.pipeline(store.clone(), observer, Some(events_tx), timer.as_ref()));
     let settings = Arc::new(plan.dispatch_settings());
     let dispatcher = Dispatcher::new(pipeline, settings, Ticking::Manual).start();
 
-    let cpu_before = process_cpu_time();
+    let cpu_before = dispatch_cpu_time(timer.as_ref());
     let mut driver = Driver::new(&plan, dispatcher.clone(), options.show_progress);
     driver.drive(&mut events).await?;
     let drain = dispatcher
@@ -348,7 +375,7 @@ pub async fn run(options: Options) -> Result<Report, LoadTestError> {
         driver.record(settled, Instant::now());
     }
     let cpu = cpu_before
-        .zip(process_cpu_time())
+        .zip(dispatch_cpu_time(timer.as_ref()))
         .map(|(before, after)| after.saturating_sub(before));
     driver.finish_progress();
     tracing::debug!(
@@ -356,6 +383,16 @@ pub async fn run(options: Options) -> Result<Report, LoadTestError> {
         "loadtest dispatcher drained"
     );
     Ok(driver.report(plan, &store, &counter, cpu))
+}
+
+/// The CPU time of the process but for the hooks' `timer` thread, which stands for the hooks'
+/// own machines (see [`super::timer`]).
+fn dispatch_cpu_time(timer: Option<&TimerThread>) -> Option<Duration> {
+    let process = process_cpu_time()?;
+    match timer {
+        Some(timer) => Some(process.saturating_sub(timer.cpu_time()?)),
+        None => Some(process),
+    }
 }
 
 /// The attempt with index `index` of a load test: tenant `tenant`, DAG `loadtest`, run `run`,

@@ -3,7 +3,7 @@
 //! | SPEC | the hook |
 //! |---|---|
 //! | `noop` | admits at once |
-//! | `sleep:DUR` | admits after `DUR` (a tokio sleep), such as `sleep:1ms` |
+//! | `sleep:DUR` | admits after `DUR`, such as `sleep:1ms`, timed by [`super::timer`] |
 //! | `jitter:MIN..MAX` | admits after a uniformly drawn time from `MIN` to `MAX` |
 //! | `error:P` | returns an error with probability `P`, else admits |
 //! | `panic:P` | panics with probability `P`, else admits |
@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 
+use super::timer::TimerThread;
 use crate::admission::{Changes, Decision, Hook, HookError, HookFuture, Request};
 
 /// The node-selector key and the label key a `change:P` hook sets; a launched attempt that
@@ -246,6 +247,8 @@ pub struct Synthetic {
     name: String,
     spec: HookSpec,
     rng: Mutex<fastrand::Rng>,
+    // Where `sleep` and `jitter` wait; tokio's timer when `None`.
+    timer: Option<TimerThread>,
 }
 
 impl Synthetic {
@@ -260,6 +263,33 @@ impl Synthetic {
             name: format!("{}#{position}", spec.kind()),
             spec,
             rng: Mutex::new(fastrand::Rng::with_seed(seed)),
+            timer: None,
+        }
+    }
+
+    /// The same hook waiting on `timer` instead of tokio's timer (see [`super::timer`]).
+    #[must_use]
+    pub fn waiting_on(self, timer: TimerThread) -> Synthetic {
+        Synthetic {
+            timer: Some(timer),
+            ..self
+        }
+    }
+
+    /// Admits after `duration`, on the hook's timer.
+    fn admit_after(&self, duration: Duration) -> HookFuture<'_> {
+        match &self.timer {
+            Some(timer) => {
+                let sleep = timer.sleep(duration);
+                Box::pin(async move {
+                    sleep.await;
+                    Ok(Decision::Admit)
+                })
+            }
+            None => Box::pin(async move {
+                tokio::time::sleep(duration).await;
+                Ok(Decision::Admit)
+            }),
         }
     }
 
@@ -312,17 +342,8 @@ impl Hook for Synthetic {
         let admit = || -> HookFuture<'a> { Box::pin(std::future::ready(Ok(Decision::Admit))) };
         match self.spec {
             HookSpec::Noop => admit(),
-            HookSpec::Sleep(duration) => Box::pin(async move {
-                tokio::time::sleep(duration).await;
-                Ok(Decision::Admit)
-            }),
-            HookSpec::Jitter { min, max } => {
-                let duration = self.uniform(min, max);
-                Box::pin(async move {
-                    tokio::time::sleep(duration).await;
-                    Ok(Decision::Admit)
-                })
-            }
+            HookSpec::Sleep(duration) => self.admit_after(duration),
+            HookSpec::Jitter { min, max } => self.admit_after(self.uniform(min, max)),
             HookSpec::Error(p) if self.draws(p) => Box::pin(std::future::ready(Err(
                 HookError::Failed("synthetic error".to_owned()),
             ))),
