@@ -17,7 +17,7 @@ use super::Settings;
 use super::pipeline::{Disposition, Pipeline};
 use super::shutdown::{self, Shutdown, Trigger};
 use super::task::{Task, TaskKey};
-use crate::supervise::{AdmissionWorker, Runner, Stop, Wake};
+use crate::supervise::{AdmissionWorker, Run, Stop, Wake};
 
 /// The message `Deferred` carries (Dexaflow's `ErrAtCapacity`).
 pub const AT_CAPACITY: &str = "dispatch buffer at capacity; will retry next tick";
@@ -56,7 +56,7 @@ pub struct Dispatcher {
 struct Buffer {
     sender: Sender<Job>,
     receiver: Receiver<Job>,
-    workers: Vec<Addr<AdmissionWorker<Job>>>,
+    workers: Vec<Addr<AdmissionWorker<BufferedDispatch>>>,
 }
 
 impl std::fmt::Debug for Dispatcher {
@@ -143,23 +143,10 @@ impl Dispatcher {
         self.pipeline
             .observer()
             .buffer_capacity(self.settings.buffer_size);
-        let pipeline = Arc::clone(&self.pipeline);
-        let shutdown = self.shutdown.clone();
-        let depth = receiver.clone();
-        let run: Runner<Job> = Arc::new(move |job: Job| {
-            let pipeline = Arc::clone(&pipeline);
-            let shutdown = shutdown.clone();
-            pipeline.observer().buffer_depth(depth.len());
-            Box::pin(async move {
-                if shutdown.is_fired() {
-                    pipeline.store().hand_back(&job.key);
-                    pipeline.settle(&job.key, Disposition::Deferred);
-                    return;
-                }
-                pipeline.observer().worker_busy(true);
-                pipeline.dispatch(&job.key, &job.task, &shutdown).await;
-                pipeline.observer().worker_busy(false);
-            })
+        let run = Arc::new(BufferedDispatch {
+            pipeline: Arc::clone(&self.pipeline),
+            shutdown: self.shutdown.clone(),
+            depth: receiver.clone(),
         });
         let done = self
             .done_tx
@@ -220,6 +207,31 @@ impl Dispatcher {
             dispatcher.tick_running = false;
             report
         }))
+    }
+}
+
+/// What an admission worker does with a job: the pipeline's dispatch, as on a synchronous tick.
+struct BufferedDispatch {
+    pipeline: Arc<Pipeline>,
+    shutdown: Shutdown,
+    // The buffer's receiving end, read only for its depth.
+    depth: Receiver<Job>,
+}
+
+impl Run for BufferedDispatch {
+    type Job = Job;
+
+    async fn run(&self, job: Job) {
+        let pipeline = &self.pipeline;
+        pipeline.observer().buffer_depth(self.depth.len());
+        if self.shutdown.is_fired() {
+            pipeline.store().hand_back(&job.key);
+            pipeline.settle(&job.key, Disposition::Deferred);
+            return;
+        }
+        pipeline.observer().worker_busy(true);
+        pipeline.dispatch(&job.key, &job.task, &self.shutdown).await;
+        pipeline.observer().worker_busy(false);
     }
 }
 

@@ -27,4 +27,4 @@ pub use observer::{Fanout, Ignore, Observer};
 pub use settings::{BreakerSettings, Settings};
 pub use stack::Supervised;
 pub use timeout::timeout;
-pub use worker::{AdmissionWorker, Runner, Stop, Wake};
+pub use worker::{AdmissionWorker, Run, Stop, Wake};

@@ -3,11 +3,11 @@
 //! The buffer is a crossbeam channel the dispatcher fills with `try_send`. A worker never blocks
 //! its arbiter on it: a [`Wake`] makes an idle worker drain with `try_recv` until the buffer is
 //! empty, running each attempt to completion before taking the next. The worker knows nothing
-//! of what an attempt is: it runs the [`Runner`] it was given, the same pipeline function the
-//! synchronous tick runs.
+//! of what an attempt is: it runs the [`Run`] it was given, the same pipeline function the
+//! synchronous tick runs. A drain is one future however many attempts it runs, so an attempt
+//! costs the worker no allocation of its own.
 
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -18,20 +18,26 @@ use actix::{
 use crossbeam_channel::Receiver;
 use tokio::sync::mpsc;
 
-/// Runs one buffered attempt to completion.
-pub type Runner<J> = Arc<dyn Fn(J) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
+/// What a worker does with each attempt it takes from the buffer.
+pub trait Run: Send + Sync + 'static {
+    /// An attempt as the buffer holds it.
+    type Job: Send + Unpin + 'static;
 
-/// An admission worker draining a buffer of `J`.
-pub struct AdmissionWorker<J: Send + Unpin + 'static> {
-    buffer: Receiver<J>,
-    run: Runner<J>,
+    /// Runs `job` to completion.
+    fn run(&self, job: Self::Job) -> impl Future<Output = ()> + Send;
+}
+
+/// An admission worker draining a buffer of `R::Job` with `R`.
+pub struct AdmissionWorker<R: Run> {
+    buffer: Receiver<R::Job>,
+    run: Arc<R>,
     stopping: Arc<AtomicBool>,
     draining: Option<SpawnHandle>,
     // Held until the worker stops: whoever waits for every worker to stop waits for these to drop.
     _done: mpsc::Sender<()>,
 }
 
-impl<J: Send + Unpin + 'static> std::fmt::Debug for AdmissionWorker<J> {
+impl<R: Run> std::fmt::Debug for AdmissionWorker<R> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AdmissionWorker")
             .field("buffered", &self.buffer.len())
@@ -54,10 +60,14 @@ pub struct Wake;
 #[rtype(result = "()")]
 pub struct Stop;
 
-impl<J: Send + Unpin + 'static> AdmissionWorker<J> {
+impl<R: Run> AdmissionWorker<R> {
     /// A worker that drains `buffer` by calling `run` on each attempt, holding `done` until it
     /// stops.
-    pub fn new(buffer: Receiver<J>, run: Runner<J>, done: mpsc::Sender<()>) -> AdmissionWorker<J> {
+    pub fn new(
+        buffer: Receiver<R::Job>,
+        run: Arc<R>,
+        done: mpsc::Sender<()>,
+    ) -> AdmissionWorker<R> {
         AdmissionWorker {
             buffer,
             run,
@@ -68,11 +78,11 @@ impl<J: Send + Unpin + 'static> AdmissionWorker<J> {
     }
 }
 
-impl<J: Send + Unpin + 'static> Actor for AdmissionWorker<J> {
+impl<R: Run> Actor for AdmissionWorker<R> {
     type Context = Context<Self>;
 }
 
-impl<J: Send + Unpin + 'static> Handler<Wake> for AdmissionWorker<J> {
+impl<R: Run> Handler<Wake> for AdmissionWorker<R> {
     type Result = ();
 
     fn handle(&mut self, _: Wake, ctx: &mut Context<Self>) {
@@ -87,7 +97,7 @@ impl<J: Send + Unpin + 'static> Handler<Wake> for AdmissionWorker<J> {
                 let Ok(attempt) = buffer.try_recv() else {
                     break;
                 };
-                run(attempt).await;
+                run.run(attempt).await;
             }
         };
         let handle = ctx.spawn(drain.into_actor(self).map(|(), worker, ctx| {
@@ -100,7 +110,7 @@ impl<J: Send + Unpin + 'static> Handler<Wake> for AdmissionWorker<J> {
     }
 }
 
-impl<J: Send + Unpin + 'static> Handler<Stop> for AdmissionWorker<J> {
+impl<R: Run> Handler<Stop> for AdmissionWorker<R> {
     type Result = ();
 
     fn handle(&mut self, _: Stop, ctx: &mut Context<Self>) {
