@@ -145,6 +145,21 @@ fn the_minter_never_prints_its_key() {
     assert!(!printed.contains("116, 104, 101"), "{printed}");
 }
 
+#[test]
+fn the_token_settings_never_print_their_key_only_its_length() {
+    let settings = TokenSettings {
+        secret: KEY.to_vec(),
+        ttl: Duration::from_secs(90),
+    };
+    let printed = format!("{settings:?}");
+    assert!(!printed.contains("116, 104, 101"), "{printed}");
+    assert!(
+        printed.contains(&format!("<{} bytes>", KEY.len())),
+        "{printed}"
+    );
+    assert!(printed.contains("90s"), "{printed}");
+}
+
 /// A minter that records every identity it was asked for, as the dispatcher's tests use.
 #[derive(Debug, Default)]
 struct RecordingMinter {

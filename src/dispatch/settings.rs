@@ -138,13 +138,23 @@ impl Default for SourceMode {
     }
 }
 
-/// `auth.*`: the agent token.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// `auth.*`: the agent token. Its `Debug` output leaves the secret out.
+#[derive(Clone, PartialEq, Eq)]
 pub struct TokenSettings {
     /// `auth.agent_token_secret`: the HS256 key.
     pub secret: Vec<u8>,
     /// How long a freshly minted token lives.
     pub ttl: Duration,
+}
+
+impl std::fmt::Debug for TokenSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Settings are logged and printed in test failures; the key must never be.
+        f.debug_struct("TokenSettings")
+            .field("secret", &format_args!("<{} bytes>", self.secret.len()))
+            .field("ttl", &self.ttl)
+            .finish()
+    }
 }
 
 /// `executor.type` and its own settings.
