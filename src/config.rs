@@ -351,8 +351,9 @@ impl Config {
     /// of pairs in tests) applied over it.
     ///
     /// An empty text gives the defaults. When `auth.agent_token_secret` is not set, a secret of
-    /// 32 random bytes is generated for this process, so tokens do not outlive it. It comes from
-    /// `fastrand`, which is not a cryptographic generator: set the key in production.
+    /// 32 random bytes is generated for this process from the operating system's generator, so
+    /// tokens do not outlive it: set the key when tokens must survive a restart or be checked
+    /// by another process.
     ///
     /// # Errors
     /// [`ConfigErrors`] with every problem found.
@@ -1257,13 +1258,18 @@ fn to_usize(number: u64) -> usize {
     usize::try_from(number).unwrap_or(usize::MAX)
 }
 
-/// 32 random bytes for an agent token secret that lives as long as the process.
-///
-/// `fastrand` is seeded per process but is not a cryptographic generator; the docs of
-/// [`Config::from_yaml_str`] ask for a configured secret in production.
+/// 32 random bytes for an agent token secret that lives as long as the process, read from
+/// `/dev/urandom` (the kernel's cryptographic generator). Only where that cannot be read (no
+/// Unix) do they come from `fastrand`, which is seeded per process but predictable.
 fn random_secret() -> Vec<u8> {
-    let mut rng = fastrand::Rng::new();
-    (0..MIN_SECRET_BYTES).map(|_| rng.u8(..)).collect()
+    use std::io::Read;
+    let mut secret = vec![0; MIN_SECRET_BYTES];
+    let read = std::fs::File::open("/dev/urandom").and_then(|mut os| os.read_exact(&mut secret));
+    if read.is_err() {
+        let mut rng = fastrand::Rng::new();
+        rng.fill(&mut secret);
+    }
+    secret
 }
 
 #[cfg(test)]
