@@ -24,7 +24,7 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -57,6 +57,8 @@ pub struct TimerThread {
 struct Handle {
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
+    // `/proc/self/task/<tid>/stat` of the thread (Linux only).
+    stat: Option<PathBuf>,
 }
 
 #[derive(Debug, Default)]
@@ -66,8 +68,6 @@ struct Shared {
     changed: Condvar,
     // Counts the waits that became the earliest, so that a spin for a later deadline sees one.
     earlier: AtomicU64,
-    // `/proc/self/task/<tid>/stat` of the thread, once it has started (Linux only).
-    stat: OnceLock<Option<PathBuf>>,
 }
 
 #[derive(Debug, Default)]
@@ -202,6 +202,7 @@ impl TimerThread {
     /// When the operating system cannot start a thread, as [`std::thread::spawn`].
     pub fn start() -> TimerThread {
         let shared = Arc::new(Shared::default());
+        let (stat_tx, stat_rx) = std::sync::mpsc::channel();
         let thread = {
             let shared = Arc::clone(&shared);
             std::thread::Builder::new()
@@ -210,7 +211,8 @@ impl TimerThread {
                     let stat = std::fs::read_link("/proc/thread-self")
                         .ok()
                         .map(|task| PathBuf::from("/proc").join(task).join("stat"));
-                    let _ = shared.stat.set(stat);
+                    // `start` waits for this, so `cpu_time` can be read as soon as it returns.
+                    let _ = stat_tx.send(stat);
                     shared.run();
                 })
                 .expect("the operating system starts the timer thread")
@@ -219,6 +221,7 @@ impl TimerThread {
             handle: Arc::new(Handle {
                 shared,
                 thread: Some(thread),
+                stat: stat_rx.recv().ok().flatten(),
             }),
         }
     }
@@ -251,11 +254,10 @@ impl TimerThread {
         Sleep { slot }
     }
 
-    /// The CPU time the thread has used so far, spinning included; `None` before it has
-    /// started or where `/proc` does not tell (any OS but Linux).
+    /// The CPU time the thread has used so far, spinning included; `None` where `/proc` does
+    /// not tell (any OS but Linux).
     pub fn cpu_time(&self) -> Option<Duration> {
-        let stat = self.handle.shared.stat.get()?.as_ref()?;
-        cpu_time_in(stat)
+        cpu_time_in(self.handle.stat.as_ref()?)
     }
 }
 
@@ -384,15 +386,14 @@ mod tests {
     }
 
     #[test]
-    fn the_thread_reports_its_own_cpu_time_on_linux() {
+    fn the_threads_cpu_time_can_be_read_as_soon_as_it_starts_on_linux() {
         let timer = TimerThread::start();
-        runtime().block_on(timer.sleep(Duration::from_millis(1)));
         let cpu = timer.cpu_time();
         if cfg!(target_os = "linux") {
             assert!(
                 cpu.is_some(),
                 "no CPU time read from {:?}",
-                timer.handle.shared.stat
+                timer.handle.stat
             );
         }
     }
