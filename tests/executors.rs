@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use dexaflow_admission::admission::{
@@ -25,7 +26,7 @@ const TI: &str = "acme.etl.manual__1.load";
 
 fn admitted(command: &[&str]) -> Admitted {
     Admitted {
-        task: Task {
+        task: Arc::new(Task {
             key: TaskKey {
                 tenant: "acme".to_owned(),
                 dag_id: "etl".to_owned(),
@@ -41,7 +42,7 @@ fn admitted(command: &[&str]) -> Admitted {
             pool_slots: 1,
             resources: Resources::default(),
             execution: TaskExecution::default(),
-        },
+        }),
         image: "ghcr.io/acme/etl:1.2".to_owned(),
         task_instance_id: TI.to_owned(),
         try_number: 2,
@@ -94,7 +95,7 @@ async fn lite_sets_the_token_and_drops_a_forged_one_from_the_task_env() {
         "echo token=$DEXAFLOW_AGENT_TOKEN; echo leo=${LEOFLOW_ADDR:-unset}; \
          echo lower=${dexaflow_agent_token:-unset}; echo plain=$PLAIN",
     ]);
-    let env = &mut attempt.task.env;
+    let env = &mut Arc::make_mut(&mut attempt.task).env;
     env.insert("DEXAFLOW_AGENT_TOKEN".to_owned(), "forged".to_owned());
     env.insert("dexaflow_agent_token".to_owned(), "forged".to_owned());
     env.insert("LEOFLOW_ADDR".to_owned(), "evil:443".to_owned());
@@ -169,9 +170,10 @@ async fn lite_reports_a_program_that_does_not_exist() {
 fn lite_keeps_every_log_inside_its_directory() {
     let lite = Lite::new("/logs");
     let mut attempt = admitted(&["true"]);
-    attempt.task.key.tenant = "..".to_owned();
-    attempt.task.key.dag_id = "../../etc".to_owned();
-    attempt.task.key.run_id = String::new();
+    let key = &mut Arc::make_mut(&mut attempt.task).key;
+    key.tenant = "..".to_owned();
+    key.dag_id = "../../etc".to_owned();
+    key.run_id = String::new();
     assert_eq!(
         lite.log_path(&attempt),
         std::path::Path::new("/logs/_/.._.._etc/_/load/attempt-2.log")
@@ -209,8 +211,9 @@ fn the_pod_name_is_a_dns_label_naming_dag_task_and_try() {
 #[test]
 fn a_long_pod_name_is_cut_to_63_characters() {
     let mut attempt = admitted(&["true"]);
-    attempt.task.key.dag_id = "Very_Long.DAG-name".repeat(5);
-    attempt.task.key.task_id = "Task With Spaces".to_owned();
+    let key = &mut Arc::make_mut(&mut attempt.task).key;
+    key.dag_id = "Very_Long.DAG-name".repeat(5);
+    key.task_id = "Task With Spaces".to_owned();
     let name = pod_of(&attempt).metadata.name.unwrap();
     assert!(name.len() <= 63, "{name} is {} long", name.len());
     assert!(name.starts_with("dexaflow-very-long-dag-name"));
@@ -336,18 +339,10 @@ fn an_attempt_without_placement_leaves_the_fields_unset() {
 #[test]
 fn the_container_runs_the_image_and_command_with_the_agent_env_first() {
     let mut attempt = admitted(&["python", "-m", "task"]);
-    attempt
-        .task
-        .env
-        .insert("DEXAFLOW_AGENT_TOKEN".to_owned(), "forged".to_owned());
-    attempt
-        .task
-        .env
-        .insert("Leoflow_Addr".to_owned(), "evil".to_owned());
-    attempt
-        .task
-        .env
-        .insert("PLAIN".to_owned(), "kept".to_owned());
+    let env = &mut Arc::make_mut(&mut attempt.task).env;
+    env.insert("DEXAFLOW_AGENT_TOKEN".to_owned(), "forged".to_owned());
+    env.insert("Leoflow_Addr".to_owned(), "evil".to_owned());
+    env.insert("PLAIN".to_owned(), "kept".to_owned());
     let spec = pod_of(&attempt).spec.unwrap();
     assert_eq!(spec.containers.len(), 1);
     let container = &spec.containers[0];

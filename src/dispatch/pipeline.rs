@@ -255,7 +255,7 @@ impl Pipeline {
             self.settings.warm_pools,
         );
         let admitted = Admitted {
-            task: Task::clone(task),
+            task: Arc::clone(task),
             image: effective.image.clone(),
             task_instance_id,
             try_number,

@@ -19,8 +19,9 @@ use crate::admission::{Execution, Resources};
 /// An attempt that passed every check and has its token: all an executor may use.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Admitted {
-    /// The task as its DAG declares it (command, environment, image, source).
-    pub task: Task,
+    /// The task as its DAG declares it (command, environment, image, source), shared with the
+    /// store's row rather than copied for every launch.
+    pub task: Arc<Task>,
     /// The image it runs: the task's own, or the source-mode runtime image.
     pub image: String,
     /// The task instance id, such as `acme.etl.manual__1.load`.
