@@ -980,7 +980,7 @@ fn quantities_parse_to_thousandths() {
 #[test]
 fn text_that_is_no_quantity_is_an_error_naming_it() {
     for text in [
-        "", "m", "-1", "1.2.3", "1x", "1 Gi", "1KiB", "Gi", "1e", "ten",
+        "", "m", "-1", "1.2.3", "1x", "1 Gi", "1KiB", "Gi", "1e", "ten", " 1", "500m ", "\t2Gi",
     ] {
         assert_eq!(
             parse_milli(text),

@@ -23,16 +23,16 @@ pub struct QuantityError {
 /// ```
 ///
 /// # Errors
-/// A [`QuantityError`] naming the text when it is not a non-negative quantity.
+/// A [`QuantityError`] naming the text when it is not a non-negative quantity, whitespace
+/// around it included: Kubernetes refuses `" 1"`, so a pod must never be given one.
 pub fn parse_milli(quantity: &str) -> Result<u128, QuantityError> {
     let error = || QuantityError {
         quantity: quantity.to_owned(),
     };
-    let text = quantity.trim();
-    let number_end = text
+    let number_end = quantity
         .find(|ch: char| !(ch.is_ascii_digit() || ch == '.' || ch == '+'))
-        .unwrap_or(text.len());
-    let (number, suffix) = text.split_at(number_end);
+        .unwrap_or(quantity.len());
+    let (number, suffix) = quantity.split_at(number_end);
     let number = number.strip_prefix('+').unwrap_or(number);
     let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
     if whole.is_empty() && fraction.is_empty()
