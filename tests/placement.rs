@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use dexaflow_admission::admission::{Execution, Resources, Toleration, TolerationOperator};
-use dexaflow_admission::dispatch::placement::{DedicatedReason, Placement, place};
+use dexaflow_admission::dispatch::placement::{DedicatedReason, Placement, WarmWorkers, place};
 use dexaflow_admission::dispatch::task::{Task, TaskExecution, TaskKey};
 
 const DEFAULT_SA: &str = "dexaflow-task";
@@ -36,8 +36,25 @@ fn execution() -> Execution {
     }
 }
 
+/// Warm workers running as [`DEFAULT_SA`], enabled or not, without a resource unit.
+fn workers(enabled: bool) -> WarmWorkers<'static> {
+    WarmWorkers {
+        enabled,
+        service_account: DEFAULT_SA,
+        unit_sized: false,
+    }
+}
+
+/// Unit-sized warm workers, enabled.
+fn unit_sized_workers() -> WarmWorkers<'static> {
+    WarmWorkers {
+        unit_sized: true,
+        ..workers(true)
+    }
+}
+
 fn warm(execution: &Execution, task: &Task) -> Placement {
-    place(execution, task, false, DEFAULT_SA, true)
+    place(execution, task, false, workers(true))
 }
 
 #[test]
@@ -54,7 +71,7 @@ fn an_empty_service_account_counts_as_the_default() {
 #[test]
 fn every_attempt_is_dedicated_while_warm_pools_are_disabled() {
     assert_eq!(
-        place(&execution(), &task(), false, DEFAULT_SA, false),
+        place(&execution(), &task(), false, workers(false)),
         Placement::Dedicated(DedicatedReason::NoWarmPool)
     );
 }
@@ -62,7 +79,7 @@ fn every_attempt_is_dedicated_while_warm_pools_are_disabled() {
 #[test]
 fn a_source_mode_attempt_is_dedicated() {
     assert_eq!(
-        place(&execution(), &task(), true, DEFAULT_SA, true),
+        place(&execution(), &task(), true, workers(true)),
         Placement::Dedicated(DedicatedReason::SourceMode)
     );
 }
@@ -188,7 +205,7 @@ fn the_attempts_own_reason_is_reported_before_disabled_warm_pools() {
         ..execution()
     };
     assert_eq!(
-        place(&execution, &task(), false, DEFAULT_SA, false),
+        place(&execution, &task(), false, workers(false)),
         Placement::Dedicated(DedicatedReason::PlacementFields)
     );
 }
@@ -196,9 +213,45 @@ fn the_attempts_own_reason_is_reported_before_disabled_warm_pools() {
 #[test]
 fn without_warm_pools_an_attempt_with_no_other_reason_takes_a_dedicated_pod() {
     assert_eq!(
-        place(&execution(), &task(), false, DEFAULT_SA, false),
+        place(&execution(), &task(), false, workers(false)),
         Placement::Dedicated(DedicatedReason::NoWarmPool)
     );
+}
+
+#[test]
+fn a_task_of_more_than_one_unit_takes_a_dedicated_pod_when_warm_workers_are_one_unit() {
+    let large = Task {
+        pool_slots: 2,
+        ..task()
+    };
+    assert_eq!(
+        place(&execution(), &large, false, unit_sized_workers()),
+        Placement::Dedicated(DedicatedReason::Size)
+    );
+    assert_eq!(
+        place(&execution(), &task(), false, unit_sized_workers()),
+        Placement::Warm
+    );
+}
+
+#[test]
+fn a_task_with_resources_of_its_own_takes_a_dedicated_pod_when_warm_workers_are_one_unit() {
+    let mut sized = task();
+    sized.resources.requests.cpu = Some("500m".to_owned());
+    assert_eq!(
+        place(&execution(), &sized, false, unit_sized_workers()),
+        Placement::Dedicated(DedicatedReason::Size)
+    );
+}
+
+#[test]
+fn without_a_unit_a_tasks_size_and_resources_do_not_keep_it_from_a_warm_worker() {
+    let mut large = Task {
+        pool_slots: 4,
+        ..task()
+    };
+    large.resources.limits.memory = Some("8Gi".to_owned());
+    assert_eq!(warm(&execution(), &large), Placement::Warm);
 }
 
 #[test]

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use super::Settings;
 use super::executor::{Admitted, Executor};
-use super::placement::place;
+use super::placement::{WarmWorkers, place};
 use super::refusals::{build_request, effective_execution, refuse_before_token};
 use super::shutdown::Shutdown;
 use super::store::{TaskStore, Waited, Write};
@@ -251,8 +251,11 @@ impl Pipeline {
             &execution,
             task,
             effective.source_mode,
-            &self.settings.task_service_account,
-            self.settings.warm_pools,
+            WarmWorkers {
+                enabled: self.settings.warm_pools,
+                service_account: &self.settings.task_service_account,
+                unit_sized: self.settings.unit.is_some(),
+            },
         );
         let admitted = Admitted {
             task: Arc::clone(task),

@@ -10,7 +10,7 @@
 use std::fmt;
 
 use super::task::Task;
-use crate::admission::Execution;
+use crate::admission::{Execution, Resources};
 
 /// Where an admitted attempt runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -32,6 +32,9 @@ pub enum DedicatedReason {
     Staging,
     /// The service account is not the default one a warm worker runs as.
     ServiceAccount,
+    /// With a resource unit set a warm worker is one unit: the task is larger (`pool_slots`
+    /// above 1) or declares resources of its own.
+    Size,
     /// A node selector, tolerations or a priority class is set, by the task or by a hook.
     PlacementFields,
     /// A runtime class is set (only a built-in hook may set one).
@@ -69,6 +72,7 @@ impl DedicatedReason {
             DedicatedReason::SourceMode => "source_mode",
             DedicatedReason::Staging => "staging",
             DedicatedReason::ServiceAccount => "service_account",
+            DedicatedReason::Size => "size",
             DedicatedReason::PlacementFields => "placement_fields",
             DedicatedReason::RuntimeClass => "runtime_class",
         }
@@ -81,6 +85,7 @@ impl DedicatedReason {
             DedicatedReason::SourceMode => "source mode",
             DedicatedReason::Staging => "staging",
             DedicatedReason::ServiceAccount => "service account",
+            DedicatedReason::Size => "size",
             DedicatedReason::PlacementFields => "placement fields",
             DedicatedReason::RuntimeClass => "runtime class",
         }
@@ -103,19 +108,30 @@ impl fmt::Display for Placement {
     }
 }
 
+/// What the install's warm workers are, as placement needs to know it.
+#[derive(Debug, Clone, Copy)]
+pub struct WarmWorkers<'a> {
+    /// `execution.warm_pools_enabled`.
+    pub enabled: bool,
+    /// `executor.task_service_account`: the service account a warm worker runs as.
+    pub service_account: &'a str,
+    /// Whether `executor.unit` is set: a warm worker is then one unit in size.
+    pub unit_sized: bool,
+}
+
 /// Decides where an admitted attempt runs.
 ///
 /// `execution` is the attempt's execution with the default service account and every hook's
-/// changes applied; `task` gives what a hook cannot change (staging). The first reason found
-/// wins, in this order: warm pools disabled, source mode, staging, a service account other than
-/// `default_service_account` (an empty one means the default), placement fields, a runtime
-/// class. With none the attempt goes warm.
+/// changes applied; `task` gives what a hook cannot change (staging, size, resources). The
+/// first reason found wins, in this order: source mode, staging, a service account other than
+/// the warm workers' (an empty one means the default), placement fields, a runtime class, a
+/// task a unit-sized warm worker cannot hold (Dexaflow's `warmEligible`: size 1 without
+/// resources of its own), warm pools disabled. With none the attempt goes warm.
 pub fn place(
     execution: &Execution,
     task: &Task,
     source_mode: bool,
-    default_service_account: &str,
-    warm_pools: bool,
+    warm: WarmWorkers<'_>,
 ) -> Placement {
     // The reasons that belong to the attempt come first, so that the table says why this
     // attempt needs its own pod even on an install without warm pools.
@@ -124,7 +140,7 @@ pub fn place(
     } else if task.staging {
         DedicatedReason::Staging
     } else if !execution.service_account.is_empty()
-        && execution.service_account != default_service_account
+        && execution.service_account != warm.service_account
     {
         DedicatedReason::ServiceAccount
     } else if !execution.node_selector.is_empty()
@@ -134,7 +150,9 @@ pub fn place(
         DedicatedReason::PlacementFields
     } else if !execution.runtime_class_name.is_empty() {
         DedicatedReason::RuntimeClass
-    } else if !warm_pools {
+    } else if warm.unit_sized && (task.pool_slots > 1 || task.resources != Resources::default()) {
+        DedicatedReason::Size
+    } else if !warm.enabled {
         DedicatedReason::NoWarmPool
     } else {
         return Placement::Warm;
