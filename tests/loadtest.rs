@@ -104,6 +104,34 @@ async fn sleep_hook_answers_after_its_duration() {
     assert!(calls.quantile(0.0) >= Duration::from_millis(3));
 }
 
+#[test]
+fn sleep_hook_on_the_timer_thread_never_answers_early_and_the_run_still_reports_cpu() {
+    // The real clock: the timer thread does not follow a paused one.
+    let report = loadtest::run_blocking(Options {
+        plan: Plan {
+            buffer_size: 16,
+            workers: 8,
+            hook_timer: HookTimer::Thread,
+            ..plan(200, &["sleep:2ms"])
+        },
+        ..Options::default()
+    })
+    .expect("the run completes");
+
+    assert!(report.is_conserved());
+    assert_eq!(report.count(AttemptOutcome::Executed), 200);
+    let calls = &report.hook_calls[0].1;
+    assert!(
+        calls.quantile(0.0) >= Duration::from_millis(2),
+        "{:?}",
+        calls.quantile(0.0)
+    );
+    if cfg!(target_os = "linux") {
+        // The figure leaves the timer thread out; without its CPU time there would be none.
+        assert!(report.cpu.is_some(), "no CPU figure");
+    }
+}
+
 #[actix::test]
 async fn jitter_hook_answers_within_its_range() {
     let report = run(plan(500, &["jitter:2ms..6ms"])).await;
