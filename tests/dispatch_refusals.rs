@@ -105,6 +105,37 @@ fn refusal(task: &Task, settings: &Settings) -> String {
 // ---- the resource unit ------------------------------------------------------------------------
 
 #[test]
+fn a_declared_resource_that_is_no_quantity_is_refused_naming_it_before_the_unit_sees_it() {
+    let mut task = task();
+    task.resources.limits = list(Some(" 8"), None);
+    let refusal = refuse_before_token(&task, &with_unit(Enforce::Refuse)).unwrap_err();
+    assert_eq!(
+        refusal,
+        Refusal::NotAQuantity {
+            field: "limits.cpu",
+            value: " 8".to_owned(),
+        }
+    );
+    assert_eq!(
+        refusal.to_string(),
+        r#"resources.limits.cpu " 8" is not a Kubernetes quantity such as "500m", "2" or "512Mi""#
+    );
+}
+
+#[test]
+fn a_declared_resource_that_is_no_quantity_is_refused_without_a_unit_too() {
+    let mut task = task();
+    task.resources.requests.ephemeral_storage = Some("lots".to_owned());
+    assert_eq!(
+        refuse_before_token(&task, &settings()),
+        Err(Refusal::NotAQuantity {
+            field: "requests.ephemeral_storage",
+            value: "lots".to_owned(),
+        })
+    );
+}
+
+#[test]
 fn a_task_that_declares_nothing_gets_its_size_in_units_as_requests_and_limits() {
     let mut task = task();
     task.pool_slots = 2;

@@ -1,8 +1,8 @@
 //! The built-in refusals that run before any hook and before the agent token (ADR 0100 §2, §4),
 //! and the effective values they leave for the hook.
 //!
-//! [`refuse_before_token`] checks, in this order: the resource unit, the execution allowlist on
-//! the DAG's own fields (which fields, service accounts, priority classes), the image allowlist,
+//! [`refuse_before_token`] checks, in this order: the declared quantities, the resource unit,
+//! the execution allowlist on the DAG's own fields (which fields, service accounts, priority classes), the image allowlist,
 //! and the source-mode size. The first refusal wins. An attempt that passes gets its
 //! [`Effective`] values: the resources after the unit or `executor.defaults`, and the service
 //! account after the default. [`build_request`] turns them into the [`Request`] a hook sees.
@@ -12,7 +12,7 @@ use thiserror::Error;
 use super::settings::{AllowedFields, ResourceDefaults, Settings};
 use super::task::Task;
 use super::unit::{self, Misfit, UnitError};
-use crate::admission::{API_VERSION, Execution, Request, ResourceList, Resources};
+use crate::admission::{API_VERSION, Execution, Request, ResourceList, Resources, parse_milli};
 
 /// The values an attempt runs with once the built-in refusals passed it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,6 +41,16 @@ pub struct Effective {
 /// The `Display` is the bare cause; the caller prefixes `dispatch refused: `.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum Refusal {
+    /// A resource the task declares is not a quantity Kubernetes would accept.
+    #[error(
+        "resources.{field} {value:?} is not a Kubernetes quantity such as \"500m\", \"2\" or \"512Mi\""
+    )]
+    NotAQuantity {
+        /// The resource, such as `requests.cpu`.
+        field: &'static str,
+        /// The value as declared.
+        value: String,
+    },
     /// The resource unit refused the task (ADR 0066).
     #[error(transparent)]
     Unit(#[from] UnitError),
@@ -91,9 +101,39 @@ pub enum Refusal {
     },
 }
 
+/// Refuses the first declared resource that is not a Kubernetes quantity.
+fn check_quantities(resources: &Resources) -> Result<(), Refusal> {
+    let declared = [
+        ("requests.cpu", &resources.requests.cpu),
+        ("requests.memory", &resources.requests.memory),
+        (
+            "requests.ephemeral_storage",
+            &resources.requests.ephemeral_storage,
+        ),
+        ("limits.cpu", &resources.limits.cpu),
+        ("limits.memory", &resources.limits.memory),
+        (
+            "limits.ephemeral_storage",
+            &resources.limits.ephemeral_storage,
+        ),
+    ];
+    for (field, value) in declared {
+        if let Some(value) = value
+            && parse_milli(value).is_err()
+        {
+            return Err(Refusal::NotAQuantity {
+                field,
+                value: value.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Runs the built-in refusals on one attempt and computes its effective values.
 ///
-/// Order: the resource unit; the execution allowlist on the DAG's own fields (which fields may
+/// Order: the declared quantities (one Kubernetes would refuse would otherwise count as nothing
+/// against the unit and leave the pod without it); the resource unit; the execution allowlist on the DAG's own fields (which fields may
 /// be set, then the service account, where the default task service account and an empty one
 /// are exempt, then the priority class); the image allowlist, for an image the task names
 /// itself (not the runtime image of source mode, nor an empty one); the source-mode size when
@@ -104,6 +144,7 @@ pub enum Refusal {
 /// # Errors
 /// The first [`Refusal`] found.
 pub fn refuse_before_token(task: &Task, settings: &Settings) -> Result<Effective, Refusal> {
+    check_quantities(&task.resources)?;
     let (size, resources, unit_warning) = match &settings.unit {
         Some(resource_unit) => {
             let fit = unit::fit(resource_unit, task)?;

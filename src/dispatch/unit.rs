@@ -89,8 +89,8 @@ pub fn declared_size(task: &Task) -> u32 {
 /// Decides `task` against `unit` and fills the resources it leaves empty.
 ///
 /// The size a task needs is the largest, over its requests and limits, of its CPU and memory
-/// each divided by one unit and rounded up; a value that does not parse counts as nothing, as
-/// validation reports it earlier. Each dimension is then filled from the declared size: both
+/// each divided by one unit and rounded up; a value that does not parse counts as nothing
+/// (`refuse_before_token` refuses such a task before it asks the unit). Each dimension is then filled from the declared size: both
 /// empty gives size × unit for request and limit; only a limit gives the limit for both; only a
 /// request gives the request and the larger of it and size × unit as the limit.
 ///
