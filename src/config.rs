@@ -352,8 +352,8 @@ impl Config {
     ///
     /// An empty text gives the defaults. When `auth.agent_token_secret` is not set, a secret of
     /// 32 random bytes is generated for this process from the operating system's generator, so
-    /// tokens do not outlive it: set the key when tokens must survive a restart or be checked
-    /// by another process.
+    /// tokens do not outlive it (where there is no such generator, the key is required): set
+    /// the key when tokens must survive a restart or be checked by another process.
     ///
     /// # Errors
     /// [`ConfigErrors`] with every problem found.
@@ -831,10 +831,18 @@ impl Reader {
 
         let (secret, ttl) = token;
         let secret_is_set = secret.is_some();
-        let token = TokenSettings {
-            secret: secret.unwrap_or_else(random_secret),
-            ttl,
+        let secret = match secret {
+            Some(secret) => secret,
+            // Never a predictable key: without the generator, the install must set one.
+            None => random_secret().unwrap_or_else(|error| {
+                self.errors.push(ConfigError::Required {
+                    key: Key::file(TOKEN_SECRET),
+                    when: format!("no random secret can be generated ({error})"),
+                });
+                Vec::new()
+            }),
         };
+        let token = TokenSettings { secret, ttl };
         let dispatch = dispatch::Settings {
             buffer_size: to_usize(buffer_size),
             workers: to_usize(workers).max(1),
@@ -1258,18 +1266,12 @@ fn to_usize(number: u64) -> usize {
     usize::try_from(number).unwrap_or(usize::MAX)
 }
 
-/// 32 random bytes for an agent token secret that lives as long as the process, read from
-/// `/dev/urandom` (the kernel's cryptographic generator). Only where that cannot be read (no
-/// Unix) do they come from `fastrand`, which is seeded per process but predictable.
-fn random_secret() -> Vec<u8> {
-    use std::io::Read;
+/// 32 random bytes from the operating system's cryptographic generator, for an agent token
+/// secret that lives as long as the process.
+fn random_secret() -> Result<Vec<u8>, getrandom::Error> {
     let mut secret = vec![0; MIN_SECRET_BYTES];
-    let read = std::fs::File::open("/dev/urandom").and_then(|mut os| os.read_exact(&mut secret));
-    if read.is_err() {
-        let mut rng = fastrand::Rng::new();
-        rng.fill(&mut secret);
-    }
-    secret
+    getrandom::fill(&mut secret)?;
+    Ok(secret)
 }
 
 #[cfg(test)]
