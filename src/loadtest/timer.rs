@@ -57,7 +57,7 @@ pub struct TimerThread {
 struct Handle {
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
-    // `/proc/self/task/<tid>/stat` of the thread (Linux only).
+    // `/proc/<pid>/task/<tid>/stat` of the thread (Linux only).
     stat: Option<PathBuf>,
 }
 
@@ -226,10 +226,13 @@ impl TimerThread {
         }
     }
 
-    /// A future that is ready once `duration` has passed, counted from now.
+    /// A future that is ready once `duration` has passed, counted from now; never, when that
+    /// is past the end of the clock (`sleep:300000000y`), as with tokio's timer.
     pub fn sleep(&self, duration: Duration) -> Sleep {
         let slot = Arc::new(Slot::default());
-        let deadline = Instant::now() + duration;
+        let Some(deadline) = Instant::now().checked_add(duration) else {
+            return Sleep { slot };
+        };
         let shared = &self.handle.shared;
         let mut state = lock(&shared.state);
         let id = state.next_id;
@@ -286,7 +289,15 @@ impl Future for Sleep {
         if self.slot.fired.load(Ordering::Acquire) {
             return Poll::Ready(());
         }
-        *lock(&self.slot.waker) = Some(cx.waker().clone());
+        {
+            let mut waker = lock(&self.slot.waker);
+            if !waker
+                .as_ref()
+                .is_some_and(|stored| stored.will_wake(cx.waker()))
+            {
+                *waker = Some(cx.waker().clone());
+            }
+        }
         // The deadline may have passed between the check and storing the waker.
         if self.slot.fired.load(Ordering::Acquire) {
             Poll::Ready(())
@@ -322,6 +333,15 @@ mod tests {
                 );
             }
         });
+    }
+
+    #[test]
+    fn a_wait_past_the_end_of_the_clock_never_ends_and_takes_no_entry() {
+        let timer = TimerThread::start();
+        let mut sleep = std::pin::pin!(timer.sleep(Duration::MAX));
+        let mut context = Context::from_waker(Waker::noop());
+        assert!(sleep.as_mut().poll(&mut context).is_pending());
+        assert!(lock(&timer.handle.shared.state).waits.is_empty());
     }
 
     #[test]
