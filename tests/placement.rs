@@ -245,6 +245,38 @@ fn a_task_with_resources_of_its_own_takes_a_dedicated_pod_when_warm_workers_are_
 }
 
 #[test]
+fn a_hooks_placement_fields_are_the_reason_shown_before_the_tasks_size() {
+    let large = Task {
+        pool_slots: 2,
+        ..task()
+    };
+    let execution = Execution {
+        node_selector: BTreeMap::from([("pool".to_owned(), "gpu".to_owned())]),
+        ..execution()
+    };
+    assert_eq!(
+        place(&execution, &large, false, unit_sized_workers()),
+        Placement::Dedicated(DedicatedReason::PlacementFields)
+    );
+}
+
+#[test]
+fn the_tasks_size_is_the_reason_shown_before_disabled_warm_pools() {
+    let large = Task {
+        pool_slots: 2,
+        ..task()
+    };
+    let disabled = WarmWorkers {
+        enabled: false,
+        ..unit_sized_workers()
+    };
+    assert_eq!(
+        place(&execution(), &large, false, disabled),
+        Placement::Dedicated(DedicatedReason::Size)
+    );
+}
+
+#[test]
 fn without_a_unit_a_tasks_size_and_resources_do_not_keep_it_from_a_warm_worker() {
     let mut large = Task {
         pool_slots: 4,
@@ -275,6 +307,7 @@ fn placements_print_short_words_for_a_table() {
         "dedicated (source mode)"
     );
     assert_eq!(printed(DedicatedReason::Staging), "dedicated (staging)");
+    assert_eq!(printed(DedicatedReason::Size), "dedicated (size)");
     assert_eq!(
         printed(DedicatedReason::NoWarmPool),
         "dedicated (no warm pool)"

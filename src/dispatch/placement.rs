@@ -32,13 +32,13 @@ pub enum DedicatedReason {
     Staging,
     /// The service account is not the default one a warm worker runs as.
     ServiceAccount,
-    /// With a resource unit set a warm worker is one unit: the task is larger (`pool_slots`
-    /// above 1) or declares resources of its own.
-    Size,
     /// A node selector, tolerations or a priority class is set, by the task or by a hook.
     PlacementFields,
     /// A runtime class is set (only a built-in hook may set one).
     RuntimeClass,
+    /// With a resource unit set a warm worker is one unit: the task is larger (`pool_slots`
+    /// above 1) or declares resources of its own.
+    Size,
 }
 
 impl Placement {
@@ -72,9 +72,9 @@ impl DedicatedReason {
             DedicatedReason::SourceMode => "source_mode",
             DedicatedReason::Staging => "staging",
             DedicatedReason::ServiceAccount => "service_account",
-            DedicatedReason::Size => "size",
             DedicatedReason::PlacementFields => "placement_fields",
             DedicatedReason::RuntimeClass => "runtime_class",
+            DedicatedReason::Size => "size",
         }
     }
 
@@ -85,9 +85,9 @@ impl DedicatedReason {
             DedicatedReason::SourceMode => "source mode",
             DedicatedReason::Staging => "staging",
             DedicatedReason::ServiceAccount => "service account",
-            DedicatedReason::Size => "size",
             DedicatedReason::PlacementFields => "placement fields",
             DedicatedReason::RuntimeClass => "runtime class",
+            DedicatedReason::Size => "size",
         }
     }
 }

@@ -82,7 +82,8 @@ pub struct TaskStore {
 
 /// Hashes task keys for the rows' index. Every attempt looks its row up several times, and a
 /// key is four strings: std's SipHash made those lookups a tenth of an attempt's cost. Foldhash
-/// is seeded at random per process, which keeps tenants from choosing task ids that collide.
+/// is seeded at random per process, so colliding task ids cannot be written in advance; it is
+/// only minimally resistant to an attacker who studies a running store's timing.
 type KeyHasher = foldhash::fast::RandomState;
 
 /// The rows and an index of the ones that may be offered, so that a tick costs what it offers,
