@@ -276,10 +276,18 @@ impl Drop for Handle {
     }
 }
 
-/// A wait on a [`TimerThread`]. Dropping it early leaves its entry to expire unseen.
+/// A wait on a [`TimerThread`]. Dropping it early (a hook's timeout) leaves a small entry to
+/// expire unseen, but lets go of the waker at once: the waker holds the waiting task, which
+/// would otherwise stay in memory until the deadline.
 #[derive(Debug)]
 pub struct Sleep {
     slot: Arc<Slot>,
+}
+
+impl Drop for Sleep {
+    fn drop(&mut self) {
+        lock(&self.slot.waker).take();
+    }
 }
 
 impl Future for Sleep {
@@ -342,6 +350,35 @@ mod tests {
         let mut context = Context::from_waker(Waker::noop());
         assert!(sleep.as_mut().poll(&mut context).is_pending());
         assert!(lock(&timer.handle.shared.state).waits.is_empty());
+    }
+
+    /// A waker that only counts its clones, through the `Arc` it is made from.
+    struct CountingWaker;
+
+    impl std::task::Wake for CountingWaker {
+        fn wake(self: Arc<Self>) {}
+    }
+
+    #[test]
+    fn dropping_a_pending_wait_lets_go_of_its_waker_before_the_deadline() {
+        let timer = TimerThread::start();
+        let counted = Arc::new(CountingWaker);
+        let waker = Waker::from(Arc::clone(&counted));
+        let mut sleep = Box::pin(timer.sleep(Duration::from_secs(3600)));
+        assert!(
+            sleep
+                .as_mut()
+                .poll(&mut Context::from_waker(&waker))
+                .is_pending()
+        );
+        let held = Arc::strong_count(&counted);
+        drop(sleep);
+        assert_eq!(
+            Arc::strong_count(&counted),
+            held - 1,
+            "the entry still holds the waker"
+        );
+        assert_eq!(lock(&timer.handle.shared.state).waits.len(), 1);
     }
 
     #[test]
