@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use dexaflow_admission::admission::{ResourceList, Resources};
+use dexaflow_admission::admission::{QuantityError, ResourceList, Resources};
 use dexaflow_admission::dispatch::Settings;
 use dexaflow_admission::dispatch::refusals::{
     Refusal, build_request, effective_execution, image_allowed, image_repository,
@@ -112,13 +112,15 @@ fn a_declared_resource_that_is_no_quantity_is_refused_naming_it_before_the_unit_
     assert_eq!(
         refusal,
         Refusal::NotAQuantity {
-            field: "limits.cpu",
-            value: " 8".to_owned(),
+            field: "limits.cpu".to_owned(),
+            error: QuantityError {
+                quantity: " 8".to_owned()
+            },
         }
     );
     assert_eq!(
         refusal.to_string(),
-        r#"resources.limits.cpu " 8" is not a Kubernetes quantity such as "500m", "2" or "512Mi""#
+        r#"resources.limits.cpu: " 8" is not a Kubernetes quantity such as "500m", "2" or "512Mi""#
     );
 }
 
@@ -129,8 +131,10 @@ fn a_declared_resource_that_is_no_quantity_is_refused_without_a_unit_too() {
     assert_eq!(
         refuse_before_token(&task, &settings()),
         Err(Refusal::NotAQuantity {
-            field: "requests.ephemeral_storage",
-            value: "lots".to_owned(),
+            field: "requests.ephemeral_storage".to_owned(),
+            error: QuantityError {
+                quantity: "lots".to_owned()
+            },
         })
     );
 }

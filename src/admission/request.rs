@@ -72,6 +72,27 @@ pub struct ResourceList {
     pub ephemeral_storage: Option<String>,
 }
 
+impl Resources {
+    /// Whether neither a request nor a limit is set.
+    pub fn is_empty(&self) -> bool {
+        *self == Resources::default()
+    }
+}
+
+impl ResourceList {
+    /// The quantities that are set, each with its field's name as a request or a config spells
+    /// it (`cpu`, `memory`, `ephemeral_storage`).
+    pub fn set(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        [
+            ("cpu", &self.cpu),
+            ("memory", &self.memory),
+            ("ephemeral_storage", &self.ephemeral_storage),
+        ]
+        .into_iter()
+        .filter_map(|(name, value)| Some((name, value.as_deref()?)))
+    }
+}
+
 /// The execution fields of an attempt: where and as whom its pod runs.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

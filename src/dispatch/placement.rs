@@ -10,7 +10,7 @@
 use std::fmt;
 
 use super::task::Task;
-use crate::admission::{Execution, Resources};
+use crate::admission::Execution;
 
 /// Where an admitted attempt runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -150,7 +150,7 @@ pub fn place(
         DedicatedReason::PlacementFields
     } else if !execution.runtime_class_name.is_empty() {
         DedicatedReason::RuntimeClass
-    } else if warm.unit_sized && (task.pool_slots > 1 || task.resources != Resources::default()) {
+    } else if warm.unit_sized && (task.pool_slots > 1 || !task.resources.is_empty()) {
         DedicatedReason::Size
     } else if !warm.enabled {
         DedicatedReason::NoWarmPool

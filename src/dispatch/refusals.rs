@@ -2,17 +2,20 @@
 //! and the effective values they leave for the hook.
 //!
 //! [`refuse_before_token`] checks, in this order: the declared quantities, the resource unit,
-//! the execution allowlist on the DAG's own fields (which fields, service accounts, priority classes), the image allowlist,
-//! and the source-mode size. The first refusal wins. An attempt that passes gets its
-//! [`Effective`] values: the resources after the unit or `executor.defaults`, and the service
-//! account after the default. [`build_request`] turns them into the [`Request`] a hook sees.
+//! the execution allowlist on the DAG's own fields (which fields, service accounts, priority
+//! classes), the image allowlist, and the source-mode size. The first refusal wins. An attempt
+//! that passes gets its [`Effective`] values: the resources after the unit or
+//! `executor.defaults`, and the service account after the default. [`build_request`] turns
+//! them into the [`Request`] a hook sees.
 
 use thiserror::Error;
 
 use super::settings::{AllowedFields, ResourceDefaults, Settings};
 use super::task::Task;
 use super::unit::{self, Misfit, UnitError};
-use crate::admission::{API_VERSION, Execution, Request, ResourceList, Resources, parse_milli};
+use crate::admission::{
+    API_VERSION, Execution, QuantityError, Request, ResourceList, Resources, parse_milli,
+};
 
 /// The values an attempt runs with once the built-in refusals passed it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,14 +45,12 @@ pub struct Effective {
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum Refusal {
     /// A resource the task declares is not a quantity Kubernetes would accept.
-    #[error(
-        "resources.{field} {value:?} is not a Kubernetes quantity such as \"500m\", \"2\" or \"512Mi\""
-    )]
+    #[error("resources.{field}: {error}")]
     NotAQuantity {
         /// The resource, such as `requests.cpu`.
-        field: &'static str,
-        /// The value as declared.
-        value: String,
+        field: String,
+        /// What does not parse.
+        error: QuantityError,
     },
     /// The resource unit refused the task (ADR 0066).
     #[error(transparent)]
@@ -103,28 +104,17 @@ pub enum Refusal {
 
 /// Refuses the first declared resource that is not a Kubernetes quantity.
 fn check_quantities(resources: &Resources) -> Result<(), Refusal> {
-    let declared = [
-        ("requests.cpu", &resources.requests.cpu),
-        ("requests.memory", &resources.requests.memory),
-        (
-            "requests.ephemeral_storage",
-            &resources.requests.ephemeral_storage,
-        ),
-        ("limits.cpu", &resources.limits.cpu),
-        ("limits.memory", &resources.limits.memory),
-        (
-            "limits.ephemeral_storage",
-            &resources.limits.ephemeral_storage,
-        ),
-    ];
-    for (field, value) in declared {
-        if let Some(value) = value
-            && parse_milli(value).is_err()
-        {
-            return Err(Refusal::NotAQuantity {
-                field,
-                value: value.clone(),
-            });
+    for (list, quantities) in [
+        ("requests", &resources.requests),
+        ("limits", &resources.limits),
+    ] {
+        for (resource, value) in quantities.set() {
+            if let Err(error) = parse_milli(value) {
+                return Err(Refusal::NotAQuantity {
+                    field: format!("{list}.{resource}"),
+                    error,
+                });
+            }
         }
     }
     Ok(())
@@ -133,13 +123,13 @@ fn check_quantities(resources: &Resources) -> Result<(), Refusal> {
 /// Runs the built-in refusals on one attempt and computes its effective values.
 ///
 /// Order: the declared quantities (one Kubernetes would refuse would otherwise count as nothing
-/// against the unit and leave the pod without it); the resource unit; the execution allowlist on the DAG's own fields (which fields may
-/// be set, then the service account, where the default task service account and an empty one
-/// are exempt, then the priority class); the image allowlist, for an image the task names
-/// itself (not the runtime image of source mode, nor an empty one); the source-mode size when
-/// source mode applies (it is enabled and the task's image is empty or the runtime image). The
-/// first refusal wins. It reads only the task and the settings, so it is cheap to run on every
-/// attempt and needs no hook.
+/// against the unit and leave the pod without it); the resource unit; the execution allowlist
+/// on the DAG's own fields (which fields may be set, then the service account, where the
+/// default task service account and an empty one are exempt, then the priority class); the
+/// image allowlist, for an image the task names itself (not the runtime image of source mode,
+/// nor an empty one); the source-mode size when source mode applies (it is enabled and the
+/// task's image is empty or the runtime image). The first refusal wins. It reads only the task
+/// and the settings, so it is cheap to run on every attempt and needs no hook.
 ///
 /// # Errors
 /// The first [`Refusal`] found.
@@ -259,7 +249,7 @@ pub fn image_repository(image: &str) -> &str {
 /// The resources of a task when no unit is set: its own when it declares any, else the CPU and
 /// memory of `executor.defaults` as requests and limits.
 fn resources_without_unit(declared: &Resources, defaults: &ResourceDefaults) -> Resources {
-    if *declared != Resources::default() {
+    if !declared.is_empty() {
         return declared.clone();
     }
     let list = ResourceList {

@@ -90,9 +90,10 @@ pub fn declared_size(task: &Task) -> u32 {
 ///
 /// The size a task needs is the largest, over its requests and limits, of its CPU and memory
 /// each divided by one unit and rounded up; a value that does not parse counts as nothing
-/// (`refuse_before_token` refuses such a task before it asks the unit). Each dimension is then filled from the declared size: both
-/// empty gives size × unit for request and limit; only a limit gives the limit for both; only a
-/// request gives the request and the larger of it and size × unit as the limit.
+/// (`refuse_before_token` refuses such a task before it asks the unit). Each dimension is then
+/// filled from the declared size: both empty gives size × unit for request and limit; only a
+/// limit gives the limit for both; only a request gives the request and the larger of it and
+/// size × unit as the limit.
 ///
 /// # Errors
 /// [`UnitError::TooLarge`] when the declared size is above `max_size`, and

@@ -307,17 +307,11 @@ fn pod_toleration(toleration: &Toleration) -> PodToleration {
 /// The quantities of a resource list that parse, under their Kubernetes names; `None` when
 /// none do.
 fn quantities(list: &ResourceList) -> Option<BTreeMap<String, Quantity>> {
-    let quantities: BTreeMap<String, Quantity> = [
-        ("cpu", &list.cpu),
-        ("memory", &list.memory),
-        ("ephemeral-storage", &list.ephemeral_storage),
-    ]
-    .into_iter()
-    .filter_map(|(name, value)| {
-        let value = value.as_deref()?;
-        crate::admission::parse_milli(value).ok()?;
-        Some((name.to_owned(), Quantity(value.to_owned())))
-    })
-    .collect();
+    let quantities: BTreeMap<String, Quantity> = list
+        .set()
+        .filter(|(_, value)| crate::admission::parse_milli(value).is_ok())
+        // Kubernetes spells resource names with hyphens: `ephemeral-storage`.
+        .map(|(name, value)| (name.replace('_', "-"), Quantity(value.to_owned())))
+        .collect();
     (!quantities.is_empty()).then_some(quantities)
 }
