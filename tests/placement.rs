@@ -29,6 +29,14 @@ fn task() -> Task {
     }
 }
 
+/// The plain task, `size` resource units large.
+fn task_of_size(size: u32) -> Task {
+    Task {
+        pool_slots: size,
+        ..task()
+    }
+}
+
 fn execution() -> Execution {
     Execution {
         service_account: DEFAULT_SA.to_owned(),
@@ -220,10 +228,7 @@ fn without_warm_pools_an_attempt_with_no_other_reason_takes_a_dedicated_pod() {
 
 #[test]
 fn a_task_of_more_than_one_unit_takes_a_dedicated_pod_when_warm_workers_are_one_unit() {
-    let large = Task {
-        pool_slots: 2,
-        ..task()
-    };
+    let large = task_of_size(2);
     assert_eq!(
         place(&execution(), &large, false, unit_sized_workers()),
         Placement::Dedicated(DedicatedReason::Size)
@@ -246,10 +251,7 @@ fn a_task_with_resources_of_its_own_takes_a_dedicated_pod_when_warm_workers_are_
 
 #[test]
 fn a_hooks_placement_fields_are_the_reason_shown_before_the_tasks_size() {
-    let large = Task {
-        pool_slots: 2,
-        ..task()
-    };
+    let large = task_of_size(2);
     let execution = Execution {
         node_selector: BTreeMap::from([("pool".to_owned(), "gpu".to_owned())]),
         ..execution()
@@ -262,10 +264,7 @@ fn a_hooks_placement_fields_are_the_reason_shown_before_the_tasks_size() {
 
 #[test]
 fn the_tasks_size_is_the_reason_shown_before_disabled_warm_pools() {
-    let large = Task {
-        pool_slots: 2,
-        ..task()
-    };
+    let large = task_of_size(2);
     let disabled = WarmWorkers {
         enabled: false,
         ..unit_sized_workers()
@@ -278,10 +277,7 @@ fn the_tasks_size_is_the_reason_shown_before_disabled_warm_pools() {
 
 #[test]
 fn without_a_unit_a_tasks_size_and_resources_do_not_keep_it_from_a_warm_worker() {
-    let mut large = Task {
-        pool_slots: 4,
-        ..task()
-    };
+    let mut large = task_of_size(4);
     large.resources.limits.memory = Some("8Gi".to_owned());
     assert_eq!(warm(&execution(), &large), Placement::Warm);
 }
