@@ -44,8 +44,15 @@ pub fn parse_milli(quantity: &str) -> Result<u128, QuantityError> {
         return Err(error());
     }
     // The quantity as an integer `mantissa` times 10^`exponent`, then scaled by the suffix.
-    let digits = format!("{whole}{fraction}");
-    let mantissa: u128 = digits.parse().map_err(|_| error())?;
+    let mantissa = whole
+        .bytes()
+        .chain(fraction.bytes())
+        .try_fold(0u128, |mantissa, digit| {
+            mantissa
+                .checked_mul(10)?
+                .checked_add(u128::from(digit - b'0'))
+        })
+        .ok_or_else(error)?;
     let mut exponent = -(fraction.len() as i32) + 3;
     let mut multiplier: u128 = 1;
     match suffix {
