@@ -1,0 +1,139 @@
+//! The `execution.*` section: warm pools, source mode, how hook calls are supervised
+//! (`execution.admission.*`) and the built-in hooks (`execution.admission.hooks`).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use serde_yaml_ng::Value;
+
+use super::keys::{
+    ADMISSION_TIMEOUT, BREAKER_BACKOFF, BREAKER_FAILURES, BREAKER_MAX_BACKOFF, CHAIN_TIMEOUT,
+    FAIL_OPEN, HOOKS, SOURCE_MODE_ENABLED, SOURCE_MODE_IMAGE, WARM_POOLS,
+};
+use super::reader::{Reader, describe};
+use super::{ConfigError, Key};
+use crate::admission::ChangeRules;
+use crate::dispatch::settings::SourceMode;
+use crate::hooks::HookSpec;
+use crate::supervise;
+
+impl Reader {
+    pub(super) fn warm_pools(&mut self) -> bool {
+        self.flag(WARM_POOLS, false)
+    }
+
+    pub(super) fn source_mode(&mut self) -> SourceMode {
+        let enabled = self.flag(SOURCE_MODE_ENABLED, false);
+        let image = self.text(SOURCE_MODE_IMAGE, "", |text| {
+            (!text.is_empty() && !is_pinned_by_digest(text)).then(|| {
+                "an image pinned by digest such as \"ghcr.io/acme/runtime@sha256:<64 hex digits>\""
+                    .to_owned()
+            })
+        });
+        self.check_source_mode_image(enabled, &image);
+        SourceMode {
+            enabled,
+            image,
+            ..SourceMode::default()
+        }
+    }
+
+    pub(super) fn supervise(&mut self) -> supervise::Settings {
+        let defaults = supervise::Settings::default();
+        let positive = Duration::from_nanos(1);
+        let timeout = self.duration(ADMISSION_TIMEOUT, defaults.timeout, positive);
+        let chain_timeout = self.duration(CHAIN_TIMEOUT, defaults.chain_timeout, positive);
+        self.check_chain_timeout(timeout, chain_timeout);
+        let fail_open = self.flag(FAIL_OPEN, defaults.fail_open);
+        let failures = self.integer(
+            BREAKER_FAILURES,
+            u64::from(defaults.breaker.failures),
+            1..=u64::from(u32::MAX),
+        );
+        let backoff = self.duration(BREAKER_BACKOFF, defaults.breaker.backoff, positive);
+        let max_backoff =
+            self.duration(BREAKER_MAX_BACKOFF, defaults.breaker.max_backoff, positive);
+        self.check_max_backoff(backoff, max_backoff);
+        supervise::Settings {
+            timeout,
+            chain_timeout,
+            fail_open,
+            breaker: supervise::BreakerSettings {
+                failures: u32::try_from(failures).unwrap_or(u32::MAX),
+                backoff,
+                max_backoff,
+                ..defaults.breaker
+            },
+        }
+    }
+
+    pub(super) fn hooks(&mut self, rules: &ChangeRules) -> Vec<HookSpec> {
+        let items = match self.found.get(HOOKS).map(|raw| raw.value.clone()) {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Sequence(items)) => items,
+            Some(other) => {
+                self.errors.push(ConfigError::Invalid {
+                    key: Key::file(HOOKS),
+                    expected: "a list of hooks".to_owned(),
+                    got: describe(&other),
+                });
+                return Vec::new();
+            }
+        };
+        let mut specs = Vec::new();
+        let mut names: HashMap<String, usize> = HashMap::new();
+        for (index, item) in items.into_iter().enumerate() {
+            let key = || Key::file(format!("{HOOKS}[{index}]"));
+            let name_key = || Key::file(format!("{HOOKS}[{index}].name"));
+            let spec: HookSpec = match serde_yaml_ng::from_value(item) {
+                Ok(spec) => spec,
+                Err(source) => {
+                    self.errors.push(ConfigError::Hook { key: key(), source });
+                    continue;
+                }
+            };
+            let name = spec.name().to_owned();
+            if name.trim().is_empty() {
+                self.errors.push(ConfigError::Invalid {
+                    key: name_key(),
+                    expected: "a non-empty name".to_owned(),
+                    got: format!("{name:?}"),
+                });
+            } else if let Some(first) = names.get(&name) {
+                self.errors.push(ConfigError::DuplicateHook {
+                    key: name_key(),
+                    name: name.clone(),
+                    first: Key::file(format!("{HOOKS}[{first}].name")),
+                });
+            } else {
+                names.insert(name, index);
+            }
+            if let Err(problems) = spec.check(rules) {
+                self.errors.extend(
+                    problems
+                        .into_iter()
+                        .map(|source| ConfigError::HookRule { key: key(), source }),
+                );
+            }
+            specs.push(spec);
+        }
+        let shown = serde_yaml_ng::to_value(&specs).unwrap_or(Value::Null);
+        self.effective.insert(HOOKS, shown);
+        specs
+    }
+}
+
+/// Whether `image` matches `^[^@]+@sha256:[a-f0-9]{64}$`.
+fn is_pinned_by_digest(image: &str) -> bool {
+    let Some((name, digest)) = image.split_once('@') else {
+        return false;
+    };
+    let Some(hex) = digest.strip_prefix("sha256:") else {
+        return false;
+    };
+    !name.is_empty()
+        && hex.len() == 64
+        && hex
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}

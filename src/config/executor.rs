@@ -1,0 +1,176 @@
+//! The `executor.*` section: which executor runs attempts, its own settings, the task defaults
+//! and the resource unit (ADR 0066).
+
+use std::path::PathBuf;
+
+use serde_yaml_ng::Value;
+
+use super::keys::{
+    DEFAULT_CPU, DEFAULT_MEMORY, DRY_RUN_DIR, EXECUTOR_TYPE, LITE_LOG_DIR, RUN_AS_NON_ROOT,
+    TASK_NAMESPACE, TASK_SERVICE_ACCOUNT, UNIT_CPU, UNIT_ENFORCE, UNIT_MAX_SIZE, UNIT_MEMORY,
+};
+use super::reader::{Reader, expected};
+use super::{ConfigError, Key};
+use crate::admission;
+use crate::dispatch::settings::{Enforce, ExecutorSettings, ResourceDefaults, ResourceUnit};
+
+/// `executor.*` as read, for [`crate::dispatch::Settings`].
+pub(super) struct Executor {
+    pub(super) executor: ExecutorSettings,
+    pub(super) task_service_account: String,
+    pub(super) defaults: ResourceDefaults,
+    pub(super) unit: Option<ResourceUnit>,
+}
+
+/// Which executor `executor.type` names.
+#[derive(Debug, Clone, Copy)]
+enum ExecutorKind {
+    Lite,
+    Kubernetes,
+    Null,
+}
+
+impl ExecutorKind {
+    fn as_str(self) -> &'static str {
+        match self {
+            ExecutorKind::Lite => "lite",
+            ExecutorKind::Kubernetes => "kubernetes",
+            ExecutorKind::Null => "null",
+        }
+    }
+}
+
+impl Reader {
+    pub(super) fn executor(&mut self) -> Executor {
+        let executor_kind = self.executor_kind();
+        let namespace = self.text(TASK_NAMESPACE, "dexaflow", |text| {
+            dns_label_problem(text)
+                .then(|| "a namespace name such as \"dexaflow\" (a DNS label)".to_owned())
+        });
+        let task_service_account = self.text(TASK_SERVICE_ACCOUNT, "", |text| {
+            (!text.is_empty() && admission::subdomain_problem(text).is_some())
+                .then(|| "a service account name (a DNS subdomain) or \"\"".to_owned())
+        });
+        let default_cpu = self.quantity(DEFAULT_CPU, false);
+        let default_memory = self.quantity(DEFAULT_MEMORY, false);
+        let run_as_non_root = self.flag(RUN_AS_NON_ROOT, true);
+        let unit = self.unit();
+        let log_dir = self.text(LITE_LOG_DIR, "dexaflow-logs", |text| {
+            text.is_empty().then(|| "a directory path".to_owned())
+        });
+        let dry_run_dir = self.get(
+            DRY_RUN_DIR,
+            None,
+            |raw| match raw.value.as_str() {
+                Some(text) if !text.is_empty() => Ok(Some(PathBuf::from(text))),
+                _ => Err(expected("a directory path")),
+            },
+            |dir| {
+                dir.as_ref()
+                    .map_or(Value::Null, |dir| Value::String(dir.display().to_string()))
+            },
+        );
+        let executor = match executor_kind {
+            ExecutorKind::Lite => ExecutorSettings::Lite {
+                log_dir: PathBuf::from(log_dir),
+            },
+            ExecutorKind::Kubernetes => ExecutorSettings::Kubernetes {
+                namespace,
+                dry_run_dir,
+                run_as_non_root,
+            },
+            ExecutorKind::Null => ExecutorSettings::Null,
+        };
+        Executor {
+            executor,
+            task_service_account,
+            defaults: ResourceDefaults {
+                cpu: default_cpu.map(|(text, _)| text),
+                memory: default_memory.map(|(text, _)| text),
+            },
+            unit,
+        }
+    }
+
+    fn executor_kind(&mut self) -> ExecutorKind {
+        // A bare `null` is YAML's empty value, not the null executor: say so rather than
+        // quietly running Lite.
+        if self
+            .found
+            .get(EXECUTOR_TYPE)
+            .is_some_and(|raw| raw.value.is_null())
+        {
+            self.errors.push(ConfigError::Invalid {
+                key: Key::file(EXECUTOR_TYPE),
+                expected:
+                    "lite, kubernetes or \"null\" (quoted: a bare null is YAML's empty value)"
+                        .to_owned(),
+                got: "null".to_owned(),
+            });
+            self.bad.insert(EXECUTOR_TYPE);
+        }
+        self.get(
+            EXECUTOR_TYPE,
+            ExecutorKind::Lite,
+            |raw| match raw.value.as_str().map(str::trim) {
+                Some("lite" | "subprocess") => Ok(ExecutorKind::Lite),
+                Some("kubernetes") => Ok(ExecutorKind::Kubernetes),
+                Some("null") => Ok(ExecutorKind::Null),
+                _ => Err(expected(
+                    "one of lite (or its alias subprocess), kubernetes, null",
+                )),
+            },
+            |kind| Value::String(kind.as_str().to_owned()),
+        )
+    }
+
+    fn unit(&mut self) -> Option<ResourceUnit> {
+        let cpu = self.quantity(UNIT_CPU, true);
+        let memory = self.quantity(UNIT_MEMORY, true);
+        let enforce = self.get(
+            UNIT_ENFORCE,
+            Enforce::Refuse,
+            |raw| match raw.value.as_str().map(str::trim) {
+                Some("refuse") => Ok(Enforce::Refuse),
+                Some("warn") => Ok(Enforce::Warn),
+                _ => Err(expected("refuse or warn")),
+            },
+            |enforce| {
+                Value::String(match enforce {
+                    Enforce::Refuse => "refuse".to_owned(),
+                    Enforce::Warn => "warn".to_owned(),
+                })
+            },
+        );
+        let max_size = self.integer(UNIT_MAX_SIZE, 64, 1..=1024);
+        match (cpu, memory) {
+            (Some((cpu, cpu_milli)), Some((memory, memory_milli))) => Some(ResourceUnit {
+                cpu,
+                memory,
+                cpu_milli,
+                memory_milli,
+                enforce,
+                max_size: u32::try_from(max_size).unwrap_or(1024),
+            }),
+            (None, None) => None,
+            _ => {
+                self.check_unit_is_complete();
+                None
+            }
+        }
+    }
+}
+
+/// Whether `name` is not a DNS label (RFC 1123), as Kubernetes requires of a namespace.
+fn dns_label_problem(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    let (Some(first), Some(last)) = (bytes.first(), bytes.last()) else {
+        return true;
+    };
+    name.len() > 63
+        || !first.is_ascii_alphanumeric()
+        || !last.is_ascii_alphanumeric()
+        || !bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+}

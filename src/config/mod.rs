@@ -1,0 +1,393 @@
+//! The config file: one YAML file in Dexaflow's key layout, with `DEXAFLOW_` environment
+//! overrides, checked at boot so that a bad config fails with every bad key named.
+//!
+//! This is the only module that knows key names. It turns the file into each module's plain
+//! settings ([`crate::dispatch::Settings`], [`crate::supervise::Settings`]) and the hook
+//! declarations ([`crate::hooks::HookSpec`]); no other module reads YAML or the environment.
+//!
+//! Each job has its file: `keys.rs` the key table (every key, the leaves, their variables),
+//! `reader.rs` the raw values and the typed reading primitives, one file per section
+//! (`scheduler.rs`, `executor.rs`, `execution.rs`, `allowlist.rs`, `auth.rs`, `metrics.rs`),
+//! `validate.rs` the rules across keys and `output.rs` the effective config as YAML.
+//!
+//! # Environment overrides
+//! Every leaf key has a variable: `DEXAFLOW_` and the key upper-cased with `.` turned into `_`,
+//! so `DEXAFLOW_SCHEDULER_DISPATCH_BUFFER_SIZE` overrides `scheduler.dispatch.buffer_size`. A
+//! variable wins over the file. Lists are written comma-separated
+//! (`DEXAFLOW_EXECUTION_ALLOWLIST_IMAGES=ghcr.io/acme/,python`). The mapping is made from the
+//! known keys, so underscores inside key names are never ambiguous, and any other `DEXAFLOW_`
+//! variable (such as `DEXAFLOW_AGENT_TOKEN`) is ignored. `execution.admission.hooks` has no
+//! variable: a list of hooks belongs in the file. The environment is passed in, never read here,
+//! so tests need not touch the process's own.
+//!
+//! # Errors
+//! Every problem is collected, not just the first, and each message names the full dotted key
+//! (and the variable, when the value came from one):
+//!
+//! ```text
+//! execution.admission.timeout: expected a duration such as "500ms", got "fast"
+//! scheduler.dispatch.bufer_size: unknown key
+//! scheduler.dispatch.buffer_size (from DEXAFLOW_SCHEDULER_DISPATCH_BUFFER_SIZE): expected a non-negative integer, got "x"
+//! ```
+//!
+//! # Example
+//! ```
+//! use dexaflow_admission::config::Config;
+//!
+//! let env = [("DEXAFLOW_SCHEDULER_DISPATCH_BUFFER_SIZE", "512")];
+//! let config = Config::from_yaml_str("scheduler: {dispatch: {workers: 16}}", env)?;
+//! assert_eq!(config.dispatch.buffer_size, 512);
+//! assert_eq!(config.dispatch.workers, 16);
+//! # Ok::<(), dexaflow_admission::config::ConfigErrors>(())
+//! ```
+
+mod allowlist;
+mod auth;
+mod execution;
+mod executor;
+mod keys;
+mod metrics;
+mod output;
+mod reader;
+mod scheduler;
+mod validate;
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde_yaml_ng::Value;
+use thiserror::Error;
+
+use crate::hooks::{HookSpec, SpecError};
+use crate::{dispatch, supervise};
+
+pub use keys::METRICS_LISTEN;
+
+use keys::ENV_PREFIX;
+use reader::Reader;
+
+/// The text of `examples/dexaflow.yaml`, the config `dispatch` runs with when given none.
+pub const EMBEDDED_DEFAULT: &str = include_str!("../../examples/dexaflow.yaml");
+
+/// The effective config: each module's settings, built from the file, the environment and the
+/// defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// The dispatcher's settings (`scheduler.*`, `executor.*`, `execution.*` but admission,
+    /// `execution_allowlist.*`, `auth.*`).
+    pub dispatch: dispatch::Settings,
+    /// How every hook call is supervised (`execution.admission.*`).
+    pub supervise: supervise::Settings,
+    /// The built-in hooks, in chain order (`execution.admission.hooks`); build them with
+    /// [`crate::hooks::build`].
+    pub hooks: Vec<HookSpec>,
+    /// `metrics.listen`: where the Prometheus exporter listens.
+    pub metrics_listen: SocketAddr,
+    /// Every leaf as loaded, for [`Config::to_yaml`]; the secret is never kept here.
+    effective: BTreeMap<&'static str, Value>,
+    /// Whether `auth.agent_token_secret` was set, rather than generated.
+    secret_is_set: bool,
+}
+
+/// One problem with the config.
+///
+/// Its text names the key; for [`ConfigError::Read`], [`ConfigError::Syntax`],
+/// [`ConfigError::Hook`] and [`ConfigError::HookRule`] the cause is its
+/// [`source`](std::error::Error::source), which [`ConfigErrors`] prints after it.
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("reading {}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why not.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The text is not YAML.
+    #[error("{origin} is not valid YAML")]
+    Syntax {
+        /// The file, or what else the text was.
+        origin: String,
+        /// Where and why parsing stopped.
+        #[source]
+        source: serde_yaml_ng::Error,
+    },
+    /// A key this config does not have, often a typo.
+    #[error("{key}: unknown key")]
+    UnknownKey {
+        /// The full dotted key.
+        key: Key,
+    },
+    /// A value of the wrong type or outside what the key allows.
+    #[error("{key}: expected {expected}, got {got}")]
+    Invalid {
+        /// The key, and the variable the value came from.
+        key: Key,
+        /// What the key takes.
+        expected: String,
+        /// What it got, quoted when it is text; a secret is never shown.
+        got: String,
+    },
+    /// A key another key's value makes necessary.
+    #[error("{key} is required when {when}")]
+    Required {
+        /// The missing key.
+        key: Key,
+        /// The setting that needs it.
+        when: String,
+    },
+    /// A section whose keys must be set together.
+    #[error("{key} needs {what}")]
+    Incomplete {
+        /// The section.
+        key: Key,
+        /// What it needs.
+        what: String,
+    },
+    /// Two hooks with one name.
+    #[error("{key}: duplicate hook name {name:?}, already used by {first}")]
+    DuplicateHook {
+        /// The later hook's `name`.
+        key: Key,
+        /// The name.
+        name: String,
+        /// The earlier hook's `name`.
+        first: Key,
+    },
+    /// A hook declaration that does not deserialize (unknown field, unknown `type`, bad window).
+    #[error("{key}")]
+    Hook {
+        /// The declaration, `execution.admission.hooks[i]`.
+        key: Key,
+        /// What is wrong with it.
+        #[source]
+        source: serde_yaml_ng::Error,
+    },
+    /// A hook declaration that deserializes but would misbehave on every attempt.
+    #[error("{key}")]
+    HookRule {
+        /// The declaration, `execution.admission.hooks[i]`.
+        key: Key,
+        /// What is wrong with it, naming the field inside the declaration.
+        #[source]
+        source: SpecError,
+    },
+}
+
+/// A config key as an error names it: the full dotted path, and the environment variable when
+/// the value came from one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Key {
+    /// The dotted path, such as `scheduler.dispatch.buffer_size` or
+    /// `execution.admission.hooks[1].name`; empty for the whole file.
+    pub path: String,
+    /// The variable, such as `DEXAFLOW_SCHEDULER_DISPATCH_BUFFER_SIZE`.
+    pub env: Option<String>,
+}
+
+impl Key {
+    fn file(path: impl Into<String>) -> Key {
+        Key {
+            path: path.into(),
+            env: None,
+        }
+    }
+}
+
+impl fmt::Display for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.path.is_empty() {
+            f.write_str("the config")?;
+        } else {
+            f.write_str(&self.path)?;
+        }
+        if let Some(env) = &self.env {
+            write!(f, " (from {env})")?;
+        }
+        Ok(())
+    }
+}
+
+/// Every problem found in a config; never empty.
+///
+/// Displayed one problem a line, each followed by its causes joined with `: `.
+#[derive(Debug)]
+pub struct ConfigErrors {
+    errors: Vec<ConfigError>,
+}
+
+impl ConfigErrors {
+    /// The problems, in the order they were found.
+    pub fn errors(&self) -> &[ConfigError] {
+        &self.errors
+    }
+
+    /// How many problems there are.
+    pub fn len(&self) -> usize {
+        self.errors.len()
+    }
+
+    /// Always `false`: a `ConfigErrors` holds at least one problem.
+    pub fn is_empty(&self) -> bool {
+        self.errors.is_empty()
+    }
+}
+
+impl From<ConfigError> for ConfigErrors {
+    fn from(error: ConfigError) -> ConfigErrors {
+        ConfigErrors {
+            errors: vec![error],
+        }
+    }
+}
+
+impl fmt::Display for ConfigErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (index, error) in self.errors.iter().enumerate() {
+            if index > 0 {
+                f.write_str("\n")?;
+            }
+            write!(f, "{error}")?;
+            let mut cause = std::error::Error::source(error);
+            while let Some(inner) = cause {
+                write!(f, ": {inner}")?;
+                cause = inner.source();
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigErrors {}
+
+impl Config {
+    /// Parses a config from YAML text, with `env` (the process environment in `main`, a list
+    /// of pairs in tests) applied over it.
+    ///
+    /// An empty text gives the defaults. When `auth.agent_token_secret` is not set, a secret of
+    /// 32 random bytes is generated for this process from the operating system's generator, so
+    /// tokens do not outlive it (where there is no such generator, the key is required): set
+    /// the key when tokens must survive a restart or be checked by another process.
+    ///
+    /// # Errors
+    /// [`ConfigErrors`] with every problem found.
+    pub fn from_yaml_str<K, V>(
+        text: &str,
+        env: impl IntoIterator<Item = (K, V)>,
+    ) -> Result<Config, ConfigErrors>
+    where
+        K: Into<String>,
+        V: Into<String>,
+    {
+        Config::parse("the config", text, env)
+    }
+
+    /// Reads and parses the config file at `path`; see [`Config::from_yaml_str`].
+    ///
+    /// # Errors
+    /// [`ConfigErrors`] with [`ConfigError::Read`] when the file cannot be read, else every
+    /// problem found.
+    pub fn load<K, V>(
+        path: &Path,
+        env: impl IntoIterator<Item = (K, V)>,
+    ) -> Result<Config, ConfigErrors>
+    where
+        K: Into<String>,
+        V: Into<String>,
+    {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Config::parse(&path.display().to_string(), &text, env)
+    }
+
+    /// Parses [`EMBEDDED_DEFAULT`], the demo config `dispatch` runs with when given none, with
+    /// `env` applied over it.
+    ///
+    /// # Errors
+    /// [`ConfigErrors`] when an override is bad; the embedded text itself always parses (a test
+    /// holds it to that).
+    pub fn embedded_default<K, V>(
+        env: impl IntoIterator<Item = (K, V)>,
+    ) -> Result<Config, ConfigErrors>
+    where
+        K: Into<String>,
+        V: Into<String>,
+    {
+        Config::parse("the embedded default config", EMBEDDED_DEFAULT, env)
+    }
+
+    fn parse<K, V>(
+        origin: &str,
+        text: &str,
+        env: impl IntoIterator<Item = (K, V)>,
+    ) -> Result<Config, ConfigErrors>
+    where
+        K: Into<String>,
+        V: Into<String>,
+    {
+        let root: Value = serde_yaml_ng::from_str(text).map_err(|source| ConfigError::Syntax {
+            origin: origin.to_owned(),
+            source,
+        })?;
+        let env: HashMap<String, String> = env
+            .into_iter()
+            .map(|(name, value)| (name.into(), value.into()))
+            .filter(|(name, _)| name.starts_with(ENV_PREFIX))
+            .collect();
+        let mut reader = Reader::default();
+        reader.walk(&root, "");
+        reader.read_env(&env);
+        reader.build()
+    }
+}
+
+impl Reader {
+    /// Builds the config from the leaves found, or every problem.
+    fn build(mut self) -> Result<Config, ConfigErrors> {
+        let scheduler = self.scheduler();
+        let executor = self.executor();
+        let warm_pools = self.warm_pools();
+        let source_mode = self.source_mode();
+        let supervise = self.supervise();
+        let allowlist = self.allowlist();
+        let (secret, ttl) = self.token();
+        let metrics_listen = self.metrics_listen();
+        let (token, secret_is_set) = self.token_settings(secret, ttl);
+        let dispatch = dispatch::Settings {
+            buffer_size: scheduler.buffer_size,
+            workers: scheduler.workers,
+            loop_interval: scheduler.loop_interval,
+            retry_window: scheduler.retry_window,
+            drain_timeout: scheduler.drain_timeout,
+            task_service_account: executor.task_service_account,
+            defaults: executor.defaults,
+            unit: executor.unit,
+            allowlist,
+            source_mode,
+            warm_pools,
+            token,
+            executor: executor.executor,
+        };
+        // Hooks' changes are checked at boot against the same rules the chain applies.
+        let hooks = self.hooks(&dispatch.change_rules());
+        if !self.errors.is_empty() {
+            return Err(ConfigErrors {
+                errors: self.errors,
+            });
+        }
+        Ok(Config {
+            dispatch,
+            supervise,
+            hooks,
+            metrics_listen,
+            effective: self.effective,
+            secret_is_set,
+        })
+    }
+}

@@ -1,0 +1,41 @@
+//! The `scheduler.*` section: the tick and dispatch (buffer, workers, retry window, drain).
+
+use std::time::Duration;
+
+use super::keys::{BUFFER_SIZE, DRAIN_TIMEOUT, LOOP_INTERVAL_MS, RETRY_WINDOW, WORKERS};
+use super::reader::Reader;
+
+/// `scheduler.*` as read, for [`crate::dispatch::Settings`].
+pub(super) struct Scheduler {
+    pub(super) loop_interval: Duration,
+    pub(super) buffer_size: usize,
+    /// Floored to 1.
+    pub(super) workers: usize,
+    pub(super) retry_window: Duration,
+    pub(super) drain_timeout: Duration,
+}
+
+impl Reader {
+    pub(super) fn scheduler(&mut self) -> Scheduler {
+        let loop_interval_ms = self.integer(LOOP_INTERVAL_MS, 1000, 1..=u64::MAX);
+        let buffer_size = self.integer(BUFFER_SIZE, 0, 0..=u64::MAX);
+        let workers = self.integer(WORKERS, 0, 0..=u64::MAX);
+        let retry_window = self.duration(
+            RETRY_WINDOW,
+            Duration::from_secs(15 * 60),
+            Duration::from_nanos(1),
+        );
+        let drain_timeout = self.duration(DRAIN_TIMEOUT, Duration::from_secs(15), Duration::ZERO);
+        Scheduler {
+            loop_interval: Duration::from_millis(loop_interval_ms),
+            buffer_size: to_usize(buffer_size),
+            workers: to_usize(workers).max(1),
+            retry_window,
+            drain_timeout,
+        }
+    }
+}
+
+fn to_usize(number: u64) -> usize {
+    usize::try_from(number).unwrap_or(usize::MAX)
+}
