@@ -622,6 +622,103 @@ fn a_hook_needs_a_non_empty_name() {
 }
 
 #[test]
+fn a_hook_name_kubernetes_would_not_take_as_a_label_value_is_refused() {
+    let error = single_error(
+        "execution: {admission: {hooks: [{type: deny, name: 'gpu placement', match: {tenants: [a]}}]}}",
+    );
+
+    assert!(
+        error.starts_with(
+            "execution.admission.hooks[0].name: expected a name Kubernetes accepts as a label value"
+        ),
+        "{error}"
+    );
+    assert!(error.ends_with("got \"gpu placement\""), "{error}");
+}
+
+#[test]
+fn a_hook_name_longer_than_a_label_value_is_refused() {
+    let name = "h".repeat(64);
+
+    let error = single_error(&format!(
+        "execution: {{admission: {{hooks: [{{type: freeze, name: {name}, for: 1s}}]}}}}"
+    ));
+
+    assert!(
+        error.starts_with("execution.admission.hooks[0].name: expected a name"),
+        "{error}"
+    );
+    assert!(error.contains("at most 63 characters"), "{error}");
+}
+
+#[test]
+fn every_bad_change_of_a_placement_group_is_reported() {
+    let errors = errors(
+        "execution: {admission: {hooks: [{type: placement, name: p, groups: [{set: {labels: {'bad key': x, ok: 'bad value!'}, node_selector: {'': y}}}]}]}}",
+    );
+
+    let text = errors.to_string();
+    assert_eq!(errors.len(), 3, "{text}");
+    for line in [
+        "execution.admission.hooks[0]: groups[0].set: label key \"bad key\" is invalid: ",
+        "execution.admission.hooks[0]: groups[0].set: label \"ok\" value \"bad value!\" is invalid: ",
+        "execution.admission.hooks[0]: groups[0].set: node selector key \"\" is invalid: ",
+    ] {
+        assert!(
+            text.lines().any(|error| error.starts_with(line)),
+            "{line} missing from:\n{text}"
+        );
+    }
+}
+
+#[test]
+fn a_placement_group_match_label_key_kubernetes_would_reject_is_refused() {
+    let error = single_error(
+        "execution: {admission: {hooks: [{type: placement, name: p, groups: [{match: {labels: {'not a key!': x}}, set: {priority_class: high}}]}]}}",
+    );
+
+    assert!(
+        error.starts_with(
+            "execution.admission.hooks[0]: groups[0].match: label key \"not a key!\" is invalid: "
+        ),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_deny_hook_match_label_key_kubernetes_would_reject_is_refused() {
+    let error = single_error(
+        "execution: {admission: {hooks: [{type: deny, name: d, match: {labels: {'a/b/c': x}}}]}}",
+    );
+
+    assert!(
+        error.starts_with("execution.admission.hooks[0]: match: label key \"a/b/c\" is invalid: "),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_group_that_does_not_parse_does_not_hide_the_other_groups_errors() {
+    let errors = errors(
+        "execution: {admission: {hooks: [{type: placement, name: p, groups: [{set: {colour: red}}, {match: {tenant: [a]}, set: {labels: {'bad key': x}}}, {set: {labels: {'also bad': y}}}]}]}}",
+    );
+
+    let text = errors.to_string();
+    assert_eq!(errors.len(), 4, "{text}");
+    for line in [
+        "execution.admission.hooks[0].groups[0].set: unknown field `colour`",
+        "execution.admission.hooks[0].groups[1].match: unknown field `tenant`",
+        "execution.admission.hooks[0]: groups[1].set: label key \"bad key\" is invalid: ",
+        "execution.admission.hooks[0]: groups[2].set: label key \"also bad\" is invalid: ",
+    ] {
+        assert!(
+            text.lines().any(|error| error.starts_with(line)),
+            "{line} missing from:\n{text}"
+        );
+    }
+}
+
+#[test]
 fn a_freeze_with_a_bad_window_names_the_hook_and_the_field() {
     let error =
         single_error("execution: {admission: {hooks: [{type: freeze, name: f, for: later}]}}");

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use serde_yaml_ng::Value;
+use serde_yaml_ng::{Mapping, Value};
 
 use super::keys::{
     ADMISSION_TIMEOUT, BREAKER_BACKOFF, BREAKER_FAILURES, BREAKER_MAX_BACKOFF, CHAIN_TIMEOUT,
@@ -12,9 +12,9 @@ use super::keys::{
 };
 use super::reader::{Reader, describe};
 use super::{ConfigError, Key};
-use crate::admission::ChangeRules;
+use crate::admission::{ChangeRules, Changes, label_value_problem};
 use crate::dispatch::settings::SourceMode;
-use crate::hooks::HookSpec;
+use crate::hooks::{HookSpec, Matcher, ResourceGroup};
 use crate::supervise;
 
 impl Reader {
@@ -85,7 +85,16 @@ impl Reader {
         for (index, item) in items.into_iter().enumerate() {
             let key = || Key::file(format!("{HOOKS}[{index}]"));
             let name_key = || Key::file(format!("{HOOKS}[{index}].name"));
-            let spec: HookSpec = match serde_yaml_ng::from_value(item) {
+            let parsed = serde_yaml_ng::from_value(item.clone()).or_else(|source| {
+                // Serde stops at a declaration's first error: a placement group that does not
+                // parse must not hide what is wrong with the others, so each group is read
+                // alone, and the declaration is read again without the bad ones.
+                match self.without_bad_groups(&item, index) {
+                    Some(rest) => serde_yaml_ng::from_value(rest),
+                    None => Err(source),
+                }
+            });
+            let spec: HookSpec = match parsed {
                 Ok(spec) => spec,
                 Err(source) => {
                     self.errors.push(ConfigError::Hook { key: key(), source });
@@ -97,6 +106,15 @@ impl Reader {
                 self.errors.push(ConfigError::Invalid {
                     key: name_key(),
                     expected: "a non-empty name".to_owned(),
+                    got: format!("{name:?}"),
+                });
+            } else if let Some(problem) = label_value_problem(&name) {
+                // Reasons and log lines embed the name; a label value is clean in both.
+                self.errors.push(ConfigError::Invalid {
+                    key: name_key(),
+                    expected: format!(
+                        "a name Kubernetes accepts as a label value, which {problem}"
+                    ),
                     got: format!("{name:?}"),
                 });
             } else if let Some(first) = names.get(&name) {
@@ -120,6 +138,62 @@ impl Reader {
         let shown = serde_yaml_ng::to_value(&specs).unwrap_or(Value::Null);
         self.effective.insert(HOOKS, shown);
         specs
+    }
+
+    /// Reports every group of the placement hook `item` (at `index`) that does not parse, its
+    /// `match` and `set` each on their own, and gives the declaration with each bad part emptied
+    /// (an empty group, `match` or `set` is valid and changes nothing), or `None` when no group
+    /// is bad.
+    fn without_bad_groups(&mut self, item: &Value, index: usize) -> Option<Value> {
+        let Value::Mapping(spec) = item else {
+            return None;
+        };
+        if spec.get("type").and_then(Value::as_str) != Some("placement") {
+            return None;
+        }
+        let Some(Value::Sequence(groups)) = spec.get("groups") else {
+            return None;
+        };
+        let mut groups = groups.clone();
+        let mut found = false;
+        for (number, group) in groups.iter_mut().enumerate() {
+            if serde_yaml_ng::from_value::<ResourceGroup>(group.clone()).is_ok() {
+                continue;
+            }
+            found = true;
+            let at = |part: &str| Key::file(format!("{HOOKS}[{index}].groups[{number}]{part}"));
+            if let Value::Mapping(fields) = group {
+                if let Some(matcher) = fields.get_mut("match") {
+                    if let Err(source) = serde_yaml_ng::from_value::<Matcher>(matcher.clone()) {
+                        self.errors.push(ConfigError::Hook {
+                            key: at(".match"),
+                            source,
+                        });
+                        *matcher = Value::Mapping(Mapping::new());
+                    }
+                }
+                if let Some(set) = fields.get_mut("set") {
+                    if let Err(source) = serde_yaml_ng::from_value::<Changes>(set.clone()) {
+                        self.errors.push(ConfigError::Hook {
+                            key: at(".set"),
+                            source,
+                        });
+                        *set = Value::Mapping(Mapping::new());
+                    }
+                }
+            }
+            // What is left wrong is the group's own (a field it does not have, not a mapping).
+            if let Err(source) = serde_yaml_ng::from_value::<ResourceGroup>(group.clone()) {
+                self.errors.push(ConfigError::Hook {
+                    key: at(""),
+                    source,
+                });
+                *group = Value::Mapping(Mapping::new());
+            }
+        }
+        let mut spec = spec.clone();
+        spec.insert(Value::from("groups"), Value::Sequence(groups));
+        found.then_some(Value::Mapping(spec))
     }
 }
 

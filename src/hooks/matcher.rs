@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::admission::Request;
+use crate::admission::{ChangeError, Field, Request, label_value_problem, qualified_name_problem};
 
 /// Selects attempts by tenant, DAG, task, operator, image, labels and annotations.
 ///
@@ -68,6 +68,35 @@ impl Matcher {
     /// Whether no criterion is set, so that every attempt matches.
     pub fn is_empty(&self) -> bool {
         *self == Matcher::default()
+    }
+
+    /// Every label key, label value and annotation key Kubernetes would reject: an attempt can
+    /// never carry one, so a criterion naming it would silently never match.
+    pub fn problems(&self) -> Vec<ChangeError> {
+        let invalid_key = |field, key: &String| {
+            qualified_name_problem(key).map(|problem| ChangeError::InvalidKey {
+                field,
+                key: key.clone(),
+                problem,
+            })
+        };
+        let labels = self.labels.iter().flat_map(|(key, value)| {
+            let invalid_value =
+                label_value_problem(value).map(|problem| ChangeError::InvalidValue {
+                    field: Field::Label,
+                    key: key.clone(),
+                    value: value.clone(),
+                    problem,
+                });
+            invalid_key(Field::Label, key)
+                .into_iter()
+                .chain(invalid_value)
+        });
+        let annotations = self
+            .annotations
+            .keys()
+            .filter_map(|key| invalid_key(Field::Annotation, key));
+        labels.chain(annotations).collect()
     }
 }
 

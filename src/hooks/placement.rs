@@ -2,7 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::admission::{ChangeRules, Changes, Decision, Hook, HookFuture, Request};
+use std::collections::BTreeMap;
+
+use crate::admission::{ChangeError, ChangeRules, Changes, Decision, Hook, HookFuture, Request};
 
 use super::{Matcher, SpecError};
 
@@ -48,26 +50,34 @@ pub struct Placement {
 }
 
 impl PlacementSpec {
-    /// Checks every group's changes against the install's `rules`, so that a group the chain
-    /// would refuse on every attempt fails at boot instead.
+    /// Checks every group's matcher and changes against the install's `rules`, so that a group
+    /// the chain would refuse on every attempt, or that could never match, fails at boot
+    /// instead.
     ///
     /// # Errors
-    /// [`SpecError::NoGroups`] when there is no group, else one [`SpecError::InvalidChange`]
-    /// per group whose changes break a rule.
+    /// [`SpecError::NoGroups`] when there is no group, else every [`SpecError::InvalidMatch`]
+    /// and [`SpecError::InvalidChange`] of every group.
     pub fn check(&self, rules: &ChangeRules) -> Result<(), Vec<SpecError>> {
         if self.groups.is_empty() {
             return Err(vec![SpecError::NoGroups]);
         }
-        // The rules look at the request only for the total annotation size, which an empty
-        // request leaves entirely to the group.
-        let request = Request::new("", "", "");
         let errors: Vec<SpecError> = self
             .groups
             .iter()
             .enumerate()
-            .filter_map(|(group, resource_group)| {
-                let problem = rules.check(&resource_group.set, false, &request).err()?;
-                Some(SpecError::InvalidChange { group, problem })
+            .flat_map(|(group, resource_group)| {
+                let matcher = resource_group
+                    .matcher
+                    .problems()
+                    .into_iter()
+                    .map(move |problem| SpecError::InvalidMatch {
+                        group: Some(group),
+                        problem,
+                    });
+                let set = change_problems(rules, &resource_group.set)
+                    .into_iter()
+                    .map(move |problem| SpecError::InvalidChange { group, problem });
+                matcher.chain(set)
             })
             .collect();
         if errors.is_empty() {
@@ -76,6 +86,60 @@ impl PlacementSpec {
             Err(errors)
         }
     }
+}
+
+/// Every rule `set` breaks, where [`ChangeRules::check`] stops at the first: each entry and
+/// field is checked on its own, then the whole set when no part failed, for what only the whole
+/// shows (the annotations' total size, and any field not named here).
+fn change_problems(rules: &ChangeRules, set: &Changes) -> Vec<ChangeError> {
+    // The rules look at the request only for the total annotation size, which an empty request
+    // leaves entirely to the group.
+    let request = Request::new("", "", "");
+    let check = |part: Changes| rules.check(&part, false, &request).err();
+    let entry = |(key, value): (&String, &String)| BTreeMap::from([(key.clone(), value.clone())]);
+    let parts = (set.node_selector.iter().map(|pair| Changes {
+        node_selector: entry(pair),
+        ..Changes::default()
+    }))
+    .chain(set.labels.iter().map(|pair| Changes {
+        labels: entry(pair),
+        ..Changes::default()
+    }))
+    .chain(set.annotations.iter().map(|pair| Changes {
+        annotations: entry(pair),
+        ..Changes::default()
+    }))
+    .chain(set.service_account.iter().map(|name| Changes {
+        service_account: Some(name.clone()),
+        ..Changes::default()
+    }))
+    .chain(set.priority_class.iter().map(|name| Changes {
+        priority_class: Some(name.clone()),
+        ..Changes::default()
+    }))
+    .chain(set.has_builtin_only_field().then(|| Changes {
+        runtime_class_name: set.runtime_class_name.clone(),
+        fill_limits: set.fill_limits.clone(),
+        ..Changes::default()
+    }));
+    let mut problems: Vec<ChangeError> = parts.filter_map(check).collect();
+    for (index, toleration) in set.tolerations.iter().enumerate() {
+        let alone = Changes {
+            tolerations: vec![toleration.clone()],
+            ..Changes::default()
+        };
+        if let Some(mut problem) = check(alone) {
+            // Checked alone, it is the first; the message names its place in the group.
+            if let ChangeError::InvalidToleration { index: at, .. } = &mut problem {
+                *at = index;
+            }
+            problems.push(problem);
+        }
+    }
+    if problems.is_empty() {
+        problems.extend(check(set.clone()));
+    }
+    problems
 }
 
 impl Placement {

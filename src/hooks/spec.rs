@@ -79,6 +79,15 @@ pub enum SpecError {
         /// The rule it breaks.
         problem: ChangeError,
     },
+    /// A matcher criterion naming a label or annotation Kubernetes would reject, which no
+    /// attempt can carry ([`super::Matcher::problems`]).
+    #[error("{}match: {problem}", group.map(|group| format!("groups[{group}].")).unwrap_or_default())]
+    InvalidMatch {
+        /// The placement group's position; `None` for a deny hook's own `match`.
+        group: Option<usize>,
+        /// What is wrong with the criterion.
+        problem: ChangeError,
+    },
 }
 
 impl HookSpec {
@@ -95,13 +104,27 @@ impl HookSpec {
     /// hook that would misbehave on every attempt fails at boot.
     ///
     /// # Errors
-    /// Every [`SpecError`] found.
+    /// Every [`SpecError`] found, not only the first: every bad change of every group, and every
+    /// matcher criterion Kubernetes would reject.
     pub fn check(&self, rules: &ChangeRules) -> Result<(), Vec<SpecError>> {
         match self {
             HookSpec::Placement(spec) => spec.check(rules),
             // A freeze's window was checked while it was deserialized.
             HookSpec::Freeze(_) => Ok(()),
-            HookSpec::Deny(spec) => spec.check(),
+            HookSpec::Deny(spec) => {
+                let mut problems = spec.check().err().unwrap_or_default();
+                problems.extend(spec.matcher.problems().into_iter().map(|problem| {
+                    SpecError::InvalidMatch {
+                        group: None,
+                        problem,
+                    }
+                }));
+                if problems.is_empty() {
+                    Ok(())
+                } else {
+                    Err(problems)
+                }
+            }
         }
     }
 
