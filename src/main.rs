@@ -167,8 +167,8 @@ fn main() -> ExitCode {
 
 fn load_config(path: Option<PathBuf>) -> Result<Config, String> {
     let loaded = match &path {
-        Some(path) => Config::load(path, std::env::vars()),
-        None => Config::embedded_default(std::env::vars()),
+        Some(path) => Config::load(path, std::env::vars_os()),
+        None => Config::embedded_default(std::env::vars_os()),
     };
     loaded.map_err(|errors| {
         let origin = path.map_or_else(

@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use dexaflow_admission::config::{Config, ConfigError, ConfigErrors, EMBEDDED_DEFAULT};
-use dexaflow_admission::dispatch::settings::{AllowedFields, Enforce, ExecutorSettings};
+use dexaflow_admission::dispatch::settings::{
+    AllowedFields, Enforce, ExecutorSettings, MAX_BUFFER_SIZE, MAX_WORKERS,
+};
 use dexaflow_admission::hooks::HookSpec;
 
 const NO_ENV: [(&str, &str); 0] = [];
@@ -157,7 +159,105 @@ fn buffer_size_must_be_a_non_negative_integer() {
 
     assert_eq!(
         error,
-        "scheduler.dispatch.buffer_size: expected a non-negative integer, got -1"
+        format!(
+            "scheduler.dispatch.buffer_size: expected an integer from 0 to {MAX_BUFFER_SIZE}, got -1"
+        )
+    );
+}
+
+#[test]
+fn buffer_size_above_its_maximum_is_refused_naming_the_key() {
+    let error = single_error(&format!(
+        "scheduler: {{dispatch: {{buffer_size: {}}}}}",
+        MAX_BUFFER_SIZE + 1
+    ));
+
+    assert_eq!(
+        error,
+        format!(
+            "scheduler.dispatch.buffer_size: expected an integer from 0 to {MAX_BUFFER_SIZE}, got {} (too large)",
+            MAX_BUFFER_SIZE + 1
+        )
+    );
+}
+
+#[test]
+fn workers_above_their_maximum_are_refused_naming_the_key() {
+    let error = single_error(&format!(
+        "scheduler: {{dispatch: {{buffer_size: 8, workers: {}}}}}",
+        MAX_WORKERS + 1
+    ));
+
+    assert_eq!(
+        error,
+        format!(
+            "scheduler.dispatch.workers: expected an integer from 0 to {MAX_WORKERS}, got {} (too large)",
+            MAX_WORKERS + 1
+        )
+    );
+}
+
+#[test]
+fn buffer_size_and_workers_at_their_maxima_are_accepted() {
+    let config = parse(&format!(
+        "scheduler: {{dispatch: {{buffer_size: {MAX_BUFFER_SIZE}, workers: {MAX_WORKERS}}}}}"
+    ));
+
+    assert_eq!(
+        (config.dispatch.buffer_size, config.dispatch.workers),
+        (MAX_BUFFER_SIZE, MAX_WORKERS)
+    );
+}
+
+#[test]
+fn an_integer_too_large_for_any_integer_says_it_is_too_large() {
+    let error = single_error("scheduler: {dispatch: {buffer_size: 99999999999999999999999}}");
+
+    assert_eq!(
+        error,
+        format!(
+            "scheduler.dispatch.buffer_size: expected an integer from 0 to {MAX_BUFFER_SIZE}, got 99999999999999999999999 (too large)"
+        )
+    );
+}
+
+#[test]
+fn an_integer_above_64_bits_is_too_large_even_for_an_unbounded_key() {
+    let error = single_error("scheduler: {loop_interval_ms: 99999999999999999999999}");
+
+    assert_eq!(
+        error,
+        "scheduler.loop_interval_ms: expected an integer from 1 to 18446744073709551615, got 99999999999999999999999 (too large)"
+    );
+}
+
+#[test]
+fn an_integer_too_large_for_64_bits_is_not_taken_for_text() {
+    let error = single_error("executor: {task_service_account: 99999999999999999999999}");
+
+    assert!(
+        error.starts_with("executor.task_service_account: expected text"),
+        "{error}"
+    );
+    assert!(error.ends_with("got 99999999999999999999999"), "{error}");
+}
+
+#[test]
+fn an_environment_integer_too_large_says_it_is_too_large() {
+    let errors = parse_with_env(
+        "",
+        &[(
+            "DEXAFLOW_SCHEDULER_DISPATCH_BUFFER_SIZE",
+            "99999999999999999999999",
+        )],
+    )
+    .expect_err("too large");
+
+    assert_eq!(
+        errors.to_string(),
+        format!(
+            "scheduler.dispatch.buffer_size (from DEXAFLOW_SCHEDULER_DISPATCH_BUFFER_SIZE): expected an integer from 0 to {MAX_BUFFER_SIZE}, got \"99999999999999999999999\" (too large)"
+        )
     );
 }
 
@@ -167,7 +267,9 @@ fn workers_must_be_an_integer() {
 
     assert_eq!(
         error,
-        "scheduler.dispatch.workers: expected a non-negative integer, got \"many\""
+        format!(
+            "scheduler.dispatch.workers: expected an integer from 0 to {MAX_WORKERS}, got \"many\""
+        )
     );
 }
 
@@ -256,13 +358,40 @@ fn kubernetes_executor_takes_namespace_dry_run_dir_and_non_root() {
 
 #[test]
 fn task_namespace_must_be_a_dns_label() {
-    let error = single_error("executor: {type: kubernetes, task_namespace: Jobs.Prod}");
+    let error = single_error(
+        "executor: {type: kubernetes, task_namespace: Jobs.Prod, kubernetes: {dry_run_dir: out}}",
+    );
 
     assert!(
         error.starts_with("executor.task_namespace: expected a namespace name"),
         "{error}"
     );
     assert!(error.ends_with("got \"Jobs.Prod\""), "{error}");
+}
+
+#[test]
+fn kubernetes_executor_without_a_dry_run_dir_fails_at_boot_naming_the_key() {
+    let error = single_error("executor: {type: kubernetes, task_namespace: jobs}");
+
+    assert!(
+        error.starts_with(
+            "executor.kubernetes.dry_run_dir is required when executor.type is kubernetes"
+        ),
+        "{error}"
+    );
+}
+
+#[test]
+fn kubernetes_executor_chosen_by_a_variable_names_it_when_the_dry_run_dir_is_missing() {
+    let errors =
+        parse_with_env("", &[("DEXAFLOW_EXECUTOR_TYPE", "kubernetes")]).expect_err("no dir");
+
+    assert!(
+        errors.to_string().starts_with(
+            "executor.kubernetes.dry_run_dir is required when executor.type (from DEXAFLOW_EXECUTOR_TYPE) is kubernetes"
+        ),
+        "{errors}"
+    );
 }
 
 #[test]
@@ -382,7 +511,7 @@ fn unit_max_size_is_between_1_and_1024() {
     );
     assert_eq!(
         high,
-        "executor.unit.max_size: expected an integer from 1 to 1024, got 1025"
+        "executor.unit.max_size: expected an integer from 1 to 1024, got 1025 (too large)"
     );
     assert_eq!(
         parse("executor: {unit: {cpu: '1', memory: 2Gi, max_size: 1024}}")
@@ -869,6 +998,45 @@ fn a_short_agent_token_secret_is_refused_without_showing_it() {
 }
 
 #[test]
+fn a_secret_yaml_reads_as_a_number_is_refused_asking_to_quote_it() {
+    let error = single_error("auth: {agent_token_secret: 31415}");
+
+    assert!(
+        error.starts_with("auth.agent_token_secret: expected text"),
+        "{error}"
+    );
+    assert!(error.contains("quote"), "{error}");
+    assert!(!error.contains("31415"), "{error}");
+}
+
+#[test]
+fn a_secret_of_digits_too_long_for_64_bits_is_not_shown() {
+    let error = single_error("auth: {agent_token_secret: 271828182845904523536028747135266249}");
+
+    assert!(error.starts_with("auth.agent_token_secret: "), "{error}");
+    assert!(!error.contains("2718281828"), "{error}");
+}
+
+#[test]
+fn a_hex_secret_yaml_reads_as_a_number_is_not_shown_in_any_base() {
+    let error = single_error("auth: {agent_token_secret: 0xfeedfacefeedfacefeedfacefeedface}");
+
+    let decimal = u128::from_str_radix("feedfacefeedfacefeedfacefeedface", 16)
+        .unwrap()
+        .to_string();
+    assert!(error.starts_with("auth.agent_token_secret: "), "{error}");
+    assert!(!error.contains("feedface"), "{error}");
+    assert!(!error.contains(&decimal[..12]), "{error}");
+}
+
+#[test]
+fn a_secret_written_in_place_of_its_section_is_not_shown() {
+    let error = single_error("auth: correct-horse-battery-staple-0123456789");
+
+    assert_eq!(error, "auth: expected a mapping, got text");
+}
+
+#[test]
 fn a_missing_agent_token_secret_is_generated_per_load() {
     let first = parse("");
     let second = parse("");
@@ -1026,7 +1194,9 @@ fn a_bad_environment_value_names_the_variable() {
 
     assert_eq!(
         errors.to_string(),
-        "scheduler.dispatch.buffer_size (from DEXAFLOW_SCHEDULER_DISPATCH_BUFFER_SIZE): expected a non-negative integer, got \"x\""
+        format!(
+            "scheduler.dispatch.buffer_size (from DEXAFLOW_SCHEDULER_DISPATCH_BUFFER_SIZE): expected an integer from 0 to {MAX_BUFFER_SIZE}, got \"x\""
+        )
     );
 }
 
@@ -1037,7 +1207,6 @@ fn unrelated_dexaflow_variables_are_ignored() {
         &[
             ("DEXAFLOW_AGENT_TOKEN", "abc"),
             ("DEXAFLOW_CONFIG", "/etc/dexaflow.yaml"),
-            ("DEXAFLOW_EXECUTION_ADMISSION_HOOKS", "[oops"),
             ("LEOFLOW_SCHEDULER_LOOP_INTERVAL_MS", "x"),
         ],
     )
@@ -1056,6 +1225,7 @@ fn environment_values_take_each_keys_type() {
             ("DEXAFLOW_EXECUTION_ADMISSION_TIMEOUT", "250ms"),
             ("DEXAFLOW_EXECUTOR_TYPE", "kubernetes"),
             ("DEXAFLOW_EXECUTOR_TASK_NAMESPACE", "jobs"),
+            ("DEXAFLOW_EXECUTOR_KUBERNETES_DRY_RUN_DIR", "out"),
             (
                 "DEXAFLOW_EXECUTION_ALLOWLIST_IMAGES",
                 "ghcr.io/acme/, python",

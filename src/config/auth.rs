@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde_yaml_ng::Value;
 
 use super::keys::{TOKEN_SECRET, TOKEN_TTL};
-use super::reader::{Problem, Reader};
+use super::reader::{Problem, Reader, expected};
 use super::{ConfigError, Key};
 use crate::dispatch::settings::TokenSettings;
 
@@ -26,11 +26,13 @@ impl Reader {
             TOKEN_SECRET,
             None,
             |raw| {
-                // The value is never quoted back: it may be most of a real secret.
-                let text = raw.value.as_str().ok_or_else(|| Problem {
-                    at: String::new(),
-                    expected: "text".to_owned(),
-                    got: Some("a value that is not text".to_owned()),
+                // The value is never quoted back, only its kind (`Reader::get` holds every
+                // secret key to that): it may be most of a real secret. A secret of digits or
+                // `0x…` is a number to YAML, and what YAML made of it is not the secret.
+                let text = raw.value.as_str().ok_or_else(|| {
+                    expected(
+                        "text (quote a secret that YAML would read as a number or another value)",
+                    )
                 })?;
                 if text.len() < MIN_SECRET_BYTES {
                     return Err(Problem {

@@ -74,11 +74,14 @@ impl Reader {
             ExecutorKind::Lite => ExecutorSettings::Lite {
                 log_dir: PathBuf::from(log_dir),
             },
-            ExecutorKind::Kubernetes => ExecutorSettings::Kubernetes {
-                namespace,
-                dry_run_dir,
-                run_as_non_root,
-            },
+            ExecutorKind::Kubernetes => {
+                self.check_kubernetes_has_a_dry_run_dir(dry_run_dir.is_some());
+                ExecutorSettings::Kubernetes {
+                    namespace,
+                    dry_run_dir,
+                    run_as_non_root,
+                }
+            }
             ExecutorKind::Null => ExecutorSettings::Null,
         };
         Executor {

@@ -1,6 +1,8 @@
 //! The key table: every key's dotted name, the list of leaves, and each leaf's environment
 //! variable.
 
+use crate::dispatch::executor::TASK_VARIABLES;
+
 /// The prefix of every environment override.
 pub(super) const ENV_PREFIX: &str = "DEXAFLOW_";
 
@@ -80,8 +82,62 @@ pub(super) const LEAVES: &[&str] = &[
     METRICS_LISTEN,
 ];
 
+/// Dexaflow's variable naming its config file. `dexaflow-admission` takes `--config` instead and
+/// never reads it, but accepts it in its environment, where a Dexaflow install sets it.
+pub const CONFIG_VARIABLE: &str = "DEXAFLOW_CONFIG";
+
+/// The documented `DEXAFLOW_` variables that are no config key: [`CONFIG_VARIABLE`] and every
+/// variable an executor sets for its tasks ([`TASK_VARIABLES`]). Any other `DEXAFLOW_` variable
+/// that names no key is an error.
+pub fn non_config_variables() -> impl Iterator<Item = &'static str> {
+    std::iter::once(CONFIG_VARIABLE).chain(TASK_VARIABLES.iter().copied())
+}
+
 /// Leaves with no environment override.
 pub(super) const NO_ENV: &[&str] = &[HOOKS];
+
+/// Leaves whose value is never shown, in an error or in the effective config.
+const SECRETS: &[&str] = &[TOKEN_SECRET];
+
+/// Whether `key` is a secret leaf.
+pub(super) fn is_secret(key: &str) -> bool {
+    SECRETS.contains(&key)
+}
+
+/// Whether the value at `path` (a leaf, a section or the whole file, `""`) may hold a secret.
+pub(super) fn may_hold_secret(path: &str) -> bool {
+    SECRETS.iter().any(|secret| {
+        path.is_empty()
+            || secret
+                .strip_prefix(path)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+    })
+}
+
+/// Every leaf with a variable, by its variable.
+pub(super) fn variables() -> impl Iterator<Item = (String, &'static str)> {
+    LEAVES
+        .iter()
+        .filter(|key| !NO_ENV.contains(key))
+        .map(|key| (env_name(key), *key))
+}
+
+/// The leaf that has no variable and whose variable `name` would be.
+pub(super) fn file_only_key(name: &str) -> Option<&'static str> {
+    NO_ENV.iter().copied().find(|key| env_name(key) == name)
+}
+
+/// The known variable nearest to `name`, a variable that is not known, when it is near enough
+/// to be a typo: at most a third of the candidate's characters after `DEXAFLOW_` differ.
+pub(super) fn nearest_variable(name: &str) -> Option<String> {
+    variables()
+        .map(|(variable, _)| variable)
+        .chain(non_config_variables().map(str::to_owned))
+        .map(|candidate| (strsim::levenshtein(name, &candidate), candidate))
+        .filter(|(distance, candidate)| *distance <= (candidate.len() - ENV_PREFIX.len()) / 3)
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, candidate)| candidate)
+}
 
 /// The environment variable that overrides `key`.
 pub(super) fn env_name(key: &str) -> String {
@@ -98,7 +154,7 @@ pub(super) fn is_section(path: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{LEAVES, env_name};
+    use super::{LEAVES, TOKEN_SECRET, env_name, may_hold_secret};
 
     #[test]
     fn every_leaf_has_its_own_environment_variable() {
@@ -106,5 +162,20 @@ mod tests {
         names.sort();
         names.dedup();
         assert_eq!(names.len(), LEAVES.len());
+    }
+
+    #[test]
+    fn the_secret_its_sections_and_the_whole_file_may_hold_a_secret_and_nothing_else() {
+        for path in ["", "auth", TOKEN_SECRET] {
+            assert!(may_hold_secret(path), "{path}");
+        }
+        for path in [
+            "au",
+            "auth.agent_token_ttl",
+            "scheduler",
+            "auth.agent_token_secret.x",
+        ] {
+            assert!(!may_hold_secret(path), "{path}");
+        }
     }
 }

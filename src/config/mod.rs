@@ -15,10 +15,14 @@
 //! so `DEXAFLOW_SCHEDULER_DISPATCH_BUFFER_SIZE` overrides `scheduler.dispatch.buffer_size`. A
 //! variable wins over the file. Lists are written comma-separated
 //! (`DEXAFLOW_EXECUTION_ALLOWLIST_IMAGES=ghcr.io/acme/,python`). The mapping is made from the
-//! known keys, so underscores inside key names are never ambiguous, and any other `DEXAFLOW_`
-//! variable (such as `DEXAFLOW_AGENT_TOKEN`) is ignored. `execution.admission.hooks` has no
-//! variable: a list of hooks belongs in the file. The environment is passed in, never read here,
-//! so tests need not touch the process's own.
+//! known keys, so underscores inside key names are never ambiguous. Any other `DEXAFLOW_`
+//! variable is an error naming it and the nearest known one (a typo must not go unnoticed),
+//! except the documented variables that are no key ([`non_config_variables`], such as
+//! `DEXAFLOW_AGENT_TOKEN`), which are ignored. `execution.admission.hooks` has no variable: a
+//! list of hooks belongs in the file. The environment is passed in as the operating system gives
+//! it (`std::env::vars_os()`), never read here, so tests need not touch the process's own: a
+//! variable outside `DEXAFLOW_` is never looked at, and a `DEXAFLOW_` one that is not UTF-8 is
+//! an error naming it. No error shows a variable's value.
 //!
 //! # Errors
 //! Every problem is collected, not just the first, and each message names the full dotted key
@@ -27,7 +31,8 @@
 //! ```text
 //! execution.admission.timeout: expected a duration such as "500ms", got "fast"
 //! scheduler.dispatch.bufer_size: unknown key
-//! scheduler.dispatch.buffer_size (from DEXAFLOW_SCHEDULER_DISPATCH_BUFFER_SIZE): expected a non-negative integer, got "x"
+//! scheduler.dispatch.buffer_size (from DEXAFLOW_SCHEDULER_DISPATCH_BUFFER_SIZE): expected an integer from 0 to 65536, got "x"
+//! DEXAFLOW_SCHEDULER_DISPATCH_BUFERSIZE: unknown variable; did you mean DEXAFLOW_SCHEDULER_DISPATCH_BUFFER_SIZE?
 //! ```
 //!
 //! # Example
@@ -52,7 +57,8 @@ mod reader;
 mod scheduler;
 mod validate;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -63,9 +69,8 @@ use thiserror::Error;
 use crate::hooks::{HookSpec, SpecError};
 use crate::{dispatch, supervise};
 
-pub use keys::METRICS_LISTEN;
+pub use keys::{CONFIG_VARIABLE, METRICS_LISTEN, non_config_variables};
 
-use keys::ENV_PREFIX;
 use reader::Reader;
 
 /// The text of `examples/dexaflow.yaml`, the config `dispatch` runs with when given none.
@@ -121,6 +126,26 @@ pub enum ConfigError {
     UnknownKey {
         /// The full dotted key.
         key: Key,
+    },
+    /// A `DEXAFLOW_` variable that names no key and is none of [`non_config_variables`], often
+    /// a typo; its value is never shown.
+    #[error(
+        "{variable}: unknown variable{}",
+        nearest.as_ref().map(|nearest| format!("; did you mean {nearest}?")).unwrap_or_default()
+    )]
+    UnknownVariable {
+        /// The variable (any bytes that are not UTF-8 replaced by U+FFFD).
+        variable: String,
+        /// The known variable it is nearest to, when it is near enough to be a typo of it.
+        nearest: Option<String>,
+    },
+    /// The variable a key that is read from the file only would have.
+    #[error("{variable}: unknown variable; {key} is read from the file only")]
+    FileOnly {
+        /// The variable.
+        variable: String,
+        /// The key.
+        key: &'static str,
     },
     /// A value of the wrong type or outside what the key allows.
     #[error("{key}: expected {expected}, got {got}")]
@@ -280,8 +305,8 @@ impl Config {
         env: impl IntoIterator<Item = (K, V)>,
     ) -> Result<Config, ConfigErrors>
     where
-        K: Into<String>,
-        V: Into<String>,
+        K: Into<OsString>,
+        V: Into<OsString>,
     {
         Config::parse("the config", text, env)
     }
@@ -296,8 +321,8 @@ impl Config {
         env: impl IntoIterator<Item = (K, V)>,
     ) -> Result<Config, ConfigErrors>
     where
-        K: Into<String>,
-        V: Into<String>,
+        K: Into<OsString>,
+        V: Into<OsString>,
     {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.to_owned(),
@@ -316,8 +341,8 @@ impl Config {
         env: impl IntoIterator<Item = (K, V)>,
     ) -> Result<Config, ConfigErrors>
     where
-        K: Into<String>,
-        V: Into<String>,
+        K: Into<OsString>,
+        V: Into<OsString>,
     {
         Config::parse("the embedded default config", EMBEDDED_DEFAULT, env)
     }
@@ -328,21 +353,16 @@ impl Config {
         env: impl IntoIterator<Item = (K, V)>,
     ) -> Result<Config, ConfigErrors>
     where
-        K: Into<String>,
-        V: Into<String>,
+        K: Into<OsString>,
+        V: Into<OsString>,
     {
-        let root: Value = serde_yaml_ng::from_str(text).map_err(|source| ConfigError::Syntax {
+        let root = reader::parse_yaml(text).map_err(|source| ConfigError::Syntax {
             origin: origin.to_owned(),
             source,
         })?;
-        let env: HashMap<String, String> = env
-            .into_iter()
-            .map(|(name, value)| (name.into(), value.into()))
-            .filter(|(name, _)| name.starts_with(ENV_PREFIX))
-            .collect();
         let mut reader = Reader::default();
         reader.walk(&root, "");
-        reader.read_env(&env);
+        reader.read_env(env);
         reader.build()
     }
 }

@@ -2,15 +2,162 @@
 //! (integer, flag, duration, text, quantity, list) that report a bad value against its key and
 //! go on reading.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsString;
+use std::fmt;
+use std::num::IntErrorKind;
 use std::ops::RangeInclusive;
 use std::time::Duration;
 
-use serde_yaml_ng::Value;
+use serde::de::{
+    self, Deserialize, Deserializer, EnumAccess, MapAccess, SeqAccess, VariantAccess, Visitor,
+};
+use serde_yaml_ng::value::{Tag, TaggedValue};
+use serde_yaml_ng::{Mapping, Value};
 
-use super::keys::{LEAVES, NO_ENV, env_name, is_section};
+use super::keys::{
+    ENV_PREFIX, LEAVES, file_only_key, is_secret, is_section, may_hold_secret, nearest_variable,
+    non_config_variables, variables,
+};
 use super::{ConfigError, Key};
 use crate::admission::parse_milli;
+
+/// The tag under which [`parse_yaml`] keeps an integer too large for 64 bits, as its digits.
+const BIG_INTEGER_TAG: &str = "!dexaflow/big-integer";
+
+/// Parses YAML text into a value, keeping an integer too large for 64 bits as its digits
+/// (tagged [`BIG_INTEGER_TAG`]).
+///
+/// `serde_yaml_ng`'s own value cannot hold such an integer and fails the whole file with a
+/// message that quotes it, which would print a secret written as a long number or in hex;
+/// kept, it is reported against its key like any other bad value.
+///
+/// # Errors
+/// When the text is not YAML.
+pub(super) fn parse_yaml(text: &str) -> Result<Value, serde_yaml_ng::Error> {
+    serde_yaml_ng::from_str::<Document>(text).map(|document| document.0)
+}
+
+/// A YAML value read by [`DocumentVisitor`].
+struct Document(Value);
+
+impl<'de> Deserialize<'de> for Document {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Document, D::Error> {
+        deserializer.deserialize_any(DocumentVisitor).map(Document)
+    }
+}
+
+/// Builds a [`Value`] as `serde_yaml_ng` does, but for integers beyond 64 bits.
+struct DocumentVisitor;
+
+impl<'de> Visitor<'de> for DocumentVisitor {
+    type Value = Value;
+
+    fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str("any YAML value")
+    }
+
+    fn visit_bool<E: de::Error>(self, flag: bool) -> Result<Value, E> {
+        Ok(Value::Bool(flag))
+    }
+
+    fn visit_i64<E: de::Error>(self, number: i64) -> Result<Value, E> {
+        Ok(Value::Number(number.into()))
+    }
+
+    fn visit_u64<E: de::Error>(self, number: u64) -> Result<Value, E> {
+        Ok(Value::Number(number.into()))
+    }
+
+    fn visit_i128<E: de::Error>(self, number: i128) -> Result<Value, E> {
+        Ok(big_integer(number.to_string()))
+    }
+
+    fn visit_u128<E: de::Error>(self, number: u128) -> Result<Value, E> {
+        Ok(big_integer(number.to_string()))
+    }
+
+    fn visit_f64<E: de::Error>(self, number: f64) -> Result<Value, E> {
+        Ok(Value::Number(number.into()))
+    }
+
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<Value, E> {
+        Ok(Value::String(text.to_owned()))
+    }
+
+    fn visit_string<E: de::Error>(self, text: String) -> Result<Value, E> {
+        Ok(Value::String(text))
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        Document::deserialize(deserializer).map(|document| document.0)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut items: A) -> Result<Value, A::Error> {
+        let mut sequence = Vec::new();
+        while let Some(Document(item)) = items.next_element()? {
+            sequence.push(item);
+        }
+        Ok(Value::Sequence(sequence))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut entries: A) -> Result<Value, A::Error> {
+        let mut mapping = Mapping::new();
+        while let Some(Document(key)) = entries.next_key()? {
+            if mapping.contains_key(&key) {
+                // As serde_yaml_ng says it; a key is never a secret.
+                return Err(de::Error::custom(format_args!(
+                    "duplicate entry with key {}",
+                    describe(&key)
+                )));
+            }
+            let Document(value) = entries.next_value()?;
+            mapping.insert(key, value);
+        }
+        Ok(Value::Mapping(mapping))
+    }
+
+    fn visit_enum<A: EnumAccess<'de>>(self, tagged: A) -> Result<Value, A::Error> {
+        let (tag, contents): (String, _) = tagged.variant()?;
+        let Document(value) = contents.newtype_variant()?;
+        Ok(Value::Tagged(Box::new(TaggedValue {
+            tag: Tag::new(tag),
+            value,
+        })))
+    }
+}
+
+/// The key under which a big integer's digits are kept.
+const DIGITS: &str = "digits";
+
+/// An integer too large for 64 bits: its digits in a mapping, not a string, because
+/// `Value::as_str` looks through tags and would take the number for text.
+fn big_integer(digits: String) -> Value {
+    let mut mapping = Mapping::new();
+    mapping.insert(Value::from(DIGITS), Value::String(digits));
+    Value::Tagged(Box::new(TaggedValue {
+        tag: Tag::new(BIG_INTEGER_TAG),
+        value: Value::Mapping(mapping),
+    }))
+}
+
+/// The digits of an integer too large for 64 bits, as [`parse_yaml`] keeps it.
+fn big_integer_digits(value: &Value) -> Option<&str> {
+    match value {
+        Value::Tagged(tagged) if tagged.tag == Tag::new(BIG_INTEGER_TAG) => {
+            tagged.value.get(DIGITS).and_then(Value::as_str)
+        }
+        _ => None,
+    }
+}
 
 /// A leaf's value and where it came from.
 #[derive(Debug, Clone)]
@@ -39,6 +186,9 @@ pub(super) fn expected(what: impl Into<String>) -> Problem {
 
 /// How a value is shown after `got`: text quoted, other scalars as written, collections by kind.
 pub(super) fn describe(value: &Value) -> String {
+    if let Some(digits) = big_integer_digits(value) {
+        return digits.to_owned();
+    }
     match value {
         Value::Null => "null".to_owned(),
         Value::Bool(flag) => flag.to_string(),
@@ -47,6 +197,20 @@ pub(super) fn describe(value: &Value) -> String {
         Value::Sequence(_) => "a list".to_owned(),
         Value::Mapping(_) => "a mapping".to_owned(),
         Value::Tagged(tagged) => format!("a value tagged {}", tagged.tag),
+    }
+}
+
+/// What a value is, without any of it: how a value that may be a secret is shown.
+pub(super) fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "text",
+        Value::Sequence(_) => "a list",
+        Value::Mapping(_) => "a mapping",
+        _ if big_integer_digits(value).is_some() => "a number",
+        Value::Tagged(_) => "a tagged value",
     }
 }
 
@@ -67,10 +231,15 @@ impl Reader {
             Value::Mapping(mapping) => mapping,
             Value::Null => return,
             other => {
+                let got = if may_hold_secret(path) {
+                    kind(other).to_owned()
+                } else {
+                    describe(other)
+                };
                 self.errors.push(ConfigError::Invalid {
                     key: Key::file(path),
                     expected: "a mapping".to_owned(),
-                    got: describe(other),
+                    got,
                 });
                 return;
             }
@@ -112,19 +281,72 @@ impl Reader {
         }
     }
 
-    /// Takes each leaf's variable from `env` (the `DEXAFLOW_` variables only), over the file.
-    pub(super) fn read_env(&mut self, env: &HashMap<String, String>) {
-        for key in LEAVES.iter().filter(|key| !NO_ENV.contains(key)) {
-            let name = env_name(key);
-            if let Some(value) = env.get(&name) {
-                self.found.insert(
-                    key,
-                    Raw {
-                        value: Value::String(value.clone()),
-                        env: Some(name),
-                    },
-                );
+    /// Takes each key's variable from `env`, over the file, and reports every other `DEXAFLOW_`
+    /// variable that is not documented ([`non_config_variables`]).
+    ///
+    /// Variables outside `DEXAFLOW_` are never looked at, so bytes that are not UTF-8 there do
+    /// not matter; a value is never shown, since a variable may carry a secret.
+    pub(super) fn read_env<K, V>(&mut self, env: impl IntoIterator<Item = (K, V)>)
+    where
+        K: Into<OsString>,
+        V: Into<OsString>,
+    {
+        let variables: BTreeMap<String, &'static str> = variables().collect();
+        // Sorted, so that errors come in the same order whatever order the process had.
+        let mut ours = BTreeMap::new();
+        for (name, value) in env {
+            let name = name.into();
+            let shown = name.to_string_lossy().into_owned();
+            if shown.starts_with(ENV_PREFIX) {
+                ours.insert(shown, (name.into_string().is_ok(), value.into()));
             }
+        }
+        for (name, (name_is_utf8, value)) in ours {
+            let key = variables.get(&name).filter(|_| name_is_utf8);
+            if let Some(&key) = key {
+                match value.into_string() {
+                    Ok(text) => {
+                        self.found.insert(
+                            key,
+                            Raw {
+                                value: Value::String(text),
+                                env: Some(name),
+                            },
+                        );
+                    }
+                    Err(_) => {
+                        self.errors.push(ConfigError::Invalid {
+                            key: Key {
+                                path: key.to_owned(),
+                                env: Some(name),
+                            },
+                            expected: "UTF-8 text".to_owned(),
+                            got: "bytes that are not UTF-8 (not shown)".to_owned(),
+                        });
+                        self.bad.insert(key);
+                    }
+                }
+            } else if name_is_utf8 && non_config_variables().any(|known| known == name) {
+                // Documented and not read here: its value, UTF-8 or not, is not ours to judge.
+            } else if let Some(key) = file_only_key(&name) {
+                self.errors.push(ConfigError::FileOnly {
+                    variable: name,
+                    key,
+                });
+            } else {
+                self.errors.push(ConfigError::UnknownVariable {
+                    nearest: nearest_variable(&name),
+                    variable: name,
+                });
+            }
+        }
+    }
+
+    /// `key` as an error names it: with its variable when its value came from one.
+    pub(super) fn named(&self, key: &str) -> Key {
+        Key {
+            path: key.to_owned(),
+            env: self.found.get(key).and_then(|raw| raw.env.clone()),
         }
     }
 
@@ -143,13 +365,20 @@ impl Reader {
             Some(raw) if !raw.value.is_null() => match parse(raw) {
                 Ok(value) => value,
                 Err(problem) => {
+                    let got = problem.got.unwrap_or_else(|| {
+                        if is_secret(key) {
+                            kind(&raw.value).to_owned()
+                        } else {
+                            describe(&raw.value)
+                        }
+                    });
                     self.errors.push(ConfigError::Invalid {
                         key: Key {
                             path: format!("{key}{}", problem.at),
                             env: raw.env.clone(),
                         },
                         expected: problem.expected,
-                        got: problem.got.unwrap_or_else(|| describe(&raw.value)),
+                        got,
                     });
                     self.bad.insert(key);
                     return default;
@@ -163,12 +392,8 @@ impl Reader {
 
     /// Reports that `key`'s value breaks a rule across keys.
     pub(super) fn reject(&mut self, key: &'static str, expected: String, got: String) {
-        let env = self.found.get(key).and_then(|raw| raw.env.clone());
         self.errors.push(ConfigError::Invalid {
-            key: Key {
-                path: key.to_owned(),
-                env,
-            },
+            key: self.named(key),
             expected,
             got,
         });
@@ -179,13 +404,15 @@ impl Reader {
         self.bad.contains(key)
     }
 
+    /// An integer in `range`; one above it, or too large for 64 bits, is said to be too large.
     pub(super) fn integer(
         &mut self,
         key: &'static str,
         default: u64,
         range: RangeInclusive<u64>,
     ) -> u64 {
-        let what = match (*range.start(), *range.end()) {
+        let (low, high) = (*range.start(), *range.end());
+        let what = match (low, high) {
             (0, u64::MAX) => "a non-negative integer".to_owned(),
             (1, u64::MAX) => "a positive integer".to_owned(),
             (low, high) => format!("an integer from {low} to {high}"),
@@ -194,14 +421,30 @@ impl Reader {
             key,
             default,
             |raw| {
+                let too_large = || Problem {
+                    at: String::new(),
+                    expected: format!("an integer from {low} to {high}"),
+                    got: Some(format!("{} (too large)", describe(&raw.value))),
+                };
                 let number = match (&raw.value, &raw.env) {
                     (Value::Number(number), _) => number.as_u64(),
-                    (Value::String(text), Some(_)) => text.trim().parse().ok(),
-                    _ => None,
+                    (Value::String(text), Some(_)) => match text.trim().parse::<u64>() {
+                        Ok(number) => Some(number),
+                        Err(error) if *error.kind() == IntErrorKind::PosOverflow => {
+                            return Err(too_large());
+                        }
+                        Err(_) => None,
+                    },
+                    (value, _) => match big_integer_digits(value) {
+                        Some(digits) if !digits.starts_with('-') => return Err(too_large()),
+                        _ => None,
+                    },
                 };
-                number
-                    .filter(|number| range.contains(number))
-                    .ok_or_else(|| expected(what))
+                match number {
+                    Some(number) if range.contains(&number) => Ok(number),
+                    Some(number) if number > high => Err(too_large()),
+                    _ => Err(expected(what)),
+                }
             },
             |number| Value::from(*number),
         )

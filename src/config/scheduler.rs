@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use super::keys::{BUFFER_SIZE, DRAIN_TIMEOUT, LOOP_INTERVAL_MS, RETRY_WINDOW, WORKERS};
 use super::reader::Reader;
+use crate::dispatch::settings::{MAX_BUFFER_SIZE, MAX_WORKERS};
 
 /// `scheduler.*` as read, for [`crate::dispatch::Settings`].
 pub(super) struct Scheduler {
@@ -18,8 +19,8 @@ pub(super) struct Scheduler {
 impl Reader {
     pub(super) fn scheduler(&mut self) -> Scheduler {
         let loop_interval_ms = self.integer(LOOP_INTERVAL_MS, 1000, 1..=u64::MAX);
-        let buffer_size = self.integer(BUFFER_SIZE, 0, 0..=u64::MAX);
-        let workers = self.integer(WORKERS, 0, 0..=u64::MAX);
+        let buffer_size = self.integer(BUFFER_SIZE, 0, 0..=as_u64(MAX_BUFFER_SIZE));
+        let workers = self.integer(WORKERS, 0, 0..=as_u64(MAX_WORKERS));
         let retry_window = self.duration(
             RETRY_WINDOW,
             Duration::from_secs(15 * 60),
@@ -36,6 +37,11 @@ impl Reader {
     }
 }
 
+/// A count read within a maximum that is itself a `usize`.
 fn to_usize(number: u64) -> usize {
-    usize::try_from(number).unwrap_or(usize::MAX)
+    usize::try_from(number).expect("read within a maximum that is a usize")
+}
+
+fn as_u64(number: usize) -> u64 {
+    u64::try_from(number).expect("the maxima fit in 64 bits")
 }

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use super::keys::{
-    ADMISSION_TIMEOUT, BREAKER_BACKOFF, BREAKER_MAX_BACKOFF, CHAIN_TIMEOUT, SOURCE_MODE_ENABLED,
-    SOURCE_MODE_IMAGE, UNIT, UNIT_CPU, UNIT_MEMORY,
+    ADMISSION_TIMEOUT, BREAKER_BACKOFF, BREAKER_MAX_BACKOFF, CHAIN_TIMEOUT, DRY_RUN_DIR,
+    EXECUTOR_TYPE, SOURCE_MODE_ENABLED, SOURCE_MODE_IMAGE, UNIT, UNIT_CPU, UNIT_MEMORY,
 };
 use super::reader::Reader;
 use super::{ConfigError, Key};
@@ -24,18 +24,25 @@ impl Reader {
     /// Source mode needs its runtime image.
     pub(super) fn check_source_mode_image(&mut self, enabled: bool, image: &str) {
         if enabled && image.is_empty() && !self.is_bad(SOURCE_MODE_IMAGE) {
-            let env = self
-                .found
-                .get(SOURCE_MODE_ENABLED)
-                .and_then(|raw| raw.env.clone());
             self.errors.push(ConfigError::Required {
                 key: Key::file(SOURCE_MODE_IMAGE),
                 when: format!(
                     "{} is true (an image pinned by digest)",
-                    Key {
-                        path: SOURCE_MODE_ENABLED.to_owned(),
-                        env
-                    }
+                    self.named(SOURCE_MODE_ENABLED)
+                ),
+            });
+        }
+    }
+
+    /// The kubernetes executor needs its dry-run directory: this crate has no Kubernetes
+    /// client, so without one every attempt would fail after its retries instead of at boot.
+    pub(super) fn check_kubernetes_has_a_dry_run_dir(&mut self, has_dry_run_dir: bool) {
+        if !has_dry_run_dir && !self.is_bad(DRY_RUN_DIR) {
+            self.errors.push(ConfigError::Required {
+                key: Key::file(DRY_RUN_DIR),
+                when: format!(
+                    "{} is kubernetes (this build has no Kubernetes client: it writes each pod's manifest there)",
+                    self.named(EXECUTOR_TYPE)
                 ),
             });
         }

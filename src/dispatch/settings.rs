@@ -6,6 +6,21 @@ use std::time::Duration;
 
 use crate::admission::{ChangeRules, Unit};
 
+/// The largest `scheduler.dispatch.buffer_size`.
+///
+/// The buffer is allocated whole when the dispatcher starts: one slot per attempt, each a
+/// task key and a pointer (about 110 bytes), so the largest buffer takes about 7 MiB before an
+/// attempt is offered. A buffer deeper than what a few ticks make ready only delays the
+/// at-capacity signal that tells the scheduler to slow down.
+pub const MAX_BUFFER_SIZE: usize = 65_536;
+
+/// The largest `scheduler.dispatch.workers`.
+///
+/// A worker is an actor, not a thread (a few KiB of mailbox and state), and each holds at most
+/// one hook call in flight: the workers bound how many calls a hook (a webhook's connections)
+/// sees at once, which is what the maximum keeps sane.
+pub const MAX_WORKERS: usize = 1_024;
+
 /// Everything the dispatch path needs to know about the install.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settings {

@@ -122,6 +122,10 @@ pub const AGENT_TOKEN_ENV: &str = "DEXAFLOW_AGENT_TOKEN";
 /// The variable that carries the task instance id into the task.
 pub const TASK_INSTANCE_ID_ENV: &str = "DEXAFLOW_TASK_INSTANCE_ID";
 
+/// Every variable an executor sets in a task's environment; the config accepts them in the
+/// dispatcher's own environment too, as variables that are no config key.
+pub const TASK_VARIABLES: &[&str] = &[AGENT_TOKEN_ENV, TASK_INSTANCE_ID_ENV];
+
 /// Whether a task environment key is reserved for the orchestrator (`LEOFLOW_` or `DEXAFLOW_`
 /// in any case), so that a DAG author cannot set or forge the agent's own variables.
 ///
