@@ -91,21 +91,25 @@ struct LoadtestArgs {
     #[arg(long, value_name = "K", default_value_t = 1)]
     tenants: usize,
     /// The most one hook call may take (execution.admission.timeout).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "500ms")]
-    timeout: Duration,
+    #[arg(long, value_name = "DURATION", value_parser = parse_default_duration,
+          default_value_t = supervise::Settings::default().timeout.into())]
+    timeout: humantime::Duration,
     /// The most the whole chain may take per attempt (execution.admission.chain_timeout).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "2s")]
-    chain_timeout: Duration,
+    #[arg(long, value_name = "DURATION", value_parser = parse_default_duration,
+          default_value_t = supervise::Settings::default().chain_timeout.into())]
+    chain_timeout: humantime::Duration,
     /// Consecutive failures that open a hook's breaker (execution.admission.breaker.failures).
-    #[arg(long, value_name = "N", default_value_t = 5)]
+    #[arg(long, value_name = "N", default_value_t = BreakerSettings::default().failures)]
     breaker_failures: u32,
     /// The first time an open breaker skips its hook (execution.admission.breaker.backoff).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "1s")]
-    breaker_backoff: Duration,
+    #[arg(long, value_name = "DURATION", value_parser = parse_default_duration,
+          default_value_t = BreakerSettings::default().backoff.into())]
+    breaker_backoff: humantime::Duration,
     /// The longest time an open breaker skips its hook
     /// (execution.admission.breaker.max_backoff).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "60s")]
-    breaker_max_backoff: Duration,
+    #[arg(long, value_name = "DURATION", value_parser = parse_default_duration,
+          default_value_t = BreakerSettings::default().max_backoff.into())]
+    breaker_max_backoff: humantime::Duration,
     /// Admit an attempt unchanged when a hook errors, times out, panics or is skipped
     /// (execution.admission.fail_open).
     #[arg(long)]
@@ -129,6 +133,12 @@ struct LoadtestArgs {
 fn parse_duration(text: &str) -> Result<Duration, String> {
     humantime::parse_duration(text.trim())
         .map_err(|_| format!("expected a duration such as \"500ms\", got {text:?}"))
+}
+
+/// [`parse_duration`] for a flag whose default comes from the library's settings: clap shows a
+/// default through `Display`, which `humantime::Duration` has and `Duration` lacks.
+fn parse_default_duration(text: &str) -> Result<humantime::Duration, String> {
+    parse_duration(text).map(humantime::Duration::from)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -281,13 +291,13 @@ fn loadtest(args: LoadtestArgs) -> Result<(), String> {
         hook_timer: HookTimer::Thread,
         tenants: args.tenants,
         supervise: supervise::Settings {
-            timeout: args.timeout,
-            chain_timeout: args.chain_timeout,
+            timeout: args.timeout.into(),
+            chain_timeout: args.chain_timeout.into(),
             fail_open: args.fail_open,
             breaker: BreakerSettings {
                 failures: args.breaker_failures,
-                backoff: args.breaker_backoff,
-                max_backoff: args.breaker_max_backoff,
+                backoff: args.breaker_backoff.into(),
+                max_backoff: args.breaker_max_backoff.into(),
                 ..BreakerSettings::default()
             },
         },

@@ -370,6 +370,31 @@ fn task_namespace_must_be_a_dns_label() {
 }
 
 #[test]
+fn task_namespace_with_upper_case_or_over_63_characters_is_refused() {
+    for namespace in ["Jobs".to_owned(), "j".repeat(64)] {
+        let error = single_error(&format!("executor: {{task_namespace: {namespace}}}"));
+
+        assert!(
+            error.starts_with("executor.task_namespace: expected a namespace name"),
+            "{error}"
+        );
+    }
+    assert_eq!(
+        parse(&format!(
+            "executor: {{type: kubernetes, task_namespace: {}, kubernetes: {{dry_run_dir: out}}}}",
+            "j".repeat(63)
+        ))
+        .dispatch
+        .executor,
+        ExecutorSettings::Kubernetes {
+            namespace: "j".repeat(63),
+            dry_run_dir: Some(PathBuf::from("out")),
+            run_as_non_root: true,
+        }
+    );
+}
+
+#[test]
 fn kubernetes_executor_without_a_dry_run_dir_fails_at_boot_naming_the_key() {
     let error = single_error("executor: {type: kubernetes, task_namespace: jobs}");
 

@@ -26,7 +26,10 @@ pub use chain::{Chain, ChainRun, Recorded, Verdict};
 pub use changes::{ChangeError, ChangeRules, Field, MAX_ANNOTATIONS_BYTES, Unit, apply_changes};
 pub use decision::{Changes, Decision};
 pub use hook::{Hook, HookError, HookFuture};
-pub use names::{is_reserved_key, label_value_problem, qualified_name_problem, subdomain_problem};
+pub use names::{
+    dns_label_problem, is_reserved_key, label_value_problem, qualified_name_problem,
+    subdomain_problem,
+};
 pub use outcome::Outcome;
 pub use quantity::{QuantityError, parse_milli};
 pub use reason::{MAX_REASON_BYTES, clean_reason, error_chain, is_control_or_format};

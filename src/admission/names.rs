@@ -52,6 +52,19 @@ pub fn label_value_problem(value: &str) -> Option<String> {
     None
 }
 
+/// Why `name` is not a DNS label (RFC 1123), or `None`.
+///
+/// Namespaces and pod names are DNS labels: one part of a DNS subdomain, at most 63 characters.
+pub fn dns_label_problem(name: &str) -> Option<String> {
+    if name.contains('.') {
+        return Some("must not contain '.'".to_owned());
+    }
+    if name.len() > MAX_NAME {
+        return Some(format!("must be at most {MAX_NAME} characters"));
+    }
+    subdomain_problem(name)
+}
+
 /// Why `name` is not a DNS subdomain (RFC 1123), or `None`.
 ///
 /// Service accounts, priority classes, runtime classes and key prefixes are DNS subdomains.

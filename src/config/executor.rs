@@ -44,8 +44,8 @@ impl Reader {
     pub(super) fn executor(&mut self) -> Executor {
         let executor_kind = self.executor_kind();
         let namespace = self.text(TASK_NAMESPACE, "dexaflow", |text| {
-            dns_label_problem(text)
-                .then(|| "a namespace name such as \"dexaflow\" (a DNS label)".to_owned())
+            admission::dns_label_problem(text)
+                .map(|_| "a namespace name such as \"dexaflow\" (a DNS label)".to_owned())
         });
         let task_service_account = self.text(TASK_SERVICE_ACCOUNT, "", |text| {
             (!text.is_empty() && admission::subdomain_problem(text).is_some())
@@ -162,18 +162,4 @@ impl Reader {
             }
         }
     }
-}
-
-/// Whether `name` is not a DNS label (RFC 1123), as Kubernetes requires of a namespace.
-fn dns_label_problem(name: &str) -> bool {
-    let bytes = name.as_bytes();
-    let (Some(first), Some(last)) = (bytes.first(), bytes.last()) else {
-        return true;
-    };
-    name.len() > 63
-        || !first.is_ascii_alphanumeric()
-        || !last.is_ascii_alphanumeric()
-        || !bytes
-            .iter()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
 }

@@ -6,17 +6,18 @@ use serde_yaml_ng::Value;
 
 use super::keys::METRICS_LISTEN;
 use super::reader::{Reader, expected};
+use crate::metrics::DEFAULT_LISTEN;
 
 impl Reader {
     pub(super) fn metrics_listen(&mut self) -> SocketAddr {
         self.get(
             METRICS_LISTEN,
-            SocketAddr::from(([127, 0, 0, 1], 9464)),
+            DEFAULT_LISTEN,
             |raw| {
                 raw.value
                     .as_str()
                     .and_then(|text| text.trim().parse().ok())
-                    .ok_or_else(|| expected("an address such as \"127.0.0.1:9464\""))
+                    .ok_or_else(|| expected(format!("an address such as \"{DEFAULT_LISTEN}\"")))
             },
             |address| Value::String(address.to_string()),
         )
