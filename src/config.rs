@@ -11,8 +11,8 @@
 //! variable wins over the file. Lists are written comma-separated
 //! (`DEXAFLOW_EXECUTION_ALLOWLIST_IMAGES=ghcr.io/acme/,python`). The mapping is made from the
 //! known keys, so underscores inside key names are never ambiguous, and any other `DEXAFLOW_`
-//! variable (such as `DEXAFLOW_AGENT_TOKEN`) is ignored. `execution.admission.hooks` has no
-//! variable: a list of hooks belongs in the file. The environment is passed in, never read here,
+//! variable (such as `DEXAFLOW_AGENT_TOKEN`) is ignored. `execution.admission.hooks` and
+//! `executor.policy` have no variable: a list of hooks and a policy belong in the file. The environment is passed in, never read here,
 //! so tests need not touch the process's own.
 //!
 //! # Errors
@@ -48,10 +48,10 @@ use thiserror::Error;
 
 use crate::admission::{self, ChangeRules, parse_milli};
 use crate::dispatch::settings::{
-    AllowedFields, Allowlist, Enforce, ExecutorSettings, ResourceDefaults, ResourceUnit,
-    SourceMode, TokenSettings,
+    AllowedFields, Allowlist, Enforce, ExecutorSettings, PolicySettings, ResourceDefaults,
+    ResourceUnit, SourceMode, TokenSettings,
 };
-use crate::hooks::{HookSpec, SpecError};
+use crate::hooks::{HookSpec, POLICY_HOOK, PolicyError, PolicySpec, SpecError};
 use crate::{dispatch, supervise};
 
 /// The text of `examples/dexaflow.yaml`, the config `dispatch` runs with when given none.
@@ -78,6 +78,7 @@ const UNIT_ENFORCE: &str = "executor.unit.enforce";
 const UNIT_MAX_SIZE: &str = "executor.unit.max_size";
 const LITE_LOG_DIR: &str = "executor.lite.log_dir";
 const DRY_RUN_DIR: &str = "executor.kubernetes.dry_run_dir";
+const POLICY: &str = "executor.policy";
 const WARM_POOLS: &str = "execution.warm_pools_enabled";
 const SOURCE_MODE_ENABLED: &str = "execution.source_mode.enabled";
 const SOURCE_MODE_IMAGE: &str = "execution.source_mode.image";
@@ -117,6 +118,7 @@ const LEAVES: &[&str] = &[
     UNIT_MAX_SIZE,
     LITE_LOG_DIR,
     DRY_RUN_DIR,
+    POLICY,
     WARM_POOLS,
     SOURCE_MODE_ENABLED,
     SOURCE_MODE_IMAGE,
@@ -136,8 +138,9 @@ const LEAVES: &[&str] = &[
     METRICS_LISTEN,
 ];
 
-/// Leaves with no environment override.
-const NO_ENV: &[&str] = &[HOOKS];
+/// Leaves with no environment override: a list of hooks and the executor policy belong in the
+/// file (Dexaflow reads `executor.policy` from the file only, too).
+const NO_ENV: &[&str] = &[HOOKS, POLICY];
 
 /// The execution fields `execution_allowlist.fields` may name.
 const EXECUTION_FIELDS: &[&str] = &[
@@ -165,6 +168,9 @@ pub struct Config {
     /// The built-in hooks, in chain order (`execution.admission.hooks`); build them with
     /// [`crate::hooks::build`].
     pub hooks: Vec<HookSpec>,
+    /// `executor.policy`, when set: the chain's last hook; [`crate::hooks::chain`] puts it
+    /// there.
+    pub policy: Option<PolicySpec>,
     /// `metrics.listen`: where the Prometheus exporter listens.
     pub metrics_listen: SocketAddr,
     /// Every leaf as loaded, for [`Config::to_yaml`]; the secret is never kept here.
@@ -176,7 +182,7 @@ pub struct Config {
 /// One problem with the config.
 ///
 /// Its text names the key; for [`ConfigError::Read`], [`ConfigError::Syntax`],
-/// [`ConfigError::Hook`] and [`ConfigError::HookRule`] the cause is its
+/// [`ConfigError::Hook`], [`ConfigError::HookRule`] and [`ConfigError::Policy`] the cause is its
 /// [`source`](std::error::Error::source), which [`ConfigErrors`] prints after it.
 #[derive(Debug, Error)]
 pub enum ConfigError {
@@ -248,6 +254,16 @@ pub enum ConfigError {
         /// What is wrong with it.
         #[source]
         source: serde_yaml_ng::Error,
+    },
+    /// An executor policy that does not decode, or would misbehave on every attempt:
+    /// `executor.policy: <key path>: <why>`.
+    #[error("{key}")]
+    Policy {
+        /// `executor.policy`.
+        key: Key,
+        /// What is wrong with it, naming the key path inside the policy.
+        #[source]
+        source: PolicyError,
     },
     /// A hook declaration that deserializes but would misbehave on every attempt.
     #[error("{key}")]
@@ -816,6 +832,7 @@ impl Reader {
         let source_mode = self.source_mode();
         let supervise = self.supervise();
         let allowlist = self.allowlist();
+        let policy = self.policy();
         let token = self.token();
         let metrics_listen = self.get(
             METRICS_LISTEN,
@@ -856,13 +873,30 @@ impl Reader {
             },
             unit,
             allowlist,
+            policy: policy
+                .as_ref()
+                .map_or_else(PolicySettings::default, |spec| PolicySettings {
+                    allow_dag_placement: spec.placement.allow_dag_placement,
+                    forces_fields: spec.forces_fields(),
+                }),
             source_mode,
             warm_pools,
             token,
             executor,
         };
-        // Hooks' changes are checked at boot against the same rules the chain applies.
-        let hooks = self.hooks(&dispatch.change_rules());
+        // Hooks' changes, and the policy's forced values, are checked at boot against the same
+        // rules the chain applies.
+        let rules = dispatch.change_rules();
+        let hooks = self.hooks(&rules);
+        if let Some(spec) = &policy {
+            if let Err(problems) = spec.check(&rules) {
+                self.errors
+                    .extend(problems.into_iter().map(|source| ConfigError::Policy {
+                        key: Key::file(POLICY),
+                        source,
+                    }));
+            }
+        }
         if !self.errors.is_empty() {
             return Err(ConfigErrors {
                 errors: self.errors,
@@ -872,6 +906,7 @@ impl Reader {
             dispatch,
             supervise,
             hooks,
+            policy,
             metrics_listen,
             effective: self.effective,
             secret_is_set,
@@ -1092,6 +1127,28 @@ impl Reader {
         (secret, ttl)
     }
 
+    /// `executor.policy`, decoded strictly; `None` when unset (absent or null).
+    fn policy(&mut self) -> Option<PolicySpec> {
+        let value = self.found.get(POLICY).map(|raw| raw.value.clone())?;
+        if value.is_null() {
+            return None;
+        }
+        match PolicySpec::decode(value) {
+            Ok(spec) => {
+                let shown = serde_yaml_ng::to_value(&spec).unwrap_or(Value::Null);
+                self.effective.insert(POLICY, shown);
+                Some(spec)
+            }
+            Err(source) => {
+                self.errors.push(ConfigError::Policy {
+                    key: Key::file(POLICY),
+                    source,
+                });
+                None
+            }
+        }
+    }
+
     fn hooks(&mut self, rules: &ChangeRules) -> Vec<HookSpec> {
         let items = match self.found.get(HOOKS).map(|raw| raw.value.clone()) {
             None | Some(Value::Null) => Vec::new(),
@@ -1122,6 +1179,12 @@ impl Reader {
                 self.errors.push(ConfigError::Invalid {
                     key: name_key(),
                     expected: "a non-empty name".to_owned(),
+                    got: format!("{name:?}"),
+                });
+            } else if name == POLICY_HOOK {
+                self.errors.push(ConfigError::Invalid {
+                    key: name_key(),
+                    expected: format!("a name other than {POLICY_HOOK:?}, which is {POLICY}'s"),
                     got: format!("{name:?}"),
                 });
             } else if let Some(first) = names.get(&name) {
