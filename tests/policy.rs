@@ -611,3 +611,95 @@ async fn the_policy_refuses_on_lite_too() {
         "no process was started"
     );
 }
+
+// ---- the README's example ------------------------------------------------------------------------
+
+#[actix::test]
+async fn the_example_policy_gives_the_outcomes_the_readme_shows() {
+    tokio::time::pause();
+    let logs = tempfile::tempdir().expect("a temporary directory");
+    let log_dir = logs.path().display().to_string();
+    let config = Config::from_yaml_str(
+        include_str!("../examples/policy.yaml"),
+        [("DEXAFLOW_EXECUTOR_LITE_LOG_DIR", log_dir.as_str())],
+    )
+    .expect("the example config is valid");
+    let tasks =
+        dexaflow_admission::workload::load(std::path::Path::new("examples/policy-workload.yaml"))
+            .expect("the example workload is valid");
+    let chain = hooks::chain(
+        &config.hooks,
+        config.policy.as_ref(),
+        config.dispatch.change_rules(),
+    );
+    let settings = Arc::new(config.dispatch);
+    let install = Install {
+        executor: executor::from_settings(&settings.executor),
+        settings,
+        supervise: supervision(),
+        chain,
+        minter: Arc::new(RecordingMinter::default()),
+        observer: Arc::new(Ignore),
+    };
+
+    let report = run(install, tasks, std::future::pending(), |_| {})
+        .await
+        .expect("a fresh dispatcher takes the offer");
+
+    let outcomes: Vec<(&str, Option<&str>)> = report
+        .instances
+        .iter()
+        .map(|instance| {
+            (
+                instance.task.key.task_id.as_str(),
+                instance.failure_reason.as_deref(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            (
+                "aggregate",
+                Some(
+                    "dispatch refused: admission: refused by executor policy: resources.limits.memory \"32Gi\" exceeds resources.max 16Gi"
+                )
+            ),
+            (
+                "exfiltrate",
+                Some(
+                    "dispatch refused: admission: refused by executor policy: image \"evil.io/x:1\" is not in images.allowed"
+                )
+            ),
+            ("extract", None),
+            (
+                "labelled",
+                Some(
+                    "dispatch refused: admission: refused by executor policy: execution.labels \"cost-center\" does not start with an allowed prefix"
+                )
+            ),
+            (
+                "pinned",
+                Some(
+                    "dispatch refused: refused by executor policy: execution.node_selector is set but placement.allow_dag_placement is false"
+                )
+            ),
+            (
+                "render",
+                Some(
+                    "dispatch refused: admission: refused by executor policy: execution.priority_class_name \"critical\" is not in placement.allowed_priority_classes"
+                )
+            ),
+        ]
+    );
+    let extract = &report.instances[2];
+    assert_eq!(extract.state, State::Success);
+    assert_eq!(
+        extract.placement,
+        Some(Placement::Dedicated(DedicatedReason::ExecutorPolicy))
+    );
+    let execution = extract.execution.as_ref().expect("admitted");
+    assert_eq!(execution.node_selector["pool"], "tenant-jobs");
+    assert_eq!(execution.service_account, "etl-runner");
+    assert_eq!(execution.runtime_class_name, "gvisor");
+}
