@@ -1,5 +1,6 @@
-//! The admission contract's pure pieces on the hot path: the reason cleaner, and the change
-//! rules (`ChangeRules::check` followed by `apply_changes`) on a typical placement change.
+//! The admission contract's pure pieces on the hot path: the reason cleaner, the change rules
+//! (`ChangeRules::check` followed by `apply_changes`) on a typical placement change, and the
+//! executor policy with every rule set, as the chain runs it on each attempt.
 //!
 //! `cargo bench --bench admission`; the README quotes the figures.
 
@@ -9,9 +10,10 @@ use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use dexaflow_admission::admission::{
-    ChangeRules, Changes, Request, TaintEffect, Toleration, TolerationOperator, apply_changes,
-    clean_reason,
+    ChangeRules, Changes, Decision, Request, TaintEffect, Toleration, TolerationOperator, Unit,
+    apply_changes, clean_reason,
 };
+use dexaflow_admission::hooks::{Policy, PolicySpec};
 
 fn reason_cleaner(c: &mut Criterion) {
     let short = "tenant umbrella is suspended for unpaid invoices\n";
@@ -74,12 +76,71 @@ fn change_rules(c: &mut Criterion) {
     });
 }
 
+/// A policy with every rule set, as examples/policy.yaml declares it.
+const EVERY_RULE: &str = "
+runtime_class_name: gvisor
+service_account: {force: etl-runner, allowed: [etl-runner, reporting]}
+placement:
+  node_selector: {pool: tenant-jobs}
+  tolerations: [{key: dedicated, operator: Equal, value: tenant-jobs, effect: NoSchedule}]
+  allow_dag_placement: false
+  allowed_priority_classes: [batch-low, batch-high]
+metadata:
+  allowed_label_prefixes: [team.example.com/, app]
+  allowed_annotation_prefixes: [team.example.com/]
+resources: {max: {cpu: 4, memory: 16Gi, ephemeral_storage: 20Gi}}
+images: {allowed: [ghcr.io/acme/, python]}
+";
+
+/// The policy's decision on an attempt that passes every rule and gets every forced value and
+/// a fill, then the chain's check and apply of those changes: what the policy costs an attempt.
+fn executor_policy(c: &mut Criterion) {
+    let value: serde_yaml_ng::Value = serde_yaml_ng::from_str(EVERY_RULE).expect("YAML");
+    let spec = PolicySpec::decode(value).expect("a valid policy");
+    let rules = ChangeRules {
+        service_accounts: None,
+        priority_classes: Some(BTreeSet::from(["batch-high".to_owned()])),
+        default_service_account: "dexaflow-task".to_owned(),
+        unit: Some(Unit {
+            cpu_milli: 1_000,
+            memory_milli: 2 * 1024 * 1024 * 1024 * 1000,
+        }),
+    };
+    let policy = Policy::new(&spec, rules.unit);
+    let mut request = Request::new("acme", "etl", "load");
+    request.image = "ghcr.io/acme/etl:1.2".to_owned();
+    request.size = 2;
+    request.execution.service_account = "dexaflow-task".to_owned();
+    request.execution.priority_class = "batch-high".to_owned();
+    request
+        .execution
+        .labels
+        .insert("team.example.com/owner".to_owned(), "data".to_owned());
+    request.resources.requests.cpu = Some("1".to_owned());
+    request.resources.requests.memory = Some("1Gi".to_owned());
+    c.bench_function("executor_policy/every_rule", |b| {
+        b.iter_batched_ref(
+            || request.clone(),
+            |request| {
+                let Decision::AdmitWith(changes) = policy.decide(black_box(request)) else {
+                    panic!("the attempt passes every rule");
+                };
+                rules
+                    .check(&changes, true, request)
+                    .expect("the policy's changes pass");
+                apply_changes(request, &changes);
+            },
+            criterion::BatchSize::SmallInput,
+        )
+    });
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default()
         .sample_size(50)
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2));
-    targets = reason_cleaner, change_rules
+    targets = reason_cleaner, change_rules, executor_policy
 }
 criterion_main!(benches);

@@ -11,7 +11,8 @@
 //!   the task store.
 //! - [`supervise`]: every hook call under a timeout, panic recovery and a breaker actor per hook
 //!   (§5); the admission workers of buffered dispatch.
-//! - [`hooks`]: the built-in `placement`, `freeze` and `deny` hooks a config can declare.
+//! - [`hooks`]: the built-in `placement`, `freeze` and `deny` hooks a config can declare, and
+//!   the executor policy (ADR 0063), the chain's last hook (§7).
 //! - [`metrics`]: the outcome-only metrics (§5, last bullet) as cached handles reported to
 //!   through [`supervise::Observer`], and the Prometheus exporter.
 //! - [`config`]: the YAML config, its validation and `DEXAFLOW_` overrides.

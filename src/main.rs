@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use dexaflow_admission::admission::{Chain, error_chain};
+use dexaflow_admission::admission::error_chain;
 use dexaflow_admission::config::{self, Config};
 use dexaflow_admission::dispatch::executor;
 use dexaflow_admission::dispatch::run::{Install, run};
@@ -216,9 +216,11 @@ fn dispatch(
     let config = load_config(config)?;
     let tasks = workload::load(&workload).map_err(|error| error_chain(&error))?;
     let settings = Arc::new(config.dispatch);
-    let chain = hooks::build(&config.hooks)
-        .into_iter()
-        .fold(Chain::new(settings.change_rules()), Chain::with_hook);
+    let chain = hooks::chain(
+        &config.hooks,
+        config.policy.as_ref(),
+        settings.change_rules(),
+    );
     if config.supervise.fail_open && !chain.is_empty() {
         tracing::warn!(
             "execution.admission.fail_open is true: an attempt whose hook errors, times out, panics or is skipped by its breaker runs unchanged"

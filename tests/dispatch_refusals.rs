@@ -12,8 +12,8 @@ use dexaflow_admission::dispatch::refusals::{
     refuse_before_token,
 };
 use dexaflow_admission::dispatch::settings::{
-    AllowedFields, Allowlist, Enforce, ExecutorSettings, ResourceDefaults, ResourceUnit,
-    SourceMode, TokenSettings,
+    AllowedFields, Allowlist, Enforce, ExecutorSettings, PolicySettings, ResourceDefaults,
+    ResourceUnit, SourceMode, TokenSettings,
 };
 use dexaflow_admission::dispatch::task::{Task, TaskExecution, TaskKey};
 use dexaflow_admission::dispatch::unit::{UnitError, cpu_quantity, memory_quantity};
@@ -32,6 +32,7 @@ fn settings() -> Settings {
         defaults: ResourceDefaults::default(),
         unit: None,
         allowlist: Allowlist::default(),
+        policy: PolicySettings::default(),
         source_mode: SourceMode::default(),
         warm_pools: false,
         token: TokenSettings {

@@ -62,7 +62,7 @@ fn unit_sized_workers() -> WarmWorkers<'static> {
 }
 
 fn warm(execution: &Execution, task: &Task) -> Placement {
-    place(execution, task, false, workers(true))
+    place(execution, task, false, false, workers(true))
 }
 
 #[test]
@@ -79,7 +79,7 @@ fn an_empty_service_account_counts_as_the_default() {
 #[test]
 fn every_attempt_is_dedicated_while_warm_pools_are_disabled() {
     assert_eq!(
-        place(&execution(), &task(), false, workers(false)),
+        place(&execution(), &task(), false, false, workers(false)),
         Placement::Dedicated(DedicatedReason::NoWarmPool)
     );
 }
@@ -87,7 +87,7 @@ fn every_attempt_is_dedicated_while_warm_pools_are_disabled() {
 #[test]
 fn a_source_mode_attempt_is_dedicated() {
     assert_eq!(
-        place(&execution(), &task(), true, workers(true)),
+        place(&execution(), &task(), true, false, workers(true)),
         Placement::Dedicated(DedicatedReason::SourceMode)
     );
 }
@@ -213,7 +213,7 @@ fn the_attempts_own_reason_is_reported_before_disabled_warm_pools() {
         ..execution()
     };
     assert_eq!(
-        place(&execution, &task(), false, workers(false)),
+        place(&execution, &task(), false, false, workers(false)),
         Placement::Dedicated(DedicatedReason::PlacementFields)
     );
 }
@@ -221,7 +221,7 @@ fn the_attempts_own_reason_is_reported_before_disabled_warm_pools() {
 #[test]
 fn without_warm_pools_an_attempt_with_no_other_reason_takes_a_dedicated_pod() {
     assert_eq!(
-        place(&execution(), &task(), false, workers(false)),
+        place(&execution(), &task(), false, false, workers(false)),
         Placement::Dedicated(DedicatedReason::NoWarmPool)
     );
 }
@@ -230,11 +230,11 @@ fn without_warm_pools_an_attempt_with_no_other_reason_takes_a_dedicated_pod() {
 fn a_task_of_more_than_one_unit_takes_a_dedicated_pod_when_warm_workers_are_one_unit() {
     let large = task_of_size(2);
     assert_eq!(
-        place(&execution(), &large, false, unit_sized_workers()),
+        place(&execution(), &large, false, false, unit_sized_workers()),
         Placement::Dedicated(DedicatedReason::Size)
     );
     assert_eq!(
-        place(&execution(), &task(), false, unit_sized_workers()),
+        place(&execution(), &task(), false, false, unit_sized_workers()),
         Placement::Warm
     );
 }
@@ -244,7 +244,7 @@ fn a_task_with_resources_of_its_own_takes_a_dedicated_pod_when_warm_workers_are_
     let mut sized = task();
     sized.resources.requests.cpu = Some("500m".to_owned());
     assert_eq!(
-        place(&execution(), &sized, false, unit_sized_workers()),
+        place(&execution(), &sized, false, false, unit_sized_workers()),
         Placement::Dedicated(DedicatedReason::Size)
     );
 }
@@ -257,7 +257,7 @@ fn a_hooks_placement_fields_are_the_reason_shown_before_the_tasks_size() {
         ..execution()
     };
     assert_eq!(
-        place(&execution, &large, false, unit_sized_workers()),
+        place(&execution, &large, false, false, unit_sized_workers()),
         Placement::Dedicated(DedicatedReason::PlacementFields)
     );
 }
@@ -270,7 +270,7 @@ fn the_tasks_size_is_the_reason_shown_before_disabled_warm_pools() {
         ..unit_sized_workers()
     };
     assert_eq!(
-        place(&execution(), &large, false, disabled),
+        place(&execution(), &large, false, false, disabled),
         Placement::Dedicated(DedicatedReason::Size)
     );
 }

@@ -17,6 +17,8 @@ pub struct Chain {
     hooks: Vec<Arc<dyn Hook>>,
     rules: ChangeRules,
     fail_open: bool,
+    /// Whether the last of `hooks` was registered with [`Chain::with_last`] and stays last.
+    sealed: bool,
 }
 
 impl std::fmt::Debug for Chain {
@@ -32,6 +34,7 @@ impl std::fmt::Debug for Chain {
             )
             .field("rules", &self.rules)
             .field("fail_open", &self.fail_open)
+            .field("sealed", &self.sealed)
             .finish()
     }
 }
@@ -99,12 +102,27 @@ impl Chain {
             hooks: Vec::new(),
             rules,
             fail_open: false,
+            sealed: false,
         }
     }
 
-    /// Registers `hook` after the hooks already registered.
+    /// Registers `hook` after the hooks already registered, and before the last hook set with
+    /// [`Chain::with_last`], which nothing can follow.
     pub fn with_hook(mut self, hook: Arc<dyn Hook>) -> Chain {
+        let at = self.hooks.len() - usize::from(self.sealed);
+        self.hooks.insert(at, hook);
+        self
+    }
+
+    /// Registers `hook` as the last hook of the chain, whatever is registered after: the
+    /// executor policy (ADR 0100 §7), whose rules apply to the result of every other hook. A
+    /// second call replaces the first, so there is one last hook.
+    pub fn with_last(mut self, hook: Arc<dyn Hook>) -> Chain {
+        if self.sealed {
+            self.hooks.pop();
+        }
         self.hooks.push(hook);
+        self.sealed = true;
         self
     }
 

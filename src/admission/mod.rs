@@ -8,15 +8,19 @@
 //! |---|---|
 //! | §1 the contract | [`Request`], [`Decision`], [`Changes`], [`Toleration`], [`Hook`] |
 //! | §3, §4, §7 what a hook may change | [`ChangeRules`], [`ChangeError`], [`apply_changes`] |
+//! | §4 the image allowlist rule | [`image_allowed`] |
 //! | §5 reasons | [`clean_reason`] |
 //! | §6 the chain | [`Chain`], [`ChainRun`], [`Verdict`] |
+//! | §7 the executor policy's refusals | [`PolicyRefusal`], [`PolicyRule`], [`refuse_dag_placement`] |
 
 mod chain;
 mod changes;
 mod decision;
 mod hook;
+mod image;
 mod names;
 mod outcome;
+mod policy;
 mod quantity;
 mod reason;
 mod request;
@@ -26,12 +30,14 @@ pub use chain::{Chain, ChainRun, Recorded, Verdict};
 pub use changes::{ChangeError, ChangeRules, Field, MAX_ANNOTATIONS_BYTES, Unit, apply_changes};
 pub use decision::{Changes, Decision};
 pub use hook::{Hook, HookError, HookFuture};
+pub use image::{image_allowed, image_repository};
 pub use names::{
     dns_label_problem, is_reserved_key, label_value_problem, qualified_name_problem,
     subdomain_problem,
 };
 pub use outcome::Outcome;
-pub use quantity::{QuantityError, parse_milli};
+pub use policy::{PolicyRefusal, PolicyRule, refuse_dag_placement};
+pub use quantity::{QuantityError, cpu_quantity, memory_quantity, parse_milli};
 pub use reason::{MAX_REASON_BYTES, clean_reason, error_chain, is_control_or_format};
 pub use request::{API_VERSION, Execution, Request, ResourceList, Resources};
 pub use toleration::{TaintEffect, Toleration, TolerationOperator};

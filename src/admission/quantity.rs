@@ -1,4 +1,5 @@
-//! Kubernetes resource quantities (`500m`, `2`, `512Mi`, `1.5G`), parsed to compare sizes.
+//! Kubernetes resource quantities (`500m`, `2`, `512Mi`, `1.5G`), parsed to compare sizes and
+//! written back in Kubernetes' canonical form.
 
 use thiserror::Error;
 
@@ -91,4 +92,52 @@ pub fn parse_milli(quantity: &str) -> Result<u128, QuantityError> {
             .ok_or_else(error)?;
         Ok(scaled.div_ceil(divisor))
     }
+}
+
+/// Formats millicores as Kubernetes writes a canonical decimal quantity: `500m`, `2`, `1500m`,
+/// `1k`.
+pub fn cpu_quantity(milli: u128) -> String {
+    if milli % 1000 != 0 {
+        return format!("{milli}m");
+    }
+    decimal_quantity(milli / 1000)
+}
+
+/// Formats thousandths of a byte (rounded up to whole bytes) as Kubernetes writes a canonical
+/// binary quantity: `512Mi`, `4Gi`, and plain bytes (`1000000000`) when no binary suffix is
+/// exact; below 1024 bytes the decimal form (`500`, `1k`).
+pub fn memory_quantity(milli: u128) -> String {
+    let bytes = milli.div_ceil(1000);
+    if bytes < 1024 {
+        return decimal_quantity(bytes);
+    }
+    const SUFFIXES: [&str; 6] = ["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
+    let mut value = bytes;
+    let mut suffix = "";
+    for next in SUFFIXES {
+        if value % 1024 != 0 {
+            break;
+        }
+        value /= 1024;
+        suffix = next;
+    }
+    format!("{value}{suffix}")
+}
+
+/// A whole number with the largest exact decimal suffix: `2`, `1k`, `3M`.
+fn decimal_quantity(whole: u128) -> String {
+    if whole == 0 {
+        return "0".to_owned();
+    }
+    const SUFFIXES: [&str; 6] = ["k", "M", "G", "T", "P", "E"];
+    let mut value = whole;
+    let mut suffix = "";
+    for next in SUFFIXES {
+        if value % 1000 != 0 {
+            break;
+        }
+        value /= 1000;
+        suffix = next;
+    }
+    format!("{value}{suffix}")
 }

@@ -8,13 +8,13 @@ use serde_yaml_ng::{Mapping, Value};
 
 use super::keys::{
     ADMISSION_TIMEOUT, BREAKER_BACKOFF, BREAKER_FAILURES, BREAKER_MAX_BACKOFF, CHAIN_TIMEOUT,
-    FAIL_OPEN, HOOKS, SOURCE_MODE_ENABLED, SOURCE_MODE_IMAGE, WARM_POOLS,
+    FAIL_OPEN, HOOKS, POLICY, SOURCE_MODE_ENABLED, SOURCE_MODE_IMAGE, WARM_POOLS,
 };
 use super::reader::{Reader, describe};
 use super::{ConfigError, Key};
 use crate::admission::{ChangeRules, Changes, label_value_problem};
 use crate::dispatch::settings::SourceMode;
-use crate::hooks::{HookSpec, Matcher, ResourceGroup};
+use crate::hooks::{HookSpec, Matcher, POLICY_HOOK, ResourceGroup};
 use crate::supervise;
 
 impl Reader {
@@ -106,6 +106,12 @@ impl Reader {
                 self.errors.push(ConfigError::Invalid {
                     key: name_key(),
                     expected: "a non-empty name".to_owned(),
+                    got: format!("{name:?}"),
+                });
+            } else if name == POLICY_HOOK {
+                self.errors.push(ConfigError::Invalid {
+                    key: name_key(),
+                    expected: format!("a name other than {POLICY_HOOK:?}, which is {POLICY}'s"),
                     got: format!("{name:?}"),
                 });
             } else if let Some(problem) = label_value_problem(&name) {

@@ -24,6 +24,7 @@ pub(super) const UNIT_ENFORCE: &str = "executor.unit.enforce";
 pub(super) const UNIT_MAX_SIZE: &str = "executor.unit.max_size";
 pub(super) const LITE_LOG_DIR: &str = "executor.lite.log_dir";
 pub(super) const DRY_RUN_DIR: &str = "executor.kubernetes.dry_run_dir";
+pub(super) const POLICY: &str = "executor.policy";
 pub(super) const WARM_POOLS: &str = "execution.warm_pools_enabled";
 pub(super) const SOURCE_MODE_ENABLED: &str = "execution.source_mode.enabled";
 pub(super) const SOURCE_MODE_IMAGE: &str = "execution.source_mode.image";
@@ -63,6 +64,7 @@ pub(super) const LEAVES: &[&str] = &[
     UNIT_MAX_SIZE,
     LITE_LOG_DIR,
     DRY_RUN_DIR,
+    POLICY,
     WARM_POOLS,
     SOURCE_MODE_ENABLED,
     SOURCE_MODE_IMAGE,
@@ -93,8 +95,9 @@ pub fn non_config_variables() -> impl Iterator<Item = &'static str> {
     std::iter::once(CONFIG_VARIABLE).chain(TASK_VARIABLES.iter().copied())
 }
 
-/// Leaves with no environment override.
-pub(super) const NO_ENV: &[&str] = &[HOOKS];
+/// Leaves with no environment override: a list of hooks and the executor policy belong in the
+/// file (Dexaflow reads `executor.policy` from the file only, too).
+pub(super) const NO_ENV: &[&str] = &[HOOKS, POLICY];
 
 /// Leaves whose value is never shown, in an error or in the effective config.
 const SECRETS: &[&str] = &[TOKEN_SECRET];

@@ -53,6 +53,7 @@ mod executor;
 mod keys;
 mod metrics;
 mod output;
+mod policy;
 mod reader;
 mod scheduler;
 mod validate;
@@ -66,7 +67,7 @@ use std::path::{Path, PathBuf};
 use serde_yaml_ng::Value;
 use thiserror::Error;
 
-use crate::hooks::{HookSpec, SpecError};
+use crate::hooks::{HookSpec, PolicyError, PolicySpec, SpecError};
 use crate::{dispatch, supervise};
 
 pub use keys::{CONFIG_VARIABLE, METRICS_LISTEN, non_config_variables};
@@ -88,6 +89,9 @@ pub struct Config {
     /// The built-in hooks, in chain order (`execution.admission.hooks`); build them with
     /// [`crate::hooks::build`].
     pub hooks: Vec<HookSpec>,
+    /// `executor.policy`, when set: the chain's last hook; [`crate::hooks::chain`] puts it
+    /// there.
+    pub policy: Option<PolicySpec>,
     /// `metrics.listen`: where the Prometheus exporter listens.
     pub metrics_listen: SocketAddr,
     /// Every leaf as loaded, for [`Config::to_yaml`]; the secret is never kept here.
@@ -99,7 +103,7 @@ pub struct Config {
 /// One problem with the config.
 ///
 /// Its text names the key; for [`ConfigError::Read`], [`ConfigError::Syntax`],
-/// [`ConfigError::Hook`] and [`ConfigError::HookRule`] the cause is its
+/// [`ConfigError::Hook`], [`ConfigError::HookRule`] and [`ConfigError::Policy`] the cause is its
 /// [`source`](std::error::Error::source), which [`ConfigErrors`] prints after it.
 #[derive(Debug, Error)]
 pub enum ConfigError {
@@ -191,6 +195,16 @@ pub enum ConfigError {
         /// What is wrong with it.
         #[source]
         source: serde_yaml_ng::Error,
+    },
+    /// An executor policy that does not decode, or would misbehave on every attempt:
+    /// `executor.policy: <key path>: <why>`.
+    #[error("{key}")]
+    Policy {
+        /// `executor.policy`.
+        key: Key,
+        /// What is wrong with it, naming the key path inside the policy.
+        #[source]
+        source: PolicyError,
     },
     /// A hook declaration that deserializes but would misbehave on every attempt.
     #[error("{key}")]
@@ -376,6 +390,7 @@ impl Reader {
         let source_mode = self.source_mode();
         let supervise = self.supervise();
         let allowlist = self.allowlist();
+        let policy = self.policy();
         let (secret, ttl) = self.token();
         let metrics_listen = self.metrics_listen();
         let (token, secret_is_set) = self.token_settings(secret, ttl);
@@ -389,13 +404,17 @@ impl Reader {
             defaults: executor.defaults,
             unit: executor.unit,
             allowlist,
+            policy: policy::settings(policy.as_ref()),
             source_mode,
             warm_pools,
             token,
             executor: executor.executor,
         };
-        // Hooks' changes are checked at boot against the same rules the chain applies.
-        let hooks = self.hooks(&dispatch.change_rules());
+        // Hooks' changes, and the policy's forced values, are checked at boot against the same
+        // rules the chain applies.
+        let rules = dispatch.change_rules();
+        let hooks = self.hooks(&rules);
+        self.check_policy(policy.as_ref(), &rules);
         if !self.errors.is_empty() {
             return Err(ConfigErrors {
                 errors: self.errors,
@@ -405,6 +424,7 @@ impl Reader {
             dispatch,
             supervise,
             hooks,
+            policy,
             metrics_listen,
             effective: self.effective,
             secret_is_set,

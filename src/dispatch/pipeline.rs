@@ -193,10 +193,11 @@ impl Pipeline {
             tracing::warn!(task = %key, %warning, "task does not fit its size; running it under executor.unit.enforce=warn");
         }
         // 4. Admission, 5. the admitted changes.
-        let (resources, execution) = match &self.chain {
+        let (resources, execution, policy_forced) = match &self.chain {
             None => (
                 effective.resources.clone(),
                 effective_execution(task, &effective),
+                false,
             ),
             Some(chain) => {
                 self.requests_built.fetch_add(1, Ordering::Relaxed);
@@ -212,7 +213,13 @@ impl Pipeline {
                     verdict = chain.admit(request) => verdict,
                 };
                 match verdict {
-                    Verdict::Admit { request, .. } => (request.resources, request.execution),
+                    Verdict::Admit { request, .. } => {
+                        // Only a built-in hook may fill limits, and the policy is the one that
+                        // does; its forced fields are on every attempt it admits.
+                        let policy_forced = self.settings.policy.forces_fields
+                            || request.resources != effective.resources;
+                        (request.resources, request.execution, policy_forced)
+                    }
                     Verdict::Refuse { reason, .. } => {
                         return self.refuse(key, format!("dispatch refused: admission: {reason}"));
                     }
@@ -251,6 +258,7 @@ impl Pipeline {
             &execution,
             task,
             effective.source_mode,
+            policy_forced,
             WarmWorkers {
                 enabled: self.settings.warm_pools,
                 service_account: &self.settings.task_service_account,

@@ -30,6 +30,8 @@ pub enum DedicatedReason {
     SourceMode,
     /// The attempt mounts the run's staging volume, which a warm worker lacks.
     Staging,
+    /// The executor policy forced a field onto the attempt or filled one of its limits.
+    ExecutorPolicy,
     /// The service account is not the default one a warm worker runs as.
     ServiceAccount,
     /// A node selector, tolerations or a priority class is set, by the task or by a hook.
@@ -71,6 +73,7 @@ impl DedicatedReason {
             DedicatedReason::NoWarmPool => "no_warm_pool",
             DedicatedReason::SourceMode => "source_mode",
             DedicatedReason::Staging => "staging",
+            DedicatedReason::ExecutorPolicy => "executor_policy",
             DedicatedReason::ServiceAccount => "service_account",
             DedicatedReason::PlacementFields => "placement_fields",
             DedicatedReason::RuntimeClass => "runtime_class",
@@ -84,6 +87,7 @@ impl DedicatedReason {
             DedicatedReason::NoWarmPool => "no warm pool",
             DedicatedReason::SourceMode => "source mode",
             DedicatedReason::Staging => "staging",
+            DedicatedReason::ExecutorPolicy => "executor policy",
             DedicatedReason::ServiceAccount => "service account",
             DedicatedReason::PlacementFields => "placement fields",
             DedicatedReason::RuntimeClass => "runtime class",
@@ -122,15 +126,18 @@ pub struct WarmWorkers<'a> {
 /// Decides where an admitted attempt runs.
 ///
 /// `execution` is the attempt's execution with the default service account and every hook's
-/// changes applied; `task` gives what a hook cannot change (staging, size, resources). The
-/// first reason found wins, in this order: source mode, staging, a service account other than
-/// the warm workers' (an empty one means the default), placement fields, a runtime class, a
-/// task a unit-sized warm worker cannot hold (Dexaflow's `warmEligible`: size 1 without
-/// resources of its own), warm pools disabled. With none the attempt goes warm.
+/// changes applied; `task` gives what a hook cannot change (staging, size, resources);
+/// `policy_forced` says whether the executor policy forced a field onto the attempt or filled a
+/// limit. The first reason found wins, in this order: source mode, staging, the executor
+/// policy (whose forced fields would otherwise pass for the task's own), a service account
+/// other than the warm workers' (an empty one means the default), placement fields, a runtime
+/// class, a task a unit-sized warm worker cannot hold (Dexaflow's `warmEligible`: size 1
+/// without resources of its own), warm pools disabled. With none the attempt goes warm.
 pub fn place(
     execution: &Execution,
     task: &Task,
     source_mode: bool,
+    policy_forced: bool,
     warm: WarmWorkers<'_>,
 ) -> Placement {
     // The reasons that belong to the attempt come first, so that the table says why this
@@ -139,6 +146,8 @@ pub fn place(
         DedicatedReason::SourceMode
     } else if task.staging {
         DedicatedReason::Staging
+    } else if policy_forced {
+        DedicatedReason::ExecutorPolicy
     } else if !execution.service_account.is_empty()
         && execution.service_account != warm.service_account
     {

@@ -3,10 +3,10 @@
 //!
 //! [`refuse_before_token`] checks, in this order: the declared quantities, the resource unit,
 //! the execution allowlist on the DAG's own fields (which fields, service accounts, priority
-//! classes), the image allowlist, and the source-mode size. The first refusal wins. An attempt
-//! that passes gets its [`Effective`] values: the resources after the unit or
-//! `executor.defaults`, and the service account after the default. [`build_request`] turns
-//! them into the [`Request`] a hook sees.
+//! classes), the executor policy's `placement.allow_dag_placement`, the image allowlist, and
+//! the source-mode size. The first refusal wins. An attempt that passes gets its [`Effective`]
+//! values: the resources after the unit or `executor.defaults`, and the service account after
+//! the default. [`build_request`] turns them into the [`Request`] a hook sees.
 
 use thiserror::Error;
 
@@ -14,8 +14,10 @@ use super::settings::{AllowedFields, ResourceDefaults, Settings};
 use super::task::Task;
 use super::unit::{self, Misfit, UnitError};
 use crate::admission::{
-    API_VERSION, Execution, QuantityError, Request, ResourceList, Resources, parse_milli,
+    API_VERSION, Execution, PolicyRefusal, QuantityError, Request, ResourceList, Resources,
+    parse_milli, refuse_dag_placement,
 };
+pub use crate::admission::{image_allowed, image_repository};
 
 /// The values an attempt runs with once the built-in refusals passed it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,6 +77,10 @@ pub enum Refusal {
         /// The priority class.
         name: String,
     },
+    /// The executor policy refused the DAG's own placement fields
+    /// (`placement.allow_dag_placement: false`).
+    #[error(transparent)]
+    Policy(#[from] PolicyRefusal),
     /// The task's image matches no entry of `execution_allowlist.images`.
     #[error("image {image:?} is not in execution_allowlist.images")]
     ImageNotAllowed {
@@ -126,7 +132,7 @@ fn check_quantities(resources: &Resources) -> Result<(), Refusal> {
 /// against the unit and leave the pod without it); the resource unit; the execution allowlist
 /// on the DAG's own fields (which fields may be set, then the service account, where the
 /// default task service account and an empty one are exempt, then the priority class); the
-/// image allowlist, for an image the task names itself (not the runtime image of source mode,
+/// executor policy's `placement.allow_dag_placement` on the same fields; the image allowlist, for an image the task names itself (not the runtime image of source mode,
 /// nor an empty one); the source-mode size when source mode applies (it is enabled and the
 /// task's image is empty or the runtime image). The first refusal wins. It reads only the task
 /// and the settings, so it is cheap to run on every attempt and needs no hook.
@@ -147,6 +153,9 @@ pub fn refuse_before_token(task: &Task, settings: &Settings) -> Result<Effective
         ),
     };
     check_allowlist(task, settings)?;
+    if !settings.policy.allow_dag_placement {
+        refuse_dag_placement(&task.execution.set_fields())?;
+    }
     let source_mode = settings.source_mode.enabled
         && (task.image.is_empty() || task.image == settings.source_mode.image);
     if source_mode {
@@ -215,34 +224,6 @@ pub fn effective_execution(task: &Task, effective: &Effective) -> Execution {
         runtime_class_name: String::new(),
         labels: own.labels.clone(),
         annotations: own.annotations.clone(),
-    }
-}
-
-/// Whether `image` matches an entry of an image allowlist.
-///
-/// An entry ending in `/` matches every image that starts with it (`ghcr.io/acme/`); any other
-/// entry must equal the image's repository, the image without its `:tag` and `@digest`
-/// (`ghcr.io/acme/etl` matches `ghcr.io/acme/etl:1.2` and `ghcr.io/acme/etl@sha256:...`, not
-/// `ghcr.io/acme/etl-evil`). A registry port (`localhost:5000/app:1`) is not taken for a tag.
-pub fn image_allowed(image: &str, allowed: &[String]) -> bool {
-    let repository = image_repository(image);
-    allowed.iter().any(|entry| {
-        if entry.ends_with('/') {
-            image.starts_with(entry.as_str())
-        } else {
-            entry == repository
-        }
-    })
-}
-
-/// The image without its `@digest` and `:tag`: `localhost:5000/app:1` gives
-/// `localhost:5000/app`.
-pub fn image_repository(image: &str) -> &str {
-    let without_digest = image.split_once('@').map_or(image, |(name, _)| name);
-    let last_slash = without_digest.rfind('/').map_or(0, |slash| slash + 1);
-    match without_digest[last_slash..].find(':') {
-        Some(colon) => &without_digest[..last_slash + colon],
-        None => without_digest,
     }
 }
 

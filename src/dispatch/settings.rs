@@ -44,6 +44,9 @@ pub struct Settings {
     pub unit: Option<ResourceUnit>,
     /// `execution_allowlist`: what a DAG's own execution fields may be.
     pub allowlist: Allowlist,
+    /// What the dispatcher itself needs of `executor.policy`, whose rules run as the chain's
+    /// last hook.
+    pub policy: PolicySettings,
     /// `execution.source_mode`.
     pub source_mode: SourceMode,
     /// `execution.warm_pools_enabled`: whether an attempt that needs no dedicated pod goes warm.
@@ -130,6 +133,29 @@ pub struct Allowlist {
     /// `execution_allowlist.images`; `None` allows any. An entry ending in `/` is a prefix; any
     /// other must equal the image's repository (without tag or digest).
     pub images: Option<Vec<String>>,
+}
+
+/// The part of `executor.policy` the dispatcher applies itself; the rest is the policy hook's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicySettings {
+    /// `executor.policy.placement.allow_dag_placement`: whether a DAG may set its own node
+    /// selector, tolerations and priority class; checked with the built-in refusals, before any
+    /// hook. True when unset, as every unset rule of the policy allows.
+    pub allow_dag_placement: bool,
+    /// Whether the policy forces a field onto every attempt it admits (`runtime_class_name`,
+    /// `service_account.force`, `placement.node_selector` or `placement.tolerations`), so that
+    /// every such attempt takes a dedicated pod for the policy's sake.
+    pub forces_fields: bool,
+}
+
+impl Default for PolicySettings {
+    /// No policy: DAG placement allowed, nothing forced.
+    fn default() -> PolicySettings {
+        PolicySettings {
+            allow_dag_placement: true,
+            forces_fields: false,
+        }
+    }
 }
 
 /// `execution.source_mode`: running a DAG's source on a pinned runtime image.

@@ -14,6 +14,7 @@ use thiserror::Error;
 use super::settings::{Enforce, ResourceUnit};
 use super::task::Task;
 use crate::admission::{ResourceList, Resources, parse_milli};
+pub use crate::admission::{cpu_quantity, memory_quantity};
 
 /// What the unit made of a task that may run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -189,52 +190,4 @@ fn units_for(quantity: Option<&str>, unit_milli: u128) -> u32 {
         return 0;
     }
     u32::try_from(milli.div_ceil(unit_milli)).unwrap_or(u32::MAX)
-}
-
-/// Formats millicores as Kubernetes writes a canonical decimal quantity: `500m`, `2`, `1500m`,
-/// `1k`.
-pub fn cpu_quantity(milli: u128) -> String {
-    if milli % 1000 != 0 {
-        return format!("{milli}m");
-    }
-    decimal_quantity(milli / 1000)
-}
-
-/// Formats thousandths of a byte (rounded up to whole bytes) as Kubernetes writes a canonical
-/// binary quantity: `512Mi`, `4Gi`, and plain bytes (`1000000000`) when no binary suffix is
-/// exact; below 1024 bytes the decimal form (`500`, `1k`).
-pub fn memory_quantity(milli: u128) -> String {
-    let bytes = milli.div_ceil(1000);
-    if bytes < 1024 {
-        return decimal_quantity(bytes);
-    }
-    const SUFFIXES: [&str; 6] = ["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
-    let mut value = bytes;
-    let mut suffix = "";
-    for next in SUFFIXES {
-        if value % 1024 != 0 {
-            break;
-        }
-        value /= 1024;
-        suffix = next;
-    }
-    format!("{value}{suffix}")
-}
-
-/// A whole number with the largest exact decimal suffix: `2`, `1k`, `3M`.
-fn decimal_quantity(whole: u128) -> String {
-    if whole == 0 {
-        return "0".to_owned();
-    }
-    const SUFFIXES: [&str; 6] = ["k", "M", "G", "T", "P", "E"];
-    let mut value = whole;
-    let mut suffix = "";
-    for next in SUFFIXES {
-        if value % 1000 != 0 {
-            break;
-        }
-        value /= 1000;
-        suffix = next;
-    }
-    format!("{value}{suffix}")
 }

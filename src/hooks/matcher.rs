@@ -4,7 +4,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::admission::{ChangeError, Field, Request, label_value_problem, qualified_name_problem};
+use crate::admission::{
+    ChangeError, Field, Request, image_allowed, label_value_problem, qualified_name_problem,
+};
 
 /// Selects attempts by tenant, DAG, task, operator, image, labels and annotations.
 ///
@@ -56,11 +58,7 @@ impl Matcher {
             && is_listed(&self.dag_ids, &request.dag_id)
             && is_listed(&self.task_ids, &request.task_id)
             && is_listed(&self.operators, &request.operator)
-            && (self.images.is_empty()
-                || self
-                    .images
-                    .iter()
-                    .any(|entry| is_image_match(entry, &request.image)))
+            && (self.images.is_empty() || image_allowed(&request.image, &self.images))
             && is_contained(&self.labels, &request.execution.labels)
             && is_contained(&self.annotations, &request.execution.annotations)
     }
@@ -108,42 +106,4 @@ fn is_contained(wanted: &BTreeMap<String, String>, present: &BTreeMap<String, St
     wanted
         .iter()
         .all(|(key, value)| present.get(key) == Some(value))
-}
-
-fn is_image_match(entry: &str, image: &str) -> bool {
-    if entry.ends_with('/') {
-        image.starts_with(entry)
-    } else {
-        repository(image) == entry
-    }
-}
-
-/// The image without its digest (`@sha256:…`) and tag (`:1.2`); a `:` before the last `/` is a
-/// registry port, not a tag.
-fn repository(image: &str) -> &str {
-    let image = image.split_once('@').map_or(image, |(name, _digest)| name);
-    match image.rfind(':') {
-        Some(colon) if !image[colon..].contains('/') => &image[..colon],
-        _ => image,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::repository;
-
-    #[test]
-    fn repository_drops_tag_and_digest_but_keeps_a_registry_port() {
-        assert_eq!(repository("python:3.12"), "python");
-        assert_eq!(
-            repository("ghcr.io/acme/etl@sha256:abc"),
-            "ghcr.io/acme/etl"
-        );
-        assert_eq!(
-            repository("ghcr.io/acme/etl:1@sha256:abc"),
-            "ghcr.io/acme/etl"
-        );
-        assert_eq!(repository("localhost:5000/etl"), "localhost:5000/etl");
-        assert_eq!(repository("localhost:5000/etl:2"), "localhost:5000/etl");
-    }
 }

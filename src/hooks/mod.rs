@@ -1,9 +1,11 @@
-//! Built-in policy hooks an operator declares in config, under `execution.admission.hooks`.
+//! Built-in hooks: those an operator declares in config, under `execution.admission.hooks`, and
+//! the executor policy, `executor.policy`, which is always the chain's last hook ([`Policy`]).
 //!
 //! Each entry is tagged by `type`, has a `name` unique in the chain, and becomes one
 //! [`crate::admission::Hook`]; the chain runs them in the order they are listed, each seeing the
 //! earlier hooks' changes (ADR 0100 §6). They are operator-style hooks
 //! ([`crate::admission::Hook::is_builtin`] is `false`): they set only fields any hook may set.
+//! [`chain`] registers them, then the policy when one is set, after all of them.
 //!
 //! | `type` | hook | answers |
 //! |---|---|---|
@@ -39,10 +41,15 @@ mod deny;
 mod freeze;
 mod matcher;
 mod placement;
+mod policy;
 mod spec;
 
 pub use deny::{Deny, DenySpec};
 pub use freeze::{Clock, Freeze, FreezeSpec, SystemClock, Window};
 pub use matcher::Matcher;
 pub use placement::{Placement, PlacementSpec, ResourceGroup};
-pub use spec::{HookSpec, SpecError, build, build_with_clock};
+pub use policy::{
+    ImageRules, MetadataRules, POLICY_HOOK, PlacementRules, Policy, PolicyError, PolicySpec,
+    Quantity, ResourceMax, ResourceRules, ServiceAccountRules,
+};
+pub use spec::{HookSpec, SpecError, build, build_with_clock, chain};

@@ -5,9 +5,12 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::admission::{ChangeError, ChangeRules, Hook};
+use crate::admission::{Chain, ChangeError, ChangeRules, Hook};
 
-use super::{Clock, Deny, DenySpec, Freeze, FreezeSpec, Placement, PlacementSpec, SystemClock};
+use super::{
+    Clock, Deny, DenySpec, Freeze, FreezeSpec, Placement, PlacementSpec, Policy, PolicySpec,
+    SystemClock,
+};
 
 /// One built-in hook as `execution.admission.hooks` declares it, tagged by `type`.
 ///
@@ -152,4 +155,20 @@ pub fn build_with_clock(specs: &[HookSpec], clock: Arc<dyn Clock>) -> Vec<Arc<dy
         .iter()
         .map(|spec| spec.build(Arc::clone(&clock)))
         .collect()
+}
+
+/// The chain of an install: the hooks `specs` declare, in order, then the executor policy when
+/// `policy` is set, as the last hook, which nothing registered later can follow (ADR 0100 §7).
+///
+/// The hooks' changes must pass `rules`; the policy bounds the limits it fills by the rules'
+/// unit. Like [`build`], call it once at boot.
+pub fn chain(specs: &[HookSpec], policy: Option<&PolicySpec>, rules: ChangeRules) -> Chain {
+    let unit = rules.unit;
+    let chain = build(specs)
+        .into_iter()
+        .fold(Chain::new(rules), Chain::with_hook);
+    match policy {
+        Some(spec) => chain.with_last(Arc::new(Policy::new(spec, unit))),
+        None => chain,
+    }
 }

@@ -20,7 +20,7 @@ use super::timer::{HookTimer, TimerThread};
 use crate::admission::{Chain, Hook, Resources};
 use crate::dispatch::executor::null::Null;
 use crate::dispatch::settings::{
-    Allowlist, ExecutorSettings, ResourceDefaults, SourceMode, TokenSettings,
+    Allowlist, ExecutorSettings, PolicySettings, ResourceDefaults, SourceMode, TokenSettings,
 };
 use crate::dispatch::task::{State, Task, TaskExecution, TaskKey};
 use crate::dispatch::token::Hs256Minter;
@@ -210,6 +210,7 @@ impl Plan {
             defaults: ResourceDefaults::default(),
             unit: None,
             allowlist: Allowlist::default(),
+            policy: PolicySettings::default(),
             source_mode: SourceMode::default(),
             warm_pools: true,
             token: TokenSettings {

@@ -13,7 +13,8 @@ use actix::{Actor, Addr};
 use dexaflow_admission::admission::{Chain, ChangeRules, Hook};
 use dexaflow_admission::dispatch::executor::{Admitted, ExecuteFuture, Executor, Launched};
 use dexaflow_admission::dispatch::settings::{
-    Allowlist, Enforce, ExecutorSettings, ResourceDefaults, ResourceUnit, SourceMode, TokenSettings,
+    Allowlist, Enforce, ExecutorSettings, PolicySettings, ResourceDefaults, ResourceUnit,
+    SourceMode, TokenSettings,
 };
 use dexaflow_admission::dispatch::task::{Task, TaskExecution, TaskKey};
 use dexaflow_admission::dispatch::token::{AgentIdentity, Minter, TokenError};
@@ -93,6 +94,7 @@ pub fn settings() -> Settings {
         defaults: ResourceDefaults::default(),
         unit: None,
         allowlist: Allowlist::default(),
+        policy: PolicySettings::default(),
         source_mode: SourceMode::default(),
         warm_pools: true,
         token: TokenSettings {
