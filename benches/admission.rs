@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use dexaflow_admission::admission::{
-    ChangeRules, Changes, Request, TaintEffect, Toleration, TolerationOperator, apply_changes,
-    clean_reason,
+    ChangeRules, Changes, Privilege, Request, TaintEffect, Toleration, TolerationOperator,
+    apply_changes, clean_reason,
 };
 
 fn reason_cleaner(c: &mut Criterion) {
@@ -65,7 +65,7 @@ fn change_rules(c: &mut Criterion) {
             || request.clone(),
             |request| {
                 rules
-                    .check(black_box(&changes), false, request)
+                    .check(black_box(&changes), Privilege::Unprivileged, request)
                     .expect("the change passes");
                 apply_changes(request, black_box(&changes));
             },

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use common::{FakeHook, call_log, label, logged, node_selector, sample_request};
 use dexaflow_admission::admission::{
-    Chain, ChangeRules, Changes, Decision, HookError, Outcome, Recorded, Request, Verdict,
-    apply_changes,
+    Chain, ChangeRules, Changes, Decision, HookError, Outcome, Privilege, Recorded, Request,
+    Verdict, apply_changes,
 };
 
 fn chain() -> Chain {
@@ -199,6 +199,22 @@ async fn hook_error_makes_the_attempt_unavailable_naming_the_hook() {
         Some("budget service: connection refused")
     );
     assert_eq!(later.calls(), 0);
+}
+
+#[test]
+fn every_hook_registered_through_with_hook_is_unprivileged() {
+    let chain = chain()
+        .with_hook(FakeHook::admitting("a").shared())
+        .with_hook(FakeHook::admitting("b").shared());
+
+    assert_eq!(
+        [0, 1, 2].map(|position| chain.privilege(position)),
+        [
+            Some(Privilege::Unprivileged),
+            Some(Privilege::Unprivileged),
+            None
+        ]
+    );
 }
 
 #[test]

@@ -52,14 +52,41 @@ pub trait Hook: Send + Sync {
     /// The dispatcher drops the future when the dispatch is cancelled (shutdown, an ended tick);
     /// a hook must not rely on running to completion.
     fn admit<'a>(&'a self, request: &'a Request) -> HookFuture<'a>;
+}
 
-    /// Whether this is a built-in hook, which may set `runtime_class_name` and fill limits.
-    ///
-    /// Only hooks this crate ships return `true`; an operator hook that claims it is still an
-    /// operator hook in every other respect.
-    fn is_builtin(&self) -> bool {
-        false
-    }
+/// What a registered hook may change beyond what every hook may (ADR 0100 §7).
+///
+/// A hook does not say what it may do: the chain records it when the hook is registered.
+/// [`super::Chain::with_hook`], the only registration open outside this crate, registers every
+/// hook [`Privilege::Unprivileged`]; only this crate can register a hook privileged, and does so
+/// for its own executor policy (ADR 0063), which it registers last. The hooks a config declares
+/// (`placement`, `freeze`, `deny`) are the crate's too, but they are unprivileged: a hook the
+/// crate ships is not thereby privileged.
+///
+/// No trait method or registration path outside the crate grants it:
+///
+/// ```compile_fail
+/// use std::sync::Arc;
+/// use dexaflow_admission::admission::{Chain, ChangeRules, Decision, Hook, HookFuture, Request};
+///
+/// struct Claims;
+/// impl Hook for Claims {
+///     fn name(&self) -> &str { "claims" }
+///     fn admit<'a>(&'a self, _: &'a Request) -> HookFuture<'a> {
+///         Box::pin(async { Ok(Decision::Admit) })
+///     }
+/// }
+/// // Private to the crate: an operator's hook cannot be registered privileged.
+/// let chain = Chain::new(ChangeRules::default()).with_privileged_hook(Arc::new(Claims));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Privilege {
+    /// Every operator hook, and the hooks the crate ships for a config to declare: may change
+    /// what ADR 0100 §3 lists, nothing more.
+    Unprivileged,
+    /// A hook the crate registered as privileged: may also set `runtime_class_name` and fill
+    /// empty resource limits within the resource unit.
+    Privileged,
 }
 
 /// Why a hook call gave no decision. Every variant means the hook is broken, not that it decided.

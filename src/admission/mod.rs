@@ -7,7 +7,7 @@
 //! | ADR 0100 | here |
 //! |---|---|
 //! | §1 the contract | [`Request`], [`Decision`], [`Changes`], [`Toleration`], [`Hook`] |
-//! | §3, §4, §7 what a hook may change | [`ChangeRules`], [`ChangeError`], [`apply_changes`] |
+//! | §3, §4, §7 what a hook may change | [`ChangeRules`], [`ChangeError`], [`apply_changes`], [`Privilege`] |
 //! | §5 reasons | [`clean_reason`] |
 //! | §6 the chain | [`Chain`], [`ChainRun`], [`Verdict`] |
 
@@ -25,7 +25,7 @@ mod toleration;
 pub use chain::{Chain, ChainRun, Recorded, Verdict};
 pub use changes::{ChangeError, ChangeRules, Field, MAX_ANNOTATIONS_BYTES, Unit, apply_changes};
 pub use decision::{Changes, Decision};
-pub use hook::{Hook, HookError, HookFuture};
+pub use hook::{Hook, HookError, HookFuture, Privilege};
 pub use names::{is_reserved_key, label_value_problem, qualified_name_problem, subdomain_problem};
 pub use outcome::Outcome;
 pub use quantity::{QuantityError, parse_milli};

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::admission::{ChangeRules, Changes, Decision, Hook, HookFuture, Request};
+use crate::admission::{ChangeRules, Changes, Decision, Hook, HookFuture, Privilege, Request};
 
 use super::{Matcher, SpecError};
 
@@ -66,7 +66,9 @@ impl PlacementSpec {
             .iter()
             .enumerate()
             .filter_map(|(group, resource_group)| {
-                let problem = rules.check(&resource_group.set, false, &request).err()?;
+                let problem = rules
+                    .check(&resource_group.set, Privilege::Unprivileged, &request)
+                    .err()?;
                 Some(SpecError::InvalidChange { group, problem })
             })
             .collect();

@@ -23,7 +23,6 @@ pub type Answer = Result<Decision, HookError>;
 #[derive(Debug)]
 pub struct FakeHook {
     name: String,
-    builtin: bool,
     script: Mutex<VecDeque<Answer>>,
     fixed: Option<Answer>,
     seen: Arc<Mutex<Vec<Request>>>,
@@ -38,7 +37,6 @@ impl FakeHook {
     pub fn answering(name: &str, answer: Answer) -> FakeHook {
         FakeHook {
             name: name.to_owned(),
-            builtin: false,
             script: Mutex::new(VecDeque::new()),
             fixed: Some(answer),
             seen: Arc::new(Mutex::new(Vec::new())),
@@ -78,12 +76,6 @@ impl FakeHook {
     /// A hook whose every call fails with `error`.
     pub fn failing(name: &str, error: HookError) -> FakeHook {
         FakeHook::answering(name, Err(error))
-    }
-
-    /// Marks the hook as built-in, so that it may set `runtime_class_name` and `fill_limits`.
-    pub fn builtin(mut self) -> FakeHook {
-        self.builtin = true;
-        self
     }
 
     /// Also writes the hook's name to `log` on every call, to see the order across hooks.
@@ -152,10 +144,6 @@ impl Hook for FakeHook {
         }
         let answer = self.next_answer();
         Box::pin(async move { answer })
-    }
-
-    fn is_builtin(&self) -> bool {
-        self.builtin
     }
 }
 
