@@ -209,11 +209,6 @@ fn dispatch(
     let chain = hooks::build(&config.hooks)
         .into_iter()
         .fold(Chain::new(settings.change_rules()), Chain::with_hook);
-    if config.supervise.fail_open && !chain.is_empty() {
-        tracing::warn!(
-            "execution.admission.fail_open is true: an attempt whose hook errors, times out, panics or is skipped by its breaker runs unchanged"
-        );
-    }
     let (listen, origin) = match metrics_listen {
         Some(listen) => (listen, "--metrics-listen"),
         None => (config.metrics_listen, config::METRICS_LISTEN),

@@ -68,9 +68,10 @@ pub enum Verdict {
         /// The cleaned reason.
         reason: String,
     },
-    /// A hook was broken (error, timeout, panic, or skipped by its breaker). Temporary.
+    /// A hook was broken (error, timeout, panic, or skipped by its breaker), or the chain budget
+    /// ran out before it answered. Temporary.
     Unavailable {
-        /// The broken hook.
+        /// The broken hook, or the hook the chain budget cut.
         hook: String,
         /// Why it gave no decision.
         error: HookError,
@@ -274,6 +275,7 @@ impl<'c> ChainRun<'c> {
                     HookError::Elapsed(_) => Outcome::Timeout,
                     HookError::Panicked(_) => Outcome::Panic,
                     HookError::Skipped => Outcome::Skipped,
+                    HookError::BudgetSpent(_) => Outcome::BudgetSpent,
                 };
                 if self.chain.fail_open {
                     failed_open = true;

@@ -89,7 +89,8 @@ pub enum Privilege {
     Privileged,
 }
 
-/// Why a hook call gave no decision. Every variant means the hook is broken, not that it decided.
+/// Why a hook call gave no decision. Every variant but [`HookError::BudgetSpent`] means the hook
+/// is broken, not that it decided.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum HookError {
     /// The hook returned an error; the text is the hook's own.
@@ -104,4 +105,18 @@ pub enum HookError {
     /// The hook's breaker is open, so the hook was not called.
     #[error("skipped while its breaker is open")]
     Skipped,
+    /// The hooks before this one spent the chain budget: the call was cut when the budget ran
+    /// out, after the time it carries, before its own timeout; or, with no budget left (zero),
+    /// the hook was not called. Not the hook's failure: its breaker does not count it.
+    #[error("{}: the chain budget was spent by the hooks before it", budget_cut(*.0))]
+    BudgetSpent(Duration),
+}
+
+/// How a budget cut of a call given `allowed` begins its message.
+fn budget_cut(allowed: Duration) -> String {
+    if allowed.is_zero() {
+        "not called".to_owned()
+    } else {
+        format!("cut after {allowed:?}")
+    }
 }
