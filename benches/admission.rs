@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use dexaflow_admission::admission::{
-    ChangeRules, Changes, Decision, Request, TaintEffect, Toleration, TolerationOperator, Unit,
-    apply_changes, clean_reason,
+    ChangeRules, Changes, Decision, Privilege, Request, TaintEffect, Toleration,
+    TolerationOperator, Unit, apply_changes, clean_reason,
 };
 use dexaflow_admission::hooks::{Policy, PolicySpec};
 
@@ -67,7 +67,7 @@ fn change_rules(c: &mut Criterion) {
             || request.clone(),
             |request| {
                 rules
-                    .check(black_box(&changes), false, request)
+                    .check(black_box(&changes), Privilege::Unprivileged, request)
                     .expect("the change passes");
                 apply_changes(request, black_box(&changes));
             },
@@ -126,7 +126,7 @@ fn executor_policy(c: &mut Criterion) {
                     panic!("the attempt passes every rule");
                 };
                 rules
-                    .check(&changes, true, request)
+                    .check(&changes, Privilege::Privileged, request)
                     .expect("the policy's changes pass");
                 apply_changes(request, &changes);
             },

@@ -221,11 +221,6 @@ fn dispatch(
         config.policy.as_ref(),
         settings.change_rules(),
     );
-    if config.supervise.fail_open && !chain.is_empty() {
-        tracing::warn!(
-            "execution.admission.fail_open is true: an attempt whose hook errors, times out, panics or is skipped by its breaker runs unchanged"
-        );
-    }
     let (listen, origin) = match metrics_listen {
         Some(listen) => (listen, "--metrics-listen"),
         None => (config.metrics_listen, config::METRICS_LISTEN),

@@ -13,7 +13,7 @@
 //! | `dexaflow_dispatch_workers_busy` | gauge | none |
 //!
 //! `outcome` is one of [`Outcome::as_str`]; a fail-open call counts twice, once under its cause
-//! (`error`, `timeout`, `panic`, `skipped`) and once as `fail_open`. `hook` is a hook's name from
+//! (`error`, `timeout`, `panic`, `skipped`, `budget_spent`) and once as `fail_open`. `hook` is a hook's name from
 //! the config, the only label that is not an outcome.
 //!
 //! [`Metrics`] builds one handle per metric and outcome once, so a hook call costs two atomic

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use common::{FakeHook, call_log, label, logged, node_selector, sample_request};
 use dexaflow_admission::admission::{
-    Chain, ChangeRules, Changes, Decision, HookError, Outcome, Recorded, Request, Verdict,
-    apply_changes,
+    Chain, ChangeRules, Changes, Decision, HookError, Outcome, Privilege, Recorded, Request,
+    Verdict, apply_changes,
 };
 
 fn chain() -> Chain {
@@ -201,6 +201,59 @@ async fn hook_error_makes_the_attempt_unavailable_naming_the_hook() {
     assert_eq!(later.calls(), 0);
 }
 
+#[tokio::test]
+async fn budget_cut_makes_the_attempt_unavailable_naming_the_hook_and_the_spent_budget() {
+    let chain = chain()
+        .with_hook(FakeHook::admitting("first").shared())
+        .with_hook(
+            FakeHook::failing("second", HookError::BudgetSpent(Duration::from_millis(200)))
+                .shared(),
+        );
+
+    let verdict = chain.admit(sample_request()).await;
+
+    assert_eq!(
+        verdict,
+        Verdict::Unavailable {
+            hook: "second".into(),
+            error: HookError::BudgetSpent(Duration::from_millis(200))
+        }
+    );
+    assert_eq!(
+        verdict.unavailable_cause().as_deref(),
+        Some("cut after 200ms: the chain budget was spent by the hooks before it")
+    );
+}
+
+#[test]
+fn hook_left_without_budget_is_reported_as_not_called() {
+    let verdict = Verdict::Unavailable {
+        hook: "third".into(),
+        error: HookError::BudgetSpent(Duration::ZERO),
+    };
+
+    assert_eq!(
+        verdict.unavailable_cause().as_deref(),
+        Some("not called: the chain budget was spent by the hooks before it")
+    );
+}
+
+#[test]
+fn every_hook_registered_through_with_hook_is_unprivileged() {
+    let chain = chain()
+        .with_hook(FakeHook::admitting("a").shared())
+        .with_hook(FakeHook::admitting("b").shared());
+
+    assert_eq!(
+        [0, 1, 2].map(|position| chain.privilege(position)),
+        [
+            Some(Privilege::Unprivileged),
+            Some(Privilege::Unprivileged),
+            None
+        ]
+    );
+}
+
 #[test]
 fn unavailable_cause_is_none_for_every_other_verdict() {
     let verdicts = [
@@ -280,6 +333,7 @@ async fn fail_open_passes_over_every_kind_of_broken_hook() {
         HookError::Elapsed(Duration::from_millis(500)),
         HookError::Panicked("index out of bounds".into()),
         HookError::Skipped,
+        HookError::BudgetSpent(Duration::from_millis(200)),
     ];
     for error in breakages {
         let original = sample_request();
@@ -461,6 +515,11 @@ fn each_result_is_recorded_with_its_outcome() {
             "panic",
         ),
         (Err(HookError::Skipped), Outcome::Skipped, "skipped"),
+        (
+            Err(HookError::BudgetSpent(Duration::from_millis(200))),
+            Outcome::BudgetSpent,
+            "budget_spent",
+        ),
     ];
     for (result, outcome, label) in cases {
         let chain = chain().with_hook(FakeHook::admitting("hook").shared());

@@ -10,13 +10,13 @@ use common::{
     FakeHook, annotation, equal_toleration, label, node_selector, sample_request, toleration,
 };
 use dexaflow_admission::admission::{
-    Chain, ChangeError, ChangeRules, Changes, Field, MAX_ANNOTATIONS_BYTES, QuantityError, Request,
-    ResourceList, TaintEffect, Toleration, TolerationOperator, Unit, Verdict, apply_changes,
-    parse_milli,
+    Chain, ChangeError, ChangeRules, Changes, Field, MAX_ANNOTATIONS_BYTES, Privilege,
+    QuantityError, Request, ResourceList, TaintEffect, Toleration, TolerationOperator, Unit,
+    Verdict, apply_changes, parse_milli,
 };
 
-const OPERATOR: bool = false;
-const BUILTIN: bool = true;
+const OPERATOR: Privilege = Privilege::Unprivileged;
+const PRIVILEGED: Privilege = Privilege::Privileged;
 
 fn rules() -> ChangeRules {
     ChangeRules {
@@ -694,7 +694,7 @@ fn invalid_service_account_name_is_refused_even_when_allowlisted() {
     ));
 }
 
-// Built-in only fields.
+// Fields only privileged hooks may set.
 
 #[tokio::test]
 async fn operator_hook_setting_runtime_class_name_is_refused() {
@@ -705,7 +705,7 @@ async fn operator_hook_setting_runtime_class_name_is_refused() {
 
     assert_eq!(
         check(&changes),
-        Err(ChangeError::BuiltinOnly {
+        Err(ChangeError::NotPrivileged {
             field: "runtime_class_name"
         })
     );
@@ -714,42 +714,37 @@ async fn operator_hook_setting_runtime_class_name_is_refused() {
         verdict,
         Verdict::Refuse {
             hook: "hook".into(),
-            reason: r#"hook "hook": runtime_class_name may only be set by a built-in hook"#.into(),
+            reason: r#"hook "hook": runtime_class_name may only be set by a privileged hook"#
+                .into(),
         }
     );
     assert_eq!(later_calls, 0);
 }
 
-#[tokio::test]
-async fn builtin_hook_may_set_runtime_class_name() {
+#[test]
+fn privileged_hook_may_set_runtime_class_name() {
     let changes = Changes {
         runtime_class_name: Some("gvisor".into()),
         ..Changes::default()
     };
-    let chain = Chain::new(rules()).with_hook(
-        FakeHook::changing("executor-policy", changes.clone())
-            .builtin()
-            .shared(),
-    );
+    let mut request = sample_request();
 
-    let verdict = chain.admit(sample_request()).await;
+    let checked = rules().check(&changes, PRIVILEGED, &request);
+    apply_changes(&mut request, &changes);
 
-    assert_eq!(rules().check(&changes, BUILTIN, &sample_request()), Ok(()));
-    let Verdict::Admit { request, .. } = verdict else {
-        panic!("expected an admit, got {verdict:?}")
-    };
+    assert_eq!(checked, Ok(()));
     assert_eq!(request.execution.runtime_class_name, "gvisor");
 }
 
 #[test]
-fn builtin_hook_setting_an_invalid_runtime_class_name_is_refused() {
+fn privileged_hook_setting_an_invalid_runtime_class_name_is_refused() {
     let changes = Changes {
         runtime_class_name: Some("G Visor".into()),
         ..Changes::default()
     };
 
     assert!(matches!(
-        rules().check(&changes, BUILTIN, &sample_request()),
+        rules().check(&changes, PRIVILEGED, &sample_request()),
         Err(ChangeError::InvalidName {
             field: "runtime class",
             ..
@@ -761,28 +756,23 @@ fn builtin_hook_setting_an_invalid_runtime_class_name_is_refused() {
 fn operator_hook_filling_limits_is_refused() {
     assert_eq!(
         check(&fill(Some("1"), None)),
-        Err(ChangeError::BuiltinOnly {
+        Err(ChangeError::NotPrivileged {
             field: "fill_limits"
         })
     );
 }
 
-#[tokio::test]
-async fn builtin_hook_fills_only_the_limits_that_are_empty() {
+#[test]
+fn privileged_hook_fills_only_the_limits_that_are_empty() {
     let mut original = sized_request(2);
     original.resources.limits.cpu = Some("1500m".into());
     let changes = fill(Some("2"), Some("1Gi"));
-    let chain = Chain::new(unit_rules()).with_hook(
-        FakeHook::changing("executor-policy", changes)
-            .builtin()
-            .shared(),
-    );
+    let mut request = original.clone();
 
-    let verdict = chain.admit(original.clone()).await;
+    let checked = unit_rules().check(&changes, PRIVILEGED, &request);
+    apply_changes(&mut request, &changes);
 
-    let Verdict::Admit { request, .. } = verdict else {
-        panic!("expected an admit, got {verdict:?}")
-    };
+    assert_eq!(checked, Ok(()));
     assert_eq!(
         request.resources.limits.cpu.as_deref(),
         Some("1500m"),
@@ -798,7 +788,7 @@ async fn builtin_hook_fills_only_the_limits_that_are_empty() {
 
 #[test]
 fn filled_limit_below_the_request_is_refused() {
-    let refused = unit_rules().check(&fill(Some("250m"), None), BUILTIN, &sized_request(1));
+    let refused = unit_rules().check(&fill(Some("250m"), None), PRIVILEGED, &sized_request(1));
 
     assert_eq!(
         refused,
@@ -809,7 +799,7 @@ fn filled_limit_below_the_request_is_refused() {
         })
     );
     assert_eq!(
-        unit_rules().check(&fill(Some("500m"), None), BUILTIN, &sized_request(1)),
+        unit_rules().check(&fill(Some("500m"), None), PRIVILEGED, &sized_request(1)),
         Ok(()),
         "a limit equal to the request is fine"
     );
@@ -820,19 +810,19 @@ fn filled_limit_above_size_times_unit_is_refused() {
     let request = sized_request(2);
 
     assert!(matches!(
-        unit_rules().check(&fill(Some("2001m"), None), BUILTIN, &request),
+        unit_rules().check(&fill(Some("2001m"), None), PRIVILEGED, &request),
         Err(ChangeError::InvalidFill { resource: "cpu", ref problem, .. })
             if problem == "above what the attempt's size allows"
     ));
     assert!(matches!(
-        unit_rules().check(&fill(None, Some("2049Mi")), BUILTIN, &request),
+        unit_rules().check(&fill(None, Some("2049Mi")), PRIVILEGED, &request),
         Err(ChangeError::InvalidFill {
             resource: "memory",
             ..
         })
     ));
     assert_eq!(
-        unit_rules().check(&fill(Some("2"), Some("2Gi")), BUILTIN, &request),
+        unit_rules().check(&fill(Some("2"), Some("2Gi")), PRIVILEGED, &request),
         Ok(()),
         "exactly size × unit is allowed"
     );
@@ -841,7 +831,11 @@ fn filled_limit_above_size_times_unit_is_refused() {
 #[test]
 fn filled_limits_have_no_ceiling_without_a_unit() {
     assert_eq!(
-        rules().check(&fill(Some("64"), Some("1Ti")), BUILTIN, &sized_request(1)),
+        rules().check(
+            &fill(Some("64"), Some("1Ti")),
+            PRIVILEGED,
+            &sized_request(1)
+        ),
         Ok(())
     );
 }
@@ -849,7 +843,7 @@ fn filled_limits_have_no_ceiling_without_a_unit() {
 #[test]
 fn filled_limit_that_is_no_quantity_is_refused() {
     assert!(matches!(
-        unit_rules().check(&fill(None, Some("lots")), BUILTIN, &sized_request(1)),
+        unit_rules().check(&fill(None, Some("lots")), PRIVILEGED, &sized_request(1)),
         Err(ChangeError::InvalidFill { resource: "memory", ref quantity, .. }) if quantity == "lots"
     ));
 }
@@ -925,15 +919,15 @@ fn empty_changes_change_nothing() {
 }
 
 #[test]
-fn only_runtime_class_name_and_fill_limits_are_builtin_only() {
+fn only_runtime_class_name_and_fill_limits_need_privilege() {
     assert!(
         Changes {
             runtime_class_name: Some("gvisor".into()),
             ..Changes::default()
         }
-        .has_builtin_only_field()
+        .has_privileged_field()
     );
-    assert!(fill(Some("1"), None).has_builtin_only_field());
+    assert!(fill(Some("1"), None).has_privileged_field());
     let everything_else = Changes {
         node_selector: node_selector("pool", "gpu").node_selector,
         tolerations: vec![equal_toleration("pool", "gpu")],
@@ -943,7 +937,7 @@ fn only_runtime_class_name_and_fill_limits_are_builtin_only() {
         annotations: annotation("example.com/note", "n").annotations,
         ..Changes::default()
     };
-    assert!(!everything_else.has_builtin_only_field());
+    assert!(!everything_else.has_privileged_field());
 }
 
 #[test]

@@ -9,7 +9,7 @@ use std::future::Future;
 
 use common::{FakeHook, sample_request};
 use dexaflow_admission::admission::{
-    Chain, ChangeRules, Changes, MAX_REASON_BYTES, Request, TaintEffect, Toleration,
+    Chain, ChangeRules, Changes, MAX_REASON_BYTES, Privilege, Request, TaintEffect, Toleration,
     TolerationOperator, Verdict, apply_changes, clean_reason, is_control_or_format,
     is_reserved_key, label_value_problem, qualified_name_problem,
 };
@@ -315,7 +315,7 @@ proptest! {
         let mut state = sample_request();
         let mut refused_by = None;
         for (i, change) in changes.iter().enumerate() {
-            if rules.check(change, false, &state).is_err() {
+            if rules.check(change, Privilege::Unprivileged, &state).is_err() {
                 refused_by = Some(i);
                 break;
             }

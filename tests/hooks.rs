@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use dexaflow_admission::admission::{
-    Chain, ChangeRules, Changes, Decision, Hook, Request, TaintEffect, Toleration,
+    Chain, ChangeRules, Changes, Decision, Hook, Privilege, Request, TaintEffect, Toleration,
     TolerationOperator, Verdict,
 };
 use dexaflow_admission::hooks::{
@@ -586,22 +586,22 @@ fn hook_spec_refuses_an_unknown_type() {
 }
 
 #[test]
-fn placement_check_refuses_a_change_only_builtin_hooks_may_make() {
+fn placement_check_refuses_a_change_only_privileged_hooks_may_make() {
     let spec = spec("{type: placement, name: p, groups: [{set: {runtime_class_name: gvisor}}]}");
 
     let errors = spec
         .check(&ChangeRules::default())
-        .expect_err("built-in only");
+        .expect_err("privileged only");
 
     assert!(
         errors[0]
             .to_string()
-            .contains("runtime_class_name may only be set by a built-in hook")
+            .contains("runtime_class_name may only be set by a privileged hook")
     );
 }
 
 #[test]
-fn build_keeps_the_declared_order_and_names_and_no_hook_is_builtin() {
+fn build_keeps_the_declared_order_and_names_and_no_hook_is_privileged() {
     let specs = [
         spec("{type: freeze, name: one, for: 1s}"),
         spec("{type: deny, name: two, match: {tenants: [x]}}"),
@@ -612,7 +612,10 @@ fn build_keeps_the_declared_order_and_names_and_no_hook_is_builtin() {
 
     let names: Vec<&str> = hooks.iter().map(|hook| hook.name()).collect();
     assert_eq!(names, ["one", "two", "gpu-placement"]);
-    assert!(hooks.iter().all(|hook| !hook.is_builtin()));
+    let chain = hooks
+        .into_iter()
+        .fold(Chain::new(ChangeRules::default()), Chain::with_hook);
+    assert!((0..3).all(|position| chain.privilege(position) == Some(Privilege::Unprivileged)));
 }
 
 #[tokio::test(start_paused = true)]

@@ -525,7 +525,7 @@ async fn an_operator_hook_setting_a_runtime_class_is_refused_as_an_operator_hook
     let dispatched = dispatch("{runtime_class_name: gvisor}", operator(hook), task("load")).await;
 
     dispatched.assert_refused_with(
-        "dispatch refused: admission: hook \"sneaky\": runtime_class_name may only be set by a built-in hook",
+        "dispatch refused: admission: hook \"sneaky\": runtime_class_name may only be set by a privileged hook",
     );
 }
 

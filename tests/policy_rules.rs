@@ -1,11 +1,8 @@
 //! The executor policy's rules on one request, without a dispatcher: the order of the checks,
 //! unset and empty rules, the image match, and the fill bounded by the unit (ADR 0063, ADR 0066).
 
-use dexaflow_admission::admission::{
-    Chain, ChangeRules, Decision, Request, ResourceList, Unit, Verdict,
-};
+use dexaflow_admission::admission::{ChangeRules, Decision, Request, ResourceList, Unit, Verdict};
 use dexaflow_admission::hooks::{Policy, PolicySpec};
-use std::sync::Arc;
 
 fn spec(yaml: &str) -> PolicySpec {
     let value: serde_yaml_ng::Value = serde_yaml_ng::from_str(yaml).expect("YAML");
@@ -242,11 +239,8 @@ fn the_chain_accepts_the_policy_s_fill_within_the_unit() {
         unit: Some(unit()),
         ..ChangeRules::default()
     };
-    let policy = Policy::new(
-        &spec("{resources: {max: {cpu: 4, memory: 16Gi}}}"),
-        rules.unit,
-    );
-    let chain = Chain::new(rules).with_last(Arc::new(policy));
+    let policy = spec("{resources: {max: {cpu: 4, memory: 16Gi}}}");
+    let chain = dexaflow_admission::hooks::chain(&[], Some(&policy), rules);
     let mut size_two = request();
     size_two.size = 2;
     size_two.resources.requests.cpu = Some("1".to_owned());

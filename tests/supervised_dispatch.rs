@@ -1,20 +1,24 @@
-//! Broken hooks on synchronous and on buffered dispatch, the full buffer, fail-open,
-//! cancellation and drain (ADR 0100 §5).
+//! Broken hooks on synchronous and on buffered dispatch, the chain budget, the full buffer,
+//! fail-open, cancellation and drain (ADR 0100 §5).
 
 mod common;
 mod fakes;
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::FakeHook;
-use dexaflow_admission::admission::{Decision, Hook, HookError, HookFuture, Request};
+use common::{FakeHook, RecordingObserver, Sleeping, on_paused_clock, sample_request};
+use dexaflow_admission::admission::{
+    Chain, ChangeRules, Decision, Hook, HookError, HookFuture, Outcome, Request, Verdict,
+};
 use dexaflow_admission::dispatch::task::{State, Task};
 use dexaflow_admission::dispatch::{Disposition, Drain, Offer, Settings, Tick};
-use dexaflow_admission::supervise::BreakerState;
+use dexaflow_admission::supervise::{BreakerState, Ignore, SupervisedChain};
 use fakes::{Harness, settings, start, supervision, task};
-use tokio::sync::Semaphore;
+use tokio::sync::{Notify, Semaphore};
+use tokio::time::Instant;
+use tracing_subscriber::fmt::MakeWriter;
 
 /// How a broken hook breaks.
 #[derive(Debug, Clone, Copy)]
@@ -48,6 +52,22 @@ impl Hook for Broken {
     }
 }
 
+/// Offers `tasks` to the harness's dispatcher, which takes them.
+async fn offer(harness: &Harness, tasks: Vec<Task>) {
+    harness
+        .dispatcher
+        .send(Offer(tasks))
+        .await
+        .expect("alive")
+        .expect("takes offers");
+}
+
+/// Offers `tasks`, then ticks once.
+async fn offer_and_tick(harness: &Harness, tasks: Vec<Task>) {
+    offer(harness, tasks).await;
+    harness.dispatcher.send(Tick).await.expect("alive");
+}
+
 fn buffered() -> Settings {
     Settings {
         buffer_size: 8,
@@ -66,13 +86,7 @@ async fn dispatch_once_with_broken_hook(
         calls: AtomicUsize::new(0),
     });
     let mut harness = start(settings, supervision(), vec![hook.clone() as Arc<dyn Hook>]);
-    harness
-        .dispatcher
-        .send(Offer(vec![task("load")]))
-        .await
-        .expect("alive")
-        .expect("takes offers");
-    harness.dispatcher.send(Tick).await.expect("alive");
+    offer_and_tick(&harness, vec![task("load")]).await;
     let settled = harness.next_settled().await;
     assert_eq!(settled.disposition, Disposition::Waiting);
     (harness, hook)
@@ -145,31 +159,99 @@ async fn hook_panic_on_buffered_dispatch_leaves_the_attempt_waiting_and_the_work
     assert_eq!(hook.calls.load(Ordering::SeqCst), 2);
 }
 
-#[actix::test]
-async fn chain_budget_caps_the_timeout_of_each_call() {
-    tokio::time::pause();
-    let slow = Arc::new(Broken {
-        breakage: Breakage::Timeout,
-        calls: AtomicUsize::new(0),
-    });
+/// Supervision with a 500ms timeout and a 600ms chain budget, and breakers that open on the
+/// first failure they count.
+fn budget_of_600ms() -> dexaflow_admission::supervise::Settings {
     let mut supervision = supervision();
-    supervision.chain_timeout = Duration::from_millis(300);
-    let mut harness = start(settings(), supervision, vec![slow as Arc<dyn Hook>]);
+    supervision.timeout = Duration::from_millis(500);
+    supervision.chain_timeout = Duration::from_millis(600);
+    supervision.breaker.failures = 1;
+    supervision
+}
 
-    harness
-        .dispatcher
-        .send(Offer(vec![task("load")]))
-        .await
-        .expect("alive")
-        .expect("offers");
-    harness.dispatcher.send(Tick).await.expect("alive");
-    harness.next_settled().await;
+#[test]
+fn chain_budget_spent_by_a_slow_first_hook_cuts_the_second_which_its_breaker_does_not_count() {
+    on_paused_clock(async {
+        let first = Sleeping::new("first", Duration::from_millis(400));
+        let second = Sleeping::new("second", Duration::from_millis(300));
+        let hooks: Vec<Arc<dyn Hook>> = vec![first.clone(), second.clone()];
+        let mut harness = start(settings(), budget_of_600ms(), hooks);
 
-    let row = harness.store.get(&task("load").key).expect("task stored");
-    assert_eq!(
-        row.failure_reason.as_deref(),
-        Some("admission hook unavailable: quota: timed out after 300ms")
-    );
+        offer_and_tick(&harness, vec![task("load")]).await;
+
+        assert_eq!(
+            harness.next_settled().await.disposition,
+            Disposition::Waiting
+        );
+        let row = harness.store.get(&task("load").key).expect("task stored");
+        assert_eq!(row.state, State::Scheduled);
+        assert_eq!(
+            row.failure_reason.as_deref(),
+            Some(
+                "admission hook unavailable: second: cut after 200ms: \
+                 the chain budget was spent by the hooks before it"
+            )
+        );
+        assert_eq!(row.dispatch_attempts, 0);
+        assert!(!row.token_minted);
+        assert!(harness.minter.minted().is_empty());
+        assert!(harness.executor.calls().is_empty());
+        assert_eq!((first.calls(), second.calls()), (1, 1));
+        for position in [0, 1] {
+            let gate = harness.gate(position);
+            assert_eq!(gate.consecutive_failures(), 0, "hook {position}");
+            assert_eq!(
+                gate.settled_state().await.expect("alive"),
+                BreakerState::Closed,
+                "hook {position}"
+            );
+        }
+    });
+}
+
+#[test]
+fn budget_cuts_count_as_budget_spent_and_under_fail_open_a_hook_with_no_budget_is_not_called() {
+    on_paused_clock(async {
+        let third = FakeHook::admitting("third").shared();
+        let chain = Chain::new(ChangeRules::default())
+            .with_hook(Sleeping::new("first", Duration::from_millis(400)))
+            .with_hook(Sleeping::new("second", Duration::from_millis(300)))
+            .with_hook(third.clone());
+        let mut supervision = budget_of_600ms();
+        supervision.fail_open = true;
+        let observer = Arc::new(RecordingObserver::default());
+        let supervised = SupervisedChain::start(chain, &supervision, observer.clone());
+        let started = Instant::now();
+
+        let verdict = supervised.admit(sample_request()).await;
+
+        assert_eq!(
+            verdict,
+            Verdict::Admit {
+                request: sample_request(),
+                changes: Default::default()
+            }
+        );
+        assert_eq!(started.elapsed(), Duration::from_millis(600));
+        assert_eq!(
+            observer.outcomes(),
+            [
+                Outcome::Admit,
+                Outcome::BudgetSpent,
+                Outcome::FailOpen,
+                Outcome::BudgetSpent,
+                Outcome::FailOpen
+            ]
+        );
+        assert_eq!(third.calls(), 0);
+        for supervised_hook in supervised.hooks() {
+            assert_eq!(supervised_hook.gate().consecutive_failures(), 0);
+            assert_eq!(
+                supervised_hook.gate().settled_state().await.expect("alive"),
+                BreakerState::Closed
+            );
+        }
+    });
 }
 
 #[actix::test]
@@ -182,12 +264,7 @@ async fn open_breaker_skips_the_hook_and_the_attempt_waits_without_a_timeout() {
     let mut supervision = supervision();
     supervision.breaker.failures = 1;
     let mut harness = start(settings(), supervision, vec![hook.clone() as Arc<dyn Hook>]);
-    harness
-        .dispatcher
-        .send(Offer(vec![task("a"), task("b")]))
-        .await
-        .expect("alive")
-        .expect("offers");
+    offer(&harness, vec![task("a"), task("b")]).await;
 
     let started = tokio::time::Instant::now();
     harness.dispatcher.send(Tick).await.expect("alive");
@@ -223,13 +300,7 @@ async fn fail_open_admits_the_attempt_of_a_broken_hook_unchanged() {
     supervision.fail_open = true;
     let mut harness = start(settings(), supervision, vec![hook as Arc<dyn Hook>]);
 
-    harness
-        .dispatcher
-        .send(Offer(vec![task("load")]))
-        .await
-        .expect("alive")
-        .expect("offers");
-    harness.dispatcher.send(Tick).await.expect("alive");
+    offer_and_tick(&harness, vec![task("load")]).await;
 
     assert_eq!(
         harness.next_settled().await.disposition,
@@ -249,13 +320,7 @@ async fn fail_open_never_admits_a_held_attempt() {
     let hook = FakeHook::holding("freeze", "frozen").shared();
     let mut harness = start(settings(), supervision, vec![hook as Arc<dyn Hook>]);
 
-    harness
-        .dispatcher
-        .send(Offer(vec![task("load")]))
-        .await
-        .expect("alive")
-        .expect("offers");
-    harness.dispatcher.send(Tick).await.expect("alive");
+    offer_and_tick(&harness, vec![task("load")]).await;
 
     assert_eq!(
         harness.next_settled().await.disposition,
@@ -265,9 +330,10 @@ async fn fail_open_never_admits_a_held_attempt() {
     assert!(harness.minter.minted().is_empty());
 }
 
-/// A hook that admits once the test adds a permit, and counts its calls.
+/// A hook that admits once the test adds a permit, counts its calls and signals each one.
 struct Gated {
     calls: AtomicUsize,
+    called: Notify,
     permits: Semaphore,
 }
 
@@ -278,6 +344,7 @@ impl Hook for Gated {
 
     fn admit<'a>(&'a self, _: &'a Request) -> HookFuture<'a> {
         self.calls.fetch_add(1, Ordering::SeqCst);
+        self.called.notify_one();
         Box::pin(async move {
             self.permits.acquire().await.expect("open").forget();
             Ok(Decision::Admit)
@@ -288,8 +355,17 @@ impl Hook for Gated {
 fn gated() -> Arc<Gated> {
     Arc::new(Gated {
         calls: AtomicUsize::new(0),
+        called: Notify::new(),
         permits: Semaphore::new(0),
     })
+}
+
+/// Waits until `hook` has been called, failing instead of waiting for ever if it never is.
+async fn until_called(hook: &Gated) {
+    // A guard, not a measurement: on a paused clock it ends at once when nothing else can run.
+    tokio::time::timeout(Duration::from_secs(60), hook.called.notified())
+        .await
+        .expect("the hook is called");
 }
 
 #[actix::test]
@@ -302,12 +378,7 @@ async fn full_buffer_defers_the_attempt_without_spending_a_dispatch_attempt() {
     };
     let mut harness = start(settings, supervision(), vec![hook.clone() as Arc<dyn Hook>]);
     let tasks: Vec<Task> = ["a", "b", "c"].into_iter().map(task).collect();
-    harness
-        .dispatcher
-        .send(Offer(tasks))
-        .await
-        .expect("alive")
-        .expect("offers");
+    offer(&harness, tasks).await;
 
     let report = harness.dispatcher.send(Tick).await.expect("alive");
     let deferred = harness.next_settled().await;
@@ -335,14 +406,7 @@ async fn deferred_attempt_is_dispatched_on_a_later_tick() {
         ..settings()
     };
     let mut harness = start(settings, supervision(), vec![hook as Arc<dyn Hook>]);
-    harness
-        .dispatcher
-        .send(Offer(vec![task("a"), task("b")]))
-        .await
-        .expect("alive")
-        .expect("offers");
-
-    harness.dispatcher.send(Tick).await.expect("alive");
+    offer_and_tick(&harness, vec![task("a"), task("b")]).await;
     let first = [harness.next_settled().await, harness.next_settled().await];
     harness.dispatcher.send(Tick).await.expect("alive");
     let second = harness.next_settled().await;
@@ -377,16 +441,8 @@ async fn drain_hands_back_buffered_attempts_and_lets_the_one_in_flight_finish() 
     };
     let mut harness = start(settings, supervision(), vec![hook.clone() as Arc<dyn Hook>]);
     let tasks: Vec<Task> = ["a", "b", "c"].into_iter().map(task).collect();
-    harness
-        .dispatcher
-        .send(Offer(tasks))
-        .await
-        .expect("alive")
-        .expect("offers");
-    harness.dispatcher.send(Tick).await.expect("alive");
-    while hook.calls.load(Ordering::SeqCst) == 0 {
-        tokio::task::yield_now().await;
-    }
+    offer_and_tick(&harness, tasks).await;
+    until_called(&hook).await;
 
     let drain = harness.dispatcher.send(Drain);
     hook.permits.add_permits(1);
@@ -437,16 +493,8 @@ async fn drain_past_its_timeout_cancels_the_call_which_counts_nothing() {
         ..settings()
     };
     let mut harness = start(settings, supervision(), vec![hook.clone() as Arc<dyn Hook>]);
-    harness
-        .dispatcher
-        .send(Offer(vec![task("a")]))
-        .await
-        .expect("alive")
-        .expect("offers");
-    harness.dispatcher.send(Tick).await.expect("alive");
-    while hook.calls.load(Ordering::SeqCst) == 0 {
-        tokio::task::yield_now().await;
-    }
+    offer_and_tick(&harness, vec![task("a")]).await;
+    until_called(&hook).await;
 
     let report = harness.dispatcher.send(Drain).await.expect("alive");
 
@@ -513,12 +561,7 @@ async fn attempts_held_on_every_tick_do_not_keep_later_attempts_from_the_buffer(
         vec![Arc::new(HoldsFirstTwo) as Arc<dyn Hook>],
     );
     let tasks: Vec<Task> = ["a", "b", "c", "d"].into_iter().map(task).collect();
-    harness
-        .dispatcher
-        .send(Offer(tasks))
-        .await
-        .expect("alive")
-        .expect("offers");
+    offer(&harness, tasks).await;
 
     let mut offers = 0;
     for _ in 0..4 {
@@ -554,14 +597,7 @@ async fn deferred_attempt_is_the_first_the_next_tick_offers() {
     };
     let mut harness = start(settings, supervision(), vec![hook as Arc<dyn Hook>]);
     let tasks: Vec<Task> = ["a", "b", "c"].into_iter().map(task).collect();
-    harness
-        .dispatcher
-        .send(Offer(tasks))
-        .await
-        .expect("alive")
-        .expect("offers");
-
-    harness.dispatcher.send(Tick).await.expect("alive");
+    offer_and_tick(&harness, tasks).await;
     let first = [harness.next_settled().await, harness.next_settled().await];
     harness.dispatcher.send(Tick).await.expect("alive");
     let second = [harness.next_settled().await, harness.next_settled().await];
@@ -584,4 +620,68 @@ async fn deferred_attempt_is_the_first_the_next_tick_offers() {
             .any(|settled| (settled.key.clone(), settled.disposition)
                 == (task("c").key, Disposition::Deferred))
     );
+}
+
+/// A log sink a test can read back.
+#[derive(Clone, Default)]
+struct CapturedLog(Arc<Mutex<Vec<u8>>>);
+
+impl CapturedLog {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().expect("no test panics while logging")).into_owned()
+    }
+}
+
+impl std::io::Write for CapturedLog {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .expect("no test panics while logging")
+            .extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> MakeWriter<'a> for CapturedLog {
+    type Writer = CapturedLog;
+
+    fn make_writer(&'a self) -> CapturedLog {
+        self.clone()
+    }
+}
+
+/// What starting a supervised chain of one hook logs, with `fail_open` as given.
+fn log_of_a_chain_starting(fail_open: bool) -> String {
+    let log = CapturedLog::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(log.clone())
+        .with_ansi(false)
+        .finish();
+    let _logging = tracing::subscriber::set_default(subscriber);
+    let mut supervision = supervision();
+    supervision.fail_open = fail_open;
+    let chain = Chain::new(ChangeRules::default()).with_hook(FakeHook::admitting("quota").shared());
+    SupervisedChain::start(chain, &supervision, Arc::new(Ignore));
+    log.text()
+}
+
+#[actix::test]
+async fn fail_open_is_logged_as_a_warning_when_a_supervised_chain_starts_with_it() {
+    let log = log_of_a_chain_starting(true);
+
+    assert!(
+        log.contains("WARN") && log.contains("fail-open is on"),
+        "{log}"
+    );
+}
+
+#[actix::test]
+async fn nothing_about_fail_open_is_logged_when_it_is_off() {
+    let log = log_of_a_chain_starting(false);
+
+    assert!(!log.contains("fail-open"), "{log}");
 }

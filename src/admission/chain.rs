@@ -8,16 +8,21 @@
 use std::sync::Arc;
 
 use super::{
-    ChangeRules, Changes, Decision, Hook, HookError, Outcome, Request, apply_changes, clean_reason,
+    ChangeRules, Changes, Decision, Hook, HookError, Outcome, Privilege, Request, apply_changes,
+    clean_reason,
 };
 
-/// The registered hooks, in order, with the rules their changes must pass.
+/// The registered hooks, in order, with the privilege each was registered with and the rules
+/// their changes must pass.
 #[derive(Clone)]
 pub struct Chain {
     hooks: Vec<Arc<dyn Hook>>,
+    // `privileges[i]` is what the registration of `hooks[i]` granted.
+    privileges: Vec<Privilege>,
     rules: ChangeRules,
     fail_open: bool,
-    /// Whether the last of `hooks` was registered with [`Chain::with_last`] and stays last.
+    /// Whether the last of `hooks` was registered with [`Chain::with_privileged_last`] and
+    /// stays last.
     sealed: bool,
 }
 
@@ -32,6 +37,7 @@ impl std::fmt::Debug for Chain {
                     .map(|hook| hook.name())
                     .collect::<Vec<_>>(),
             )
+            .field("privileges", &self.privileges)
             .field("rules", &self.rules)
             .field("fail_open", &self.fail_open)
             .field("sealed", &self.sealed)
@@ -66,9 +72,10 @@ pub enum Verdict {
         /// The cleaned reason.
         reason: String,
     },
-    /// A hook was broken (error, timeout, panic, or skipped by its breaker). Temporary.
+    /// A hook was broken (error, timeout, panic, or skipped by its breaker), or the chain budget
+    /// ran out before it answered. Temporary.
     Unavailable {
-        /// The broken hook.
+        /// The broken hook, or the hook the chain budget cut.
         hook: String,
         /// Why it gave no decision.
         error: HookError,
@@ -100,28 +107,38 @@ impl Chain {
     pub fn new(rules: ChangeRules) -> Chain {
         Chain {
             hooks: Vec::new(),
+            privileges: Vec::new(),
             rules,
             fail_open: false,
             sealed: false,
         }
     }
 
-    /// Registers `hook` after the hooks already registered, and before the last hook set with
-    /// [`Chain::with_last`], which nothing can follow.
+    /// Registers `hook` after the hooks already registered, unprivileged (its changes may not
+    /// set `runtime_class_name` or fill limits, see [`Privilege`]), and before the last hook
+    /// the crate set with [`Chain::with_privileged_last`], which nothing can follow.
     pub fn with_hook(mut self, hook: Arc<dyn Hook>) -> Chain {
         let at = self.hooks.len() - usize::from(self.sealed);
         self.hooks.insert(at, hook);
+        self.privileges.insert(at, Privilege::Unprivileged);
         self
     }
 
-    /// Registers `hook` as the last hook of the chain, whatever is registered after: the
-    /// executor policy (ADR 0100 §7), whose rules apply to the result of every other hook. A
-    /// second call replaces the first, so there is one last hook.
-    pub fn with_last(mut self, hook: Arc<dyn Hook>) -> Chain {
+    /// Registers one of the crate's own hooks, privileged, as the last hook of the chain,
+    /// whatever is registered after it: the executor policy (ADR 0100 §7), whose rules apply
+    /// to the result of every other hook and which may also set `runtime_class_name` and fill
+    /// empty limits within the unit. A second call replaces the first, so there is one last
+    /// hook.
+    ///
+    /// Only the crate can call this, so an operator's hook can never be privileged, nor keep
+    /// the policy from being last.
+    pub(crate) fn with_privileged_last(mut self, hook: Arc<dyn Hook>) -> Chain {
         if self.sealed {
             self.hooks.pop();
+            self.privileges.pop();
         }
         self.hooks.push(hook);
+        self.privileges.push(Privilege::Privileged);
         self.sealed = true;
         self
     }
@@ -141,6 +158,11 @@ impl Chain {
     /// The hooks in the order they run.
     pub fn hooks(&self) -> &[Arc<dyn Hook>] {
         &self.hooks
+    }
+
+    /// The privilege the hook at `position` was registered with; `None` past the last hook.
+    pub fn privilege(&self, position: usize) -> Option<Privilege> {
+        self.privileges.get(position).copied()
     }
 
     /// The rules every hook's changes must pass.
@@ -216,17 +238,14 @@ impl<'c> ChainRun<'c> {
     /// When called after the chain has decided; drivers call it once per [`Self::next_hook`].
     pub fn record(&mut self, result: Result<Decision, HookError>) -> Recorded {
         let hook = self.next_hook().expect("record follows next_hook").clone();
+        let privilege = self.chain.privileges[self.next];
         self.next += 1;
         let name = || hook.name().to_owned();
         let mut failed_open = false;
         let outcome = match result {
             Ok(Decision::Admit) => Outcome::Admit,
             Ok(Decision::AdmitWith(changes)) => {
-                match self
-                    .chain
-                    .rules
-                    .check(&changes, hook.is_builtin(), &self.request)
-                {
+                match self.chain.rules.check(&changes, privilege, &self.request) {
                     Ok(()) => {
                         apply_changes(&mut self.request, &changes);
                         self.changes.merge(changes);
@@ -261,6 +280,7 @@ impl<'c> ChainRun<'c> {
                     HookError::Elapsed(_) => Outcome::Timeout,
                     HookError::Panicked(_) => Outcome::Panic,
                     HookError::Skipped => Outcome::Skipped,
+                    HookError::BudgetSpent(_) => Outcome::BudgetSpent,
                 };
                 if self.chain.fail_open {
                     failed_open = true;
@@ -285,5 +305,94 @@ impl<'c> ChainRun<'c> {
             request: self.request,
             changes: self.changes,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admission::{HookFuture, ResourceList};
+
+    /// Answers every attempt with the same changes.
+    struct Changing(Changes);
+
+    impl Hook for Changing {
+        fn name(&self) -> &str {
+            "policy"
+        }
+
+        fn admit<'a>(&'a self, _: &'a Request) -> HookFuture<'a> {
+            let changes = self.0.clone();
+            Box::pin(async move { Ok(Decision::AdmitWith(changes)) })
+        }
+    }
+
+    /// A runtime class and a CPU limit to fill: what only a privileged hook may change.
+    fn privileged_changes() -> Changes {
+        Changes {
+            runtime_class_name: Some("gvisor".to_owned()),
+            fill_limits: Some(ResourceList {
+                cpu: Some("1".to_owned()),
+                ..ResourceList::default()
+            }),
+            ..Changes::default()
+        }
+    }
+
+    /// Records what the only hook of `chain` answers, as a driver would.
+    fn record_the_answer(chain: &Chain) -> (Recorded, Verdict) {
+        let mut run = chain.start(Request::new("acme", "etl", "load"));
+        let recorded = run.record(Ok(Decision::AdmitWith(privileged_changes())));
+        (recorded, run.finish())
+    }
+
+    #[test]
+    fn hook_the_crate_registers_privileged_may_set_a_runtime_class_and_fill_limits() {
+        let chain = Chain::new(ChangeRules::default())
+            .with_privileged_last(Arc::new(Changing(privileged_changes())));
+
+        let (recorded, verdict) = record_the_answer(&chain);
+
+        assert_eq!(recorded.outcome, Outcome::AdmitWith);
+        let Verdict::Admit { request, changes } = verdict else {
+            panic!("expected an admit, got {verdict:?}")
+        };
+        assert_eq!(request.execution.runtime_class_name, "gvisor");
+        assert_eq!(request.resources.limits.cpu.as_deref(), Some("1"));
+        assert_eq!(changes, privileged_changes());
+    }
+
+    #[test]
+    fn same_hook_registered_through_with_hook_is_refused_what_privilege_allows() {
+        let chain =
+            Chain::new(ChangeRules::default()).with_hook(Arc::new(Changing(privileged_changes())));
+
+        let (recorded, verdict) = record_the_answer(&chain);
+
+        assert_eq!(recorded.outcome, Outcome::InvalidChange);
+        assert_eq!(
+            verdict,
+            Verdict::Refuse {
+                hook: "policy".to_owned(),
+                reason: r#"hook "policy": runtime_class_name may only be set by a privileged hook"#
+                    .to_owned(),
+            }
+        );
+    }
+
+    #[test]
+    fn privilege_is_recorded_per_registration_in_chain_order() {
+        let chain = Chain::new(ChangeRules::default())
+            .with_hook(Arc::new(Changing(Changes::default())))
+            .with_privileged_last(Arc::new(Changing(Changes::default())));
+
+        assert_eq!(
+            [0, 1, 2].map(|position| chain.privilege(position)),
+            [
+                Some(Privilege::Unprivileged),
+                Some(Privilege::Privileged),
+                None
+            ]
+        );
     }
 }

@@ -8,7 +8,7 @@ use super::names::{
     is_reserved_key, label_value_problem, qualified_name_problem, subdomain_problem,
 };
 use super::quantity::parse_milli;
-use super::{Changes, Request, TaintEffect, TolerationOperator};
+use super::{Changes, Privilege, Request, TaintEffect, TolerationOperator};
 
 /// The most bytes all annotation keys and values of a pod may take together, as Kubernetes
 /// checks it.
@@ -25,7 +25,7 @@ pub struct ChangeRules {
     pub priority_classes: Option<BTreeSet<String>>,
     /// The default task service account, which a hook may always set.
     pub default_service_account: String,
-    /// The resource unit, which bounds limits a built-in hook fills; `None` when not configured.
+    /// The resource unit, which bounds limits a privileged hook fills; `None` when not configured.
     pub unit: Option<Unit>,
 }
 
@@ -130,13 +130,13 @@ pub enum ChangeError {
         /// The priority class.
         name: String,
     },
-    /// An operator hook set a field only built-in hooks may set.
-    #[error("{field} may only be set by a built-in hook")]
-    BuiltinOnly {
+    /// An unprivileged hook set a field only a privileged hook may set (see [`Privilege`]).
+    #[error("{field} may only be set by a privileged hook")]
+    NotPrivileged {
         /// `runtime_class_name` or `fill_limits`.
         field: &'static str,
     },
-    /// A built-in hook filled a limit that does not parse, is below the request or above the
+    /// A privileged hook filled a limit that does not parse, is below the request or above the
     /// attempt's size.
     #[error("fill_limits.{resource} {quantity:?} is invalid: {problem}")]
     InvalidFill {
@@ -150,25 +150,28 @@ pub enum ChangeError {
 }
 
 impl ChangeRules {
-    /// Checks `changes` from a hook against these rules and against what Kubernetes accepts, for
-    /// the request as it stands before the changes.
+    /// Checks `changes` from a hook registered with `privilege` against these rules and against
+    /// what Kubernetes accepts, for the request as it stands before the changes.
+    ///
+    /// The privilege is the one the chain recorded when it registered the hook
+    /// ([`super::Chain::privilege`]), never one the hook claims.
     ///
     /// # Errors
     /// The first [`ChangeError`] found; the request must then be left as it was.
     pub fn check(
         &self,
         changes: &Changes,
-        is_builtin: bool,
+        privilege: Privilege,
         request: &Request,
     ) -> Result<(), ChangeError> {
-        if !is_builtin {
+        if privilege == Privilege::Unprivileged {
             if changes.runtime_class_name.is_some() {
-                return Err(ChangeError::BuiltinOnly {
+                return Err(ChangeError::NotPrivileged {
                     field: "runtime_class_name",
                 });
             }
             if changes.fill_limits.is_some() {
-                return Err(ChangeError::BuiltinOnly {
+                return Err(ChangeError::NotPrivileged {
                     field: "fill_limits",
                 });
             }

@@ -34,7 +34,8 @@ pub enum Decision {
 /// What a hook may change on an attempt (ADR 0100 §3, §7).
 ///
 /// Never the image, command, environment, namespace or resources. `runtime_class_name` and
-/// `fill_limits` are for built-in hooks only; an operator hook that sets them is refused.
+/// `fill_limits` are for privileged hooks only (see [`super::Privilege`]); any other hook that
+/// sets them is refused.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Changes {
@@ -56,10 +57,10 @@ pub struct Changes {
     /// Merged into the annotations; the hook's keys win.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub annotations: BTreeMap<String, String>,
-    /// Built-in only: the runtime class of the pod.
+    /// Privileged hooks only: the runtime class of the pod.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime_class_name: Option<String>,
-    /// Built-in only: limits for the resources that have none, within the attempt's size.
+    /// Privileged hooks only: limits for the resources that have none, within the attempt's size.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fill_limits: Option<ResourceList>,
 }
@@ -70,8 +71,8 @@ impl Changes {
         *self == Changes::default()
     }
 
-    /// Whether these changes set a field only built-in hooks may set.
-    pub fn has_builtin_only_field(&self) -> bool {
+    /// Whether these changes set a field only privileged hooks may set.
+    pub fn has_privileged_field(&self) -> bool {
         self.runtime_class_name.is_some() || self.fill_limits.is_some()
     }
 

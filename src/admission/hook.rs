@@ -52,17 +52,45 @@ pub trait Hook: Send + Sync {
     /// The dispatcher drops the future when the dispatch is cancelled (shutdown, an ended tick);
     /// a hook must not rely on running to completion.
     fn admit<'a>(&'a self, request: &'a Request) -> HookFuture<'a>;
-
-    /// Whether this is a built-in hook, which may set `runtime_class_name` and fill limits.
-    ///
-    /// Only hooks this crate ships return `true`; an operator hook that claims it is still an
-    /// operator hook in every other respect.
-    fn is_builtin(&self) -> bool {
-        false
-    }
 }
 
-/// Why a hook call gave no decision. Every variant means the hook is broken, not that it decided.
+/// What a registered hook may change beyond what every hook may (ADR 0100 §7).
+///
+/// A hook does not say what it may do: the chain records it when the hook is registered.
+/// [`super::Chain::with_hook`], the only registration open outside this crate, registers every
+/// hook [`Privilege::Unprivileged`]; only this crate can register a hook privileged, and does so
+/// for its own executor policy (ADR 0063), which it registers last. The hooks a config declares
+/// (`placement`, `freeze`, `deny`) are the crate's too, but they are unprivileged: a hook the
+/// crate ships is not thereby privileged.
+///
+/// No trait method or registration path outside the crate grants it:
+///
+/// ```compile_fail
+/// use std::sync::Arc;
+/// use dexaflow_admission::admission::{Chain, ChangeRules, Decision, Hook, HookFuture, Request};
+///
+/// struct Claims;
+/// impl Hook for Claims {
+///     fn name(&self) -> &str { "claims" }
+///     fn admit<'a>(&'a self, _: &'a Request) -> HookFuture<'a> {
+///         Box::pin(async { Ok(Decision::Admit) })
+///     }
+/// }
+/// // Private to the crate: an operator's hook cannot be registered privileged.
+/// let chain = Chain::new(ChangeRules::default()).with_privileged_last(Arc::new(Claims));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Privilege {
+    /// Every operator hook, and the hooks the crate ships for a config to declare: may change
+    /// what ADR 0100 §3 lists, nothing more.
+    Unprivileged,
+    /// A hook the crate registered as privileged: may also set `runtime_class_name` and fill
+    /// empty resource limits within the resource unit.
+    Privileged,
+}
+
+/// Why a hook call gave no decision. Every variant but [`HookError::BudgetSpent`] means the hook
+/// is broken, not that it decided.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum HookError {
     /// The hook returned an error; the text is the hook's own.
@@ -77,4 +105,18 @@ pub enum HookError {
     /// The hook's breaker is open, so the hook was not called.
     #[error("skipped while its breaker is open")]
     Skipped,
+    /// The hooks before this one spent the chain budget: the call was cut when the budget ran
+    /// out, after the time it carries, before its own timeout; or, with no budget left (zero),
+    /// the hook was not called. Not the hook's failure: its breaker does not count it.
+    #[error("{}: the chain budget was spent by the hooks before it", budget_cut(*.0))]
+    BudgetSpent(Duration),
+}
+
+/// How a budget cut of a call given `allowed` begins its message.
+fn budget_cut(allowed: Duration) -> String {
+    if allowed.is_zero() {
+        "not called".to_owned()
+    } else {
+        format!("cut after {allowed:?}")
+    }
 }

@@ -7,7 +7,7 @@
 //! | ADR 0100 | here |
 //! |---|---|
 //! | §1 the contract | [`Request`], [`Decision`], [`Changes`], [`Toleration`], [`Hook`] |
-//! | §3, §4, §7 what a hook may change | [`ChangeRules`], [`ChangeError`], [`apply_changes`] |
+//! | §3, §4, §7 what a hook may change | [`ChangeRules`], [`ChangeError`], [`apply_changes`], [`Privilege`] |
 //! | §4 the image allowlist rule | [`image_allowed`] |
 //! | §5 reasons | [`clean_reason`] |
 //! | §6 the chain | [`Chain`], [`ChainRun`], [`Verdict`] |
@@ -29,7 +29,7 @@ mod toleration;
 pub use chain::{Chain, ChainRun, Recorded, Verdict};
 pub use changes::{ChangeError, ChangeRules, Field, MAX_ANNOTATIONS_BYTES, Unit, apply_changes};
 pub use decision::{Changes, Decision};
-pub use hook::{Hook, HookError, HookFuture};
+pub use hook::{Hook, HookError, HookFuture, Privilege};
 pub use image::{image_allowed, image_repository};
 pub use names::{
     dns_label_problem, is_reserved_key, label_value_problem, qualified_name_problem,

@@ -23,7 +23,10 @@ pub enum Outcome {
     Panic,
     /// The breaker skipped the hook.
     Skipped,
-    /// A broken or skipped hook was passed over because `fail_open` is set.
+    /// The chain budget ran out before the hook answered, spent by the hooks before it: the
+    /// call was cut, or not made. Not the hook's failure.
+    BudgetSpent,
+    /// A broken, skipped or budget-cut hook was passed over because `fail_open` is set.
     FailOpen,
     /// The dispatch was cancelled while the call ran.
     Cancelled,
@@ -31,7 +34,7 @@ pub enum Outcome {
 
 impl Outcome {
     /// Every outcome, in declaration order.
-    pub const ALL: [Outcome; 11] = [
+    pub const ALL: [Outcome; 12] = [
         Outcome::Admit,
         Outcome::AdmitWith,
         Outcome::Hold,
@@ -41,6 +44,7 @@ impl Outcome {
         Outcome::Timeout,
         Outcome::Panic,
         Outcome::Skipped,
+        Outcome::BudgetSpent,
         Outcome::FailOpen,
         Outcome::Cancelled,
     ];
@@ -57,6 +61,7 @@ impl Outcome {
             Outcome::Timeout => "timeout",
             Outcome::Panic => "panic",
             Outcome::Skipped => "skipped",
+            Outcome::BudgetSpent => "budget_spent",
             Outcome::FailOpen => "fail_open",
             Outcome::Cancelled => "cancelled",
         }
@@ -64,7 +69,8 @@ impl Outcome {
 
     /// Whether the hook is broken by this outcome, which is what a breaker counts.
     ///
-    /// Admit, AdmitWith, Hold, Refuse and an invalid change are the hook working.
+    /// Admit, AdmitWith, Hold, Refuse and an invalid change are the hook working; a skip or a
+    /// budget cut is no call of the hook's own making.
     pub fn is_failure(self) -> bool {
         matches!(self, Outcome::Error | Outcome::Timeout | Outcome::Panic)
     }

@@ -112,7 +112,7 @@ pub struct Execution {
     /// The pod's priority class; empty for none.
     #[serde(default)]
     pub priority_class: String,
-    /// The runtime class; only built-in hooks may set it.
+    /// The runtime class; only privileged hooks may set it.
     #[serde(default)]
     pub runtime_class_name: String,
     /// Labels put on the pod.

@@ -3,9 +3,9 @@
 //!
 //! Each entry is tagged by `type`, has a `name` unique in the chain, and becomes one
 //! [`crate::admission::Hook`]; the chain runs them in the order they are listed, each seeing the
-//! earlier hooks' changes (ADR 0100 §6). They are operator-style hooks
-//! ([`crate::admission::Hook::is_builtin`] is `false`): they set only fields any hook may set.
-//! [`chain`] registers them, then the policy when one is set, after all of them.
+//! earlier hooks' changes (ADR 0100 §6). They are registered unprivileged, like an operator's
+//! hook ([`crate::admission::Privilege`]): they set only fields any hook may set. [`chain`]
+//! registers them, then the executor policy when one is set, last and privileged.
 //!
 //! | `type` | hook | answers |
 //! |---|---|---|

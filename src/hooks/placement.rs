@@ -4,7 +4,9 @@ use serde::{Deserialize, Serialize};
 
 use std::collections::BTreeMap;
 
-use crate::admission::{ChangeError, ChangeRules, Changes, Decision, Hook, HookFuture, Request};
+use crate::admission::{
+    ChangeError, ChangeRules, Changes, Decision, Hook, HookFuture, Privilege, Request,
+};
 
 use super::{Matcher, SpecError};
 
@@ -95,7 +97,7 @@ fn change_problems(rules: &ChangeRules, set: &Changes) -> Vec<ChangeError> {
     // The rules look at the request only for the total annotation size, which an empty request
     // leaves entirely to the group.
     let request = Request::new("", "", "");
-    let check = |part: Changes| rules.check(&part, false, &request).err();
+    let check = |part: Changes| rules.check(&part, Privilege::Unprivileged, &request).err();
     let entry = |(key, value): (&String, &String)| BTreeMap::from([(key.clone(), value.clone())]);
     let parts = (set.node_selector.iter().map(|pair| Changes {
         node_selector: entry(pair),
@@ -117,7 +119,7 @@ fn change_problems(rules: &ChangeRules, set: &Changes) -> Vec<ChangeError> {
         priority_class: Some(name.clone()),
         ..Changes::default()
     }))
-    .chain(set.has_builtin_only_field().then(|| Changes {
+    .chain(set.has_privileged_field().then(|| Changes {
         runtime_class_name: set.runtime_class_name.clone(),
         fill_limits: set.fill_limits.clone(),
         ..Changes::default()

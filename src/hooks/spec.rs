@@ -168,7 +168,7 @@ pub fn chain(specs: &[HookSpec], policy: Option<&PolicySpec>, rules: ChangeRules
         .into_iter()
         .fold(Chain::new(rules), Chain::with_hook);
     match policy {
-        Some(spec) => chain.with_last(Arc::new(Policy::new(spec, unit))),
+        Some(spec) => chain.with_privileged_last(Arc::new(Policy::new(spec, unit))),
         None => chain,
     }
 }

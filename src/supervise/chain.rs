@@ -6,13 +6,17 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{Breaker, Observer, Settings, Supervised};
-use crate::admission::{Chain, Request, Verdict};
+use super::{Gate, Limit, Observer, Settings, Supervised};
+use crate::admission::{Chain, Outcome, Request, Verdict};
 
 /// A chain whose every call is supervised: breaker gate, timeout, panic recovery.
 ///
 /// Each call gets `min(timeout, what is left of chain_timeout)`, so several slow hooks cannot
-/// stall one attempt past the chain budget.
+/// stall one attempt past the chain budget. A call that the rest of the budget ends, rather than
+/// its own timeout, is cut because the hooks before it spent the budget: it is
+/// [`crate::admission::HookError::BudgetSpent`], its breaker does not count it, and a hook with
+/// no budget left is not called at all. Either makes the attempt unavailable, or under fail-open
+/// is passed over, as any broken call.
 #[derive(Clone)]
 pub struct SupervisedChain {
     chain: Chain,
@@ -35,7 +39,8 @@ impl std::fmt::Debug for SupervisedChain {
 impl SupervisedChain {
     /// Starts one breaker per hook of `chain` on the current arbiter and supervises the chain.
     ///
-    /// `settings.fail_open` overrides the chain's own fail-open flag.
+    /// `settings.fail_open` overrides the chain's own fail-open flag. When it is set and the chain
+    /// has a hook, this logs a warning: every command that supervises a chain says so at boot.
     ///
     /// # Panics
     /// Outside a running actix system (the breakers are actors).
@@ -45,12 +50,17 @@ impl SupervisedChain {
         observer: Arc<dyn Observer>,
     ) -> SupervisedChain {
         let chain = chain.with_fail_open(settings.fail_open);
+        if settings.fail_open && !chain.is_empty() {
+            tracing::warn!(
+                "fail-open is on: an attempt whose hook errors, times out, panics, is skipped by its breaker or is cut by the chain budget runs unchanged"
+            );
+        }
         let hooks = chain
             .hooks()
             .iter()
             .enumerate()
             .map(|(position, hook)| {
-                let gate = Breaker::start_for(
+                let gate = Gate::start(
                     position,
                     hook.name(),
                     settings.breaker.clone(),
@@ -86,20 +96,21 @@ impl SupervisedChain {
     pub async fn admit(&self, request: Request) -> Verdict {
         let started = Instant::now();
         let budget_ends = started + self.chain_timeout;
+        // A budget shorter than the timeout bounds every call, the first included: running into
+        // it alone is then the hook's own timeout, not a cut by the hooks before it.
+        let timeout = self.timeout.min(self.chain_timeout);
         let mut run = self.chain.start(request);
         while run.next_hook().is_some() {
             let hook = &self.hooks[run.position()];
             let call_started = Instant::now();
-            let limit = self
-                .timeout
-                .min(budget_ends.saturating_duration_since(call_started));
+            let limit =
+                Limit::within_budget(timeout, budget_ends.saturating_duration_since(call_started));
             let result = hook.call(run.request(), limit).await;
             let recorded = run.record(result);
             let elapsed = call_started.elapsed();
             self.observer.hook_call(recorded.outcome, elapsed);
             if recorded.failed_open {
-                self.observer
-                    .hook_call(crate::admission::Outcome::FailOpen, elapsed);
+                self.observer.hook_call(Outcome::FailOpen, elapsed);
             }
         }
         self.observer.chain_finished(started.elapsed());

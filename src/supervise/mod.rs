@@ -2,9 +2,12 @@
 //! budget, and panic recovery, in that order, on synchronous dispatch and on the workers alike.
 //!
 //! - [`catch_panic`]: a panicking hook becomes [`crate::admission::HookError::Panicked`].
-//! - [`timeout`]: a call past its limit becomes [`crate::admission::HookError::Elapsed`].
-//! - [`Gate`] and [`Breaker`]: one breaker actor per hook; the hot path reads its state from an
-//!   atomic and never waits for a message round trip.
+//! - [`timeout`] and [`Limit`]: a call past its hook's timeout becomes
+//!   [`crate::admission::HookError::Elapsed`]; one that the chain budget cuts first,
+//!   [`crate::admission::HookError::BudgetSpent`].
+//! - [`Gate`]: one breaker per hook, its state machine in `breaker.rs` and an actor that keeps
+//!   its timer and tells observers; the hot path reads the state from atomics and never waits
+//!   for a message round trip.
 //! - [`Supervised`]: fixes the order gate → timeout → catch_panic → hook.
 //! - [`SupervisedChain`]: drives the admission chain with a supervised call per hook.
 //! - [`AdmissionWorker`]: an actor that drains the bounded dispatch buffer.
@@ -19,12 +22,12 @@ mod stack;
 mod timeout;
 mod worker;
 
-pub use breaker::{Breaker, CurrentState, Opened, ProbeFinished};
+pub use breaker::BreakerState;
 pub use catch_panic::{CatchPanic, catch_panic, panic_message};
 pub use chain::SupervisedChain;
-pub use gate::{BreakerState, Gate, Pass};
+pub use gate::{Gate, Pass};
 pub use observer::{Fanout, Ignore, Observer};
 pub use settings::{BreakerSettings, Settings};
 pub use stack::Supervised;
-pub use timeout::timeout;
+pub use timeout::{Limit, timeout};
 pub use worker::{AdmissionWorker, Run, Stop, Wake};

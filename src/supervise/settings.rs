@@ -10,7 +10,8 @@ pub struct Settings {
     /// `execution.admission.chain_timeout`: the most the whole chain may take for one attempt
     /// (default 2s); each call gets `min(timeout, budget left)`.
     pub chain_timeout: Duration,
-    /// `execution.admission.fail_open`: a broken or skipped hook admits unchanged (default false).
+    /// `execution.admission.fail_open`: a broken, skipped or budget-cut hook admits unchanged
+    /// (default false); logged when a supervised chain starts with it.
     pub fail_open: bool,
     /// `execution.admission.breaker.*`.
     pub breaker: BreakerSettings,
@@ -19,12 +20,15 @@ pub struct Settings {
 /// When a hook's breaker opens and how long it stays open.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BreakerSettings {
-    /// `execution.admission.breaker.failures`: consecutive failures that open it (default 5).
+    /// `execution.admission.breaker.failures`: consecutive failures that open it (default 5),
+    /// counted in the order calls start: a failure counts only if its call started after the hook
+    /// last answered, so concurrent calls cannot fake a run. Above 2^31 it acts as 2^31.
     pub failures: u32,
     /// `execution.admission.breaker.backoff`: the first open period (default 1s), doubled after
     /// each failed probe.
     pub backoff: Duration,
-    /// `execution.admission.breaker.max_backoff`: the longest open period (default 60s).
+    /// `execution.admission.breaker.max_backoff`: the longest open period, jitter included
+    /// (default 60s).
     pub max_backoff: Duration,
     /// The fraction of the backoff added or removed at random (0.0 to 1.0; tests use 0).
     pub jitter: f64,

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Gate, catch_panic, timeout};
+use super::{Gate, Limit, catch_panic, timeout};
 use crate::admission::{Decision, Hook, HookError, Request};
 
 /// A hook with its breaker gate.
@@ -37,16 +37,31 @@ impl Supervised {
     /// Calls the hook once under supervision, within `limit`.
     ///
     /// # Errors
-    /// [`HookError::Skipped`] when the breaker is open (the hook is not called and no time is
-    /// spent), [`HookError::Elapsed`] past `limit`, [`HookError::Panicked`] when the hook panics,
-    /// or the hook's own [`HookError::Failed`]. The breaker counts the last three.
+    /// [`HookError::BudgetSpent`] when the chain budget is spent (the hook is not called) or runs
+    /// out during the call before the hook's own timeout; [`HookError::Skipped`] when the breaker
+    /// is open (the hook is not called and no time is spent); [`HookError::Elapsed`] past the
+    /// hook's own timeout; [`HookError::Panicked`] when the hook panics; or the hook's own error.
+    /// The breaker counts the last three, never the first two.
     ///
     /// # Cancel safety
     /// Dropping the future drops the hook call and counts nothing toward the breaker.
-    pub async fn call(&self, request: &Request, limit: Duration) -> Result<Decision, HookError> {
+    pub async fn call(&self, request: &Request, limit: Limit) -> Result<Decision, HookError> {
+        let allowed = limit.duration();
+        if limit.is_set_by_budget() && allowed.is_zero() {
+            return Err(HookError::BudgetSpent(Duration::ZERO));
+        }
         let pass = self.gate.enter()?;
-        let result = timeout(limit, catch_panic(|| self.hook.admit(request))).await;
-        pass.finish(result.is_err());
-        result
+        match timeout(allowed, catch_panic(|| self.hook.admit(request))).await {
+            Some(result) => {
+                pass.finish(result.is_err());
+                result
+            }
+            // Cut by the budget the hooks before it spent: dropping the pass counts nothing.
+            None if limit.is_set_by_budget() => Err(HookError::BudgetSpent(allowed)),
+            None => {
+                pass.finish(true);
+                Err(HookError::Elapsed(allowed))
+            }
+        }
     }
 }

@@ -1,16 +1,23 @@
-//! Test fakes shared by the integration tests: a scripted hook that records what it saw.
+//! Test fakes shared by the integration tests: a scripted hook that records what it saw, an
+//! observer that records what supervision reported, and a paused clock that starts on a timer
+//! tick.
 //!
 //! Each test binary compiles this module on its own and uses only part of it, so items unused by
 //! one binary would warn there; the allow below is for that and nothing else.
 #![allow(dead_code)]
 
 use std::collections::VecDeque;
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use std::time::Duration;
+
 use dexaflow_admission::admission::{
-    Changes, Decision, Hook, HookError, HookFuture, Request, TaintEffect, Toleration,
+    Changes, Decision, Hook, HookError, HookFuture, Outcome, Request, TaintEffect, Toleration,
     TolerationOperator,
 };
+use dexaflow_admission::supervise::{BreakerState, Observer};
 
 /// One answer a [`FakeHook`] gives.
 pub type Answer = Result<Decision, HookError>;
@@ -23,7 +30,6 @@ pub type Answer = Result<Decision, HookError>;
 #[derive(Debug)]
 pub struct FakeHook {
     name: String,
-    builtin: bool,
     script: Mutex<VecDeque<Answer>>,
     fixed: Option<Answer>,
     seen: Arc<Mutex<Vec<Request>>>,
@@ -38,7 +44,6 @@ impl FakeHook {
     pub fn answering(name: &str, answer: Answer) -> FakeHook {
         FakeHook {
             name: name.to_owned(),
-            builtin: false,
             script: Mutex::new(VecDeque::new()),
             fixed: Some(answer),
             seen: Arc::new(Mutex::new(Vec::new())),
@@ -78,12 +83,6 @@ impl FakeHook {
     /// A hook whose every call fails with `error`.
     pub fn failing(name: &str, error: HookError) -> FakeHook {
         FakeHook::answering(name, Err(error))
-    }
-
-    /// Marks the hook as built-in, so that it may set `runtime_class_name` and `fill_limits`.
-    pub fn builtin(mut self) -> FakeHook {
-        self.builtin = true;
-        self
     }
 
     /// Also writes the hook's name to `log` on every call, to see the order across hooks.
@@ -153,9 +152,61 @@ impl Hook for FakeHook {
         let answer = self.next_answer();
         Box::pin(async move { answer })
     }
+}
 
-    fn is_builtin(&self) -> bool {
-        self.builtin
+/// Runs `test` in an actix system whose tokio clock is paused from the runtime's first instant.
+///
+/// tokio's timer counts whole milliseconds from the runtime's start, and a paused clock moves to
+/// the tick a timer fires on. `tokio::time::pause()` inside `#[actix::test]` freezes the clock
+/// some microseconds past a tick, so every timer then fires up to a millisecond after its
+/// deadline; here the clock sits on a tick, and a timer of whole milliseconds fires at its
+/// deadline exactly.
+pub fn on_paused_clock<F: Future>(test: F) -> F::Output {
+    actix::System::with_tokio_rt(|| {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .expect("a current-thread runtime starts")
+    })
+    .block_on(test)
+}
+
+/// A hook that admits every attempt after `duration` on tokio's clock, and counts its calls.
+#[derive(Debug)]
+pub struct Sleeping {
+    name: String,
+    duration: Duration,
+    calls: AtomicUsize,
+}
+
+impl Sleeping {
+    /// A hook named `name` that admits after `duration`.
+    pub fn new(name: &str, duration: Duration) -> Arc<Sleeping> {
+        Arc::new(Sleeping {
+            name: name.to_owned(),
+            duration,
+            calls: AtomicUsize::new(0),
+        })
+    }
+
+    /// How many times the hook was called.
+    pub fn calls(&self) -> usize {
+        self.calls.load(Ordering::SeqCst)
+    }
+}
+
+impl Hook for Sleeping {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn admit<'a>(&'a self, _: &'a Request) -> HookFuture<'a> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        Box::pin(async move {
+            tokio::time::sleep(self.duration).await;
+            Ok(Decision::Admit)
+        })
     }
 }
 
@@ -229,5 +280,49 @@ pub fn equal_toleration(key: &str, value: &str) -> Toleration {
         value: value.to_owned(),
         effect: Some(TaintEffect::NoSchedule),
         toleration_seconds: None,
+    }
+}
+
+/// An observer that records every hook-call outcome and breaker change, in order.
+#[derive(Debug, Default)]
+pub struct RecordingObserver {
+    outcomes: Mutex<Vec<Outcome>>,
+    states: Mutex<Vec<(String, BreakerState)>>,
+}
+
+impl RecordingObserver {
+    /// Every hook-call outcome reported, in order.
+    pub fn outcomes(&self) -> Vec<Outcome> {
+        self.outcomes
+            .lock()
+            .expect("no test panics while holding the record")
+            .clone()
+    }
+
+    /// Every state the breaker of `hook` was reported moving to, in order.
+    pub fn states_of(&self, hook: &str) -> Vec<BreakerState> {
+        self.states
+            .lock()
+            .expect("no test panics while holding the record")
+            .iter()
+            .filter(|(name, _)| name == hook)
+            .map(|(_, state)| *state)
+            .collect()
+    }
+}
+
+impl Observer for RecordingObserver {
+    fn hook_call(&self, outcome: Outcome, _: Duration) {
+        self.outcomes
+            .lock()
+            .expect("no test panics while holding the record")
+            .push(outcome);
+    }
+
+    fn breaker_changed(&self, _: usize, hook: &str, state: BreakerState) {
+        self.states
+            .lock()
+            .expect("no test panics while holding the record")
+            .push((hook.to_owned(), state));
     }
 }

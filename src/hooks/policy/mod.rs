@@ -47,8 +47,7 @@ pub use spec::{
 /// gauge show it; no configured hook may take it.
 pub const POLICY_HOOK: &str = "executor-policy";
 
-/// The executor policy as a hook: register it last, with [`crate::admission::Chain::with_last`]
-/// (as [`crate::hooks::chain`] does).
+/// The executor policy as a hook: [`crate::hooks::chain`] registers it last and privileged.
 #[derive(Debug, Clone)]
 pub struct Policy {
     rules: apply::Rules,
@@ -79,12 +78,5 @@ impl Hook for Policy {
     fn admit<'a>(&'a self, request: &'a Request) -> HookFuture<'a> {
         let decision = self.decide(request);
         Box::pin(async move { Ok(decision) })
-    }
-
-    // The one place the policy's privilege (setting `runtime_class_name`, filling limits) comes
-    // from. When the crate grants privilege at registration instead, this goes and
-    // `crate::hooks::chain` registers the policy with it.
-    fn is_builtin(&self) -> bool {
-        true
     }
 }

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize, Serializer};
 use thiserror::Error;
 
 use crate::admission::{
-    ChangeError, ChangeRules, Changes, QuantityError, Request, Toleration, parse_milli,
+    ChangeError, ChangeRules, Changes, Privilege, QuantityError, Request, Toleration, parse_milli,
 };
 
 /// `executor.policy`: what the operator forces onto and allows on every attempt (ADR 0063).
@@ -30,7 +30,7 @@ use crate::admission::{
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PolicySpec {
-    /// Forced onto every attempt's pod; only a built-in hook may set it.
+    /// Forced onto every attempt's pod; only a privileged hook, as the crate registers the policy, may set it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime_class_name: Option<String>,
     /// The service account rules.
@@ -288,7 +288,7 @@ impl PolicySpec {
             ),
         ];
         for (path, changes) in parts {
-            if let Err(source) = rules.check(&changes, true, &request) {
+            if let Err(source) = rules.check(&changes, Privilege::Privileged, &request) {
                 errors.push(PolicyError::InvalidForce { path, source });
             }
         }
