@@ -193,10 +193,11 @@ impl Pipeline {
             tracing::warn!(task = %key, %warning, "task does not fit its size; running it under executor.unit.enforce=warn");
         }
         // 4. Admission, 5. the admitted changes.
-        let (resources, execution) = match &self.chain {
+        let (resources, execution, changed) = match &self.chain {
             None => (
                 effective.resources.clone(),
                 effective_execution(task, &effective),
+                false,
             ),
             Some(chain) => {
                 self.requests_built.fetch_add(1, Ordering::Relaxed);
@@ -212,7 +213,9 @@ impl Pipeline {
                     verdict = chain.admit(request) => verdict,
                 };
                 match verdict {
-                    Verdict::Admit { request, .. } => (request.resources, request.execution),
+                    Verdict::Admit { request, changes } => {
+                        (request.resources, request.execution, !changes.is_empty())
+                    }
                     Verdict::Refuse { reason, .. } => {
                         return self.refuse(key, format!("dispatch refused: admission: {reason}"));
                     }
@@ -249,6 +252,7 @@ impl Pipeline {
         // 7. Placement, on the fields with every change applied.
         let placement = place(
             &execution,
+            changed,
             task,
             effective.source_mode,
             WarmWorkers {
