@@ -12,7 +12,9 @@ use tokio::time::Instant;
 use super::Settings;
 use super::executor::{Admitted, Executor};
 use super::placement::{WarmWorkers, place};
-use super::refusals::{build_request, effective_execution, refuse_before_token};
+use super::refusals::{
+    build_request, check_pod_annotations, effective_execution, refuse_before_token,
+};
 use super::shutdown::Shutdown;
 use super::store::{TaskStore, Waited, Write};
 use super::task::{Task, TaskKey};
@@ -214,6 +216,16 @@ impl Pipeline {
                 };
                 match verdict {
                     Verdict::Admit { request, changes } => {
+                        // The chain counted the hooks' annotations without the pod's own.
+                        if !changes.annotations.is_empty() {
+                            let annotations = &request.execution.annotations;
+                            if let Err(error) =
+                                check_pod_annotations(annotations, task, effective.source_mode)
+                            {
+                                let reason = format!("dispatch refused: admission: {error}");
+                                return self.refuse(key, reason);
+                            }
+                        }
                         (request.resources, request.execution, !changes.is_empty())
                     }
                     Verdict::Refuse { reason, .. } => {
