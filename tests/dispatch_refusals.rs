@@ -1,11 +1,19 @@
 //! The built-in refusals that run before the token: the resource unit, the execution allowlist,
-//! the image allowlist and the source-mode size, their order, and the request a hook is shown.
+//! what Kubernetes accepts in the task's own fields, the image allowlist and the source-mode
+//! size, their order, and the request a hook is shown.
+
+mod common;
+mod fakes;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
-use dexaflow_admission::admission::{QuantityError, ResourceList, Resources};
+use dexaflow_admission::admission::{
+    ChangeError, Field, MAX_ANNOTATIONS_BYTES, QuantityError, ResourceList, Resources, TaintEffect,
+    Toleration, TolerationOperator,
+};
 use dexaflow_admission::dispatch::Settings;
 use dexaflow_admission::dispatch::refusals::{
     Refusal, build_request, effective_execution, image_allowed, image_repository,
@@ -15,6 +23,7 @@ use dexaflow_admission::dispatch::settings::{
     AllowedFields, Allowlist, Enforce, ExecutorSettings, PolicySettings, ResourceDefaults,
     ResourceUnit, SourceMode, TokenSettings,
 };
+use dexaflow_admission::dispatch::task::State;
 use dexaflow_admission::dispatch::task::{Task, TaskExecution, TaskKey};
 use dexaflow_admission::dispatch::unit::{UnitError, cpu_quantity, memory_quantity};
 
@@ -451,6 +460,375 @@ fn a_priority_class_in_the_list_is_admitted() {
     let mut settings = settings();
     settings.allowlist.priority_classes = names(&["batch"]);
     assert!(refuse_before_token(&task, &settings).is_ok());
+}
+
+// ---- what Kubernetes accepts in the task's own fields -----------------------------------------
+
+fn with_label(key: &str, value: &str) -> Task {
+    let mut task = task();
+    task.execution
+        .labels
+        .insert(key.to_owned(), value.to_owned());
+    task
+}
+
+fn with_annotation(key: &str, value: &str) -> Task {
+    let mut task = task();
+    task.execution
+        .annotations
+        .insert(key.to_owned(), value.to_owned());
+    task
+}
+
+fn with_toleration(toleration: Toleration) -> Task {
+    let mut task = task();
+    task.execution.tolerations.push(toleration);
+    task
+}
+
+fn kubernetes_settings() -> Settings {
+    Settings {
+        executor: ExecutorSettings::Kubernetes {
+            namespace: "dexaflow".to_owned(),
+            dry_run_dir: None,
+            run_as_non_root: true,
+        },
+        ..settings()
+    }
+}
+
+#[test]
+fn a_label_key_kubernetes_rejects_is_refused_naming_the_field_and_the_key() {
+    assert_eq!(
+        refusal(&with_label("team name", "data"), &settings()),
+        "execution.labels: label key \"team name\" is invalid: name part must be alphanumerics, \
+         '-', '_' or '.', starting and ending with an alphanumeric"
+    );
+}
+
+#[test]
+fn a_label_value_kubernetes_rejects_is_refused_naming_the_value() {
+    let refused = refuse_before_token(&with_label("team", "data team"), &settings());
+    assert_eq!(
+        refused,
+        Err(Refusal::Invalid {
+            field: "execution.labels",
+            error: ChangeError::InvalidValue {
+                field: Field::Label,
+                key: "team".to_owned(),
+                value: "data team".to_owned(),
+                problem: "must be alphanumerics, '-', '_' or '.', starting and ending with an \
+                          alphanumeric"
+                    .to_owned(),
+            },
+        })
+    );
+}
+
+#[test]
+fn a_label_value_of_64_characters_is_refused_and_63_are_admitted() {
+    assert!(refuse_before_token(&with_label("team", &"d".repeat(63)), &settings()).is_ok());
+    assert_eq!(
+        refusal(&with_label("team", &"d".repeat(64)), &settings()),
+        format!(
+            "execution.labels: label \"team\" value {:?} is invalid: must be at most 63 characters",
+            "d".repeat(64)
+        )
+    );
+}
+
+#[test]
+fn a_reserved_label_or_annotation_key_of_the_task_s_own_is_refused() {
+    assert_eq!(
+        refusal(&with_label("dexaflow.io/task-id", "forged"), &settings()),
+        "execution.labels: label key \"dexaflow.io/task-id\" is reserved"
+    );
+    assert_eq!(
+        refusal(&with_annotation("team.leoflow.io/x", "y"), &settings()),
+        "execution.annotations: annotation key \"team.leoflow.io/x\" is reserved"
+    );
+}
+
+#[test]
+fn an_annotation_key_is_lower_cased_before_it_is_checked() {
+    assert!(refuse_before_token(&with_annotation("Example.COM/Owner", "x"), &settings()).is_ok());
+    assert_eq!(
+        refusal(&with_annotation("Dexaflow.IO/pool", "gpu"), &settings()),
+        "execution.annotations: annotation key \"Dexaflow.IO/pool\" is reserved"
+    );
+}
+
+#[test]
+fn an_annotation_key_kubernetes_rejects_is_refused_and_any_value_is_admitted() {
+    assert_eq!(
+        refusal(&with_annotation("note/", "x"), &settings()),
+        "execution.annotations: annotation key \"note/\" is invalid: name part must not be empty"
+    );
+    let free_text = "any text: with spaces, \u{e9}, \"quotes\" and\nnewlines";
+    assert!(refuse_before_token(&with_annotation("note", free_text), &settings()).is_ok());
+}
+
+#[test]
+fn a_node_selector_entry_kubernetes_rejects_is_refused() {
+    let mut task = task();
+    task.execution
+        .node_selector
+        .insert("pool".to_owned(), "-gpu".to_owned());
+    assert!(matches!(
+        refuse_before_token(&task, &settings()),
+        Err(Refusal::Invalid {
+            field: "execution.node_selector",
+            error: ChangeError::InvalidValue {
+                field: Field::NodeSelector,
+                ..
+            },
+        })
+    ));
+    let mut task = self::task();
+    task.execution
+        .node_selector
+        .insert("kubernetes.io/os".to_owned(), "linux".to_owned());
+    assert!(refuse_before_token(&task, &settings()).is_ok());
+}
+
+#[test]
+fn a_toleration_kubernetes_rejects_is_refused_naming_its_position() {
+    let seconds_without_no_execute = Toleration {
+        key: "gpu".to_owned(),
+        operator: TolerationOperator::Exists,
+        value: String::new(),
+        effect: Some(TaintEffect::NoSchedule),
+        toleration_seconds: Some(30),
+    };
+    assert_eq!(
+        refusal(&with_toleration(seconds_without_no_execute), &settings()),
+        "execution.tolerations: toleration 0 (key \"gpu\") is invalid: toleration_seconds needs \
+         effect NoExecute"
+    );
+    let empty_key_equal = Toleration {
+        key: String::new(),
+        operator: TolerationOperator::Equal,
+        value: "x".to_owned(),
+        effect: None,
+        toleration_seconds: None,
+    };
+    assert!(matches!(
+        refuse_before_token(&with_toleration(empty_key_equal), &settings()),
+        Err(Refusal::Invalid {
+            field: "execution.tolerations",
+            error: ChangeError::InvalidToleration { index: 0, .. },
+        })
+    ));
+}
+
+#[test]
+fn a_valid_toleration_is_admitted() {
+    let toleration = Toleration {
+        key: "nvidia.com/gpu".to_owned(),
+        operator: TolerationOperator::Exists,
+        value: String::new(),
+        effect: Some(TaintEffect::NoExecute),
+        toleration_seconds: Some(300),
+    };
+    assert!(refuse_before_token(&with_toleration(toleration), &settings()).is_ok());
+}
+
+#[test]
+fn a_service_account_or_priority_class_name_kubernetes_rejects_is_refused() {
+    let mut task = task();
+    task.execution.service_account = "ETL_Runner".to_owned();
+    assert_eq!(
+        refusal(&task, &settings()),
+        "execution.service_account: service account \"ETL_Runner\" is invalid: must be \
+         lower-case alphanumerics, '-' or '.', each part starting and ending with an alphanumeric"
+    );
+    let mut task = self::task();
+    task.execution.priority_class_name = "high priority".to_owned();
+    assert!(matches!(
+        refuse_before_token(&task, &settings()),
+        Err(Refusal::Invalid {
+            field: "execution.priority_class_name",
+            error: ChangeError::InvalidName {
+                field: "priority class",
+                ..
+            },
+        })
+    ));
+}
+
+#[test]
+fn the_allowlist_is_reported_before_what_kubernetes_would_reject() {
+    let mut task = with_label("bad key", "x");
+    task.execution.service_account = "ETL_Runner".to_owned();
+    let mut settings = settings();
+    settings.allowlist.fields = AllowedFields::Only(names(&["service_account"]).unwrap());
+    assert_eq!(
+        refuse_before_token(&task, &settings),
+        Err(Refusal::FieldNotAllowed { field: "labels" })
+    );
+}
+
+#[test]
+fn an_environment_variable_name_kubernetes_rejects_is_refused() {
+    for name in ["A=B", "", "TAB\tHERE", "caf\u{e9}"] {
+        let mut task = task();
+        task.env.insert(name.to_owned(), "value".to_owned());
+        assert!(
+            matches!(
+                refuse_before_token(&task, &settings()),
+                Err(Refusal::InvalidEnvName { name: ref refused, .. }) if refused == name
+            ),
+            "{name:?}"
+        );
+    }
+    let mut task = task();
+    task.env.insert("my.var-1 x".to_owned(), "value".to_owned());
+    assert!(refuse_before_token(&task, &settings()).is_ok());
+}
+
+#[test]
+fn a_limit_below_its_request_is_refused_naming_both() {
+    let mut task = task();
+    task.resources.requests = list(Some("2"), Some("1Gi"));
+    task.resources.limits = list(Some("1500m"), Some("1Gi"));
+    assert_eq!(
+        refusal(&task, &settings()),
+        "resources.limits.cpu: \"1500m\" is below the request \"2\""
+    );
+}
+
+#[test]
+fn a_limit_below_its_request_is_refused_under_a_unit_too() {
+    let mut task = task();
+    task.resources.requests = list(None, Some("1Gi"));
+    task.resources.limits = list(None, Some("1000Mi"));
+    assert!(matches!(
+        refuse_before_token(&task, &with_unit(Enforce::Refuse)),
+        Err(Refusal::LimitBelowRequest {
+            resource: "memory",
+            ..
+        })
+    ));
+}
+
+#[test]
+fn a_limit_equal_to_its_request_in_other_units_is_admitted() {
+    let mut task = task();
+    task.resources.requests = list(Some("0.5"), Some("1Gi"));
+    task.resources.limits = list(Some("500m"), Some("1024Mi"));
+    assert!(refuse_before_token(&task, &settings()).is_ok());
+}
+
+#[test]
+fn on_the_kubernetes_executor_a_task_without_an_image_is_refused() {
+    let mut task = task();
+    task.image = String::new();
+    assert_eq!(
+        refusal(&task, &kubernetes_settings()),
+        "image: \"\" is invalid: a pod needs an image"
+    );
+    assert!(
+        refuse_before_token(&task, &settings()).is_ok(),
+        "lite runs no image"
+    );
+    task.image = " ghcr.io/acme/etl:1.2".to_owned();
+    assert!(matches!(
+        refuse_before_token(&task, &kubernetes_settings()),
+        Err(Refusal::InvalidImage { .. })
+    ));
+}
+
+#[test]
+fn annotations_over_256_kib_with_the_task_instance_id_are_refused() {
+    // The pod's own annotation is `dexaflow.io/task-instance-id: acme.etl.manual__1.load`.
+    let own = "dexaflow.io/task-instance-id".len() + "acme.etl.manual__1.load".len();
+    let room = MAX_ANNOTATIONS_BYTES - own - "note".len();
+    assert!(refuse_before_token(&with_annotation("note", &"n".repeat(room)), &settings()).is_ok());
+    assert_eq!(
+        refusal(&with_annotation("note", &"n".repeat(room + 1)), &settings()),
+        "execution.annotations: annotations would take 262145 bytes, over the 262144 byte limit"
+    );
+}
+
+#[test]
+fn the_annotation_total_counts_the_source_of_a_source_mode_attempt() {
+    let mut task = source_task(131_072);
+    let own = "dexaflow.io/task-instance-id".len()
+        + "acme.etl.manual__1.load".len()
+        + "dexaflow.io/dag-source".len()
+        + 131_072;
+    let room = MAX_ANNOTATIONS_BYTES - own - "note".len();
+    task.execution
+        .annotations
+        .insert("note".to_owned(), "n".repeat(room));
+    assert!(refuse_before_token(&task, &source_mode_settings()).is_ok());
+    task.execution
+        .annotations
+        .insert("note".to_owned(), "n".repeat(room + 1));
+    assert!(matches!(
+        refuse_before_token(&task, &source_mode_settings()),
+        Err(Refusal::Invalid {
+            field: "execution.annotations",
+            error: ChangeError::AnnotationsTooLarge { bytes: 262_145 },
+        })
+    ));
+    // Outside source mode the source is not on the pod and does not count.
+    assert!(refuse_before_token(&task, &settings()).is_ok());
+}
+
+/// Dispatches one source-mode task with a 128 KiB source through a hook that adds an annotation
+/// of `bytes` bytes, and returns the harness.
+async fn source_mode_task_with_a_hook_annotation_of(bytes: usize) -> fakes::Harness {
+    let changes = common::annotation("example.com/big", &"x".repeat(bytes));
+    let hook: Arc<dyn dexaflow_admission::admission::Hook> =
+        common::FakeHook::changing("annotate", changes).shared();
+    let settings = Settings {
+        source_mode: source_mode_settings().source_mode,
+        ..fakes::settings()
+    };
+    let harness = fakes::start(settings, fakes::supervision(), vec![hook]);
+    let task = Task {
+        image: String::new(),
+        source: Some("s".repeat(131_072)),
+        ..fakes::task("train")
+    };
+    harness.offer_and_tick(vec![task]).await;
+    harness
+}
+
+#[actix::test]
+async fn a_hook_s_annotations_too_large_with_the_pod_s_own_refuse_the_attempt_with_no_token() {
+    // The pod's own: the task instance id (28 + 17 bytes) and the source (22 + 131072 bytes);
+    // the hook's key takes 15. 131,000 bytes more make 262,154, over 262,144.
+    let harness = source_mode_task_with_a_hook_annotation_of(131_000).await;
+
+    let row = harness
+        .store
+        .get(&fakes::task("train").key)
+        .expect("task stored");
+    assert_eq!(row.state, State::Failed);
+    assert_eq!(
+        row.failure_reason.as_deref(),
+        Some(
+            "dispatch refused: admission: annotations would take 262154 bytes, over the 262144 byte limit"
+        )
+    );
+    assert!(!row.token_minted);
+    assert!(harness.minter.minted().is_empty());
+    assert!(harness.executor.calls().is_empty());
+}
+
+#[actix::test]
+async fn a_hook_s_annotations_that_fit_with_the_pod_s_own_are_admitted() {
+    let harness = source_mode_task_with_a_hook_annotation_of(130_990).await;
+
+    let calls = harness.executor.calls();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(
+        calls[0].execution.annotations["example.com/big"].len(),
+        130_990
+    );
+    assert_eq!(harness.minter.minted().len(), 1);
 }
 
 // ---- the image allowlist ----------------------------------------------------------------------

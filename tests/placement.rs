@@ -1,10 +1,19 @@
-//! Placement: a dedicated pod for any attempt a warm worker cannot serve, judged on the execution
-//! with the hook's changes applied.
+//! Placement: a dedicated pod for any attempt a warm worker cannot serve or a hook changed,
+//! judged on the execution with the hook's changes applied.
+
+mod common;
+mod fakes;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
-use dexaflow_admission::admission::{Execution, Resources, Toleration, TolerationOperator};
-use dexaflow_admission::dispatch::placement::{DedicatedReason, Placement, WarmWorkers, place};
+use common::{FakeHook, annotation, label, node_selector};
+use dexaflow_admission::admission::{
+    Changes, Execution, Hook, Resources, Toleration, TolerationOperator,
+};
+use dexaflow_admission::dispatch::placement::{
+    Changed, DedicatedReason, Placement, WarmWorkers, place,
+};
 use dexaflow_admission::dispatch::task::{Task, TaskExecution, TaskKey};
 
 const DEFAULT_SA: &str = "dexaflow-task";
@@ -61,8 +70,14 @@ fn unit_sized_workers() -> WarmWorkers<'static> {
     }
 }
 
+/// Where an attempt no hook changed goes, with warm pools on.
 fn warm(execution: &Execution, task: &Task) -> Placement {
-    place(execution, task, false, false, workers(true))
+    place(execution, Changed::Nothing, task, false, workers(true))
+}
+
+/// Where an attempt a hook changed goes, with warm pools on.
+fn changed(execution: &Execution, task: &Task) -> Placement {
+    place(execution, Changed::ByHook, task, false, workers(true))
 }
 
 #[test]
@@ -79,7 +94,13 @@ fn an_empty_service_account_counts_as_the_default() {
 #[test]
 fn every_attempt_is_dedicated_while_warm_pools_are_disabled() {
     assert_eq!(
-        place(&execution(), &task(), false, false, workers(false)),
+        place(
+            &execution(),
+            Changed::Nothing,
+            &task(),
+            false,
+            workers(false)
+        ),
         Placement::Dedicated(DedicatedReason::NoWarmPool)
     );
 }
@@ -87,7 +108,7 @@ fn every_attempt_is_dedicated_while_warm_pools_are_disabled() {
 #[test]
 fn a_source_mode_attempt_is_dedicated() {
     assert_eq!(
-        place(&execution(), &task(), true, false, workers(true)),
+        place(&execution(), Changed::Nothing, &task(), true, workers(true)),
         Placement::Dedicated(DedicatedReason::SourceMode)
     );
 }
@@ -169,7 +190,7 @@ fn a_runtime_class_is_dedicated() {
 }
 
 #[test]
-fn a_hook_set_node_selector_is_dedicated_although_the_task_set_none() {
+fn a_hook_set_node_selector_is_dedicated_as_an_admission_change_although_the_task_set_none() {
     // The task declares no placement; the execution carries a hook's change.
     let task = task();
     assert!(!task.execution.has_placement());
@@ -178,8 +199,66 @@ fn a_hook_set_node_selector_is_dedicated_although_the_task_set_none() {
         .node_selector
         .insert("tenant-pool".to_owned(), "acme".to_owned());
     assert_eq!(
-        warm(&execution, &task),
+        changed(&execution, &task),
+        Placement::Dedicated(DedicatedReason::AdmissionChange)
+    );
+}
+
+#[test]
+fn a_hook_change_of_labels_alone_takes_a_dedicated_pod() {
+    let mut execution = execution();
+    execution
+        .labels
+        .insert("team".to_owned(), "data".to_owned());
+    assert_eq!(
+        changed(&execution, &task()),
+        Placement::Dedicated(DedicatedReason::AdmissionChange)
+    );
+    assert_eq!(warm(&execution, &task()), Placement::Warm);
+}
+
+#[test]
+fn a_hook_change_of_annotations_alone_takes_a_dedicated_pod() {
+    let mut execution = execution();
+    execution
+        .annotations
+        .insert("example.com/note".to_owned(), "x".to_owned());
+    assert_eq!(
+        changed(&execution, &task()),
+        Placement::Dedicated(DedicatedReason::AdmissionChange)
+    );
+    assert_eq!(warm(&execution, &task()), Placement::Warm);
+}
+
+#[test]
+fn a_hook_change_is_the_reason_shown_before_the_task_s_own_placement_fields() {
+    let execution = Execution {
+        priority_class: "high".to_owned(),
+        ..execution()
+    };
+    assert_eq!(
+        changed(&execution, &task()),
+        Placement::Dedicated(DedicatedReason::AdmissionChange)
+    );
+    assert_eq!(
+        warm(&execution, &task()),
         Placement::Dedicated(DedicatedReason::PlacementFields)
+    );
+}
+
+#[test]
+fn source_mode_and_staging_are_the_reasons_shown_before_a_hook_change() {
+    assert_eq!(
+        place(&execution(), Changed::ByHook, &task(), true, workers(true)),
+        Placement::Dedicated(DedicatedReason::SourceMode)
+    );
+    let staging = Task {
+        staging: true,
+        ..task()
+    };
+    assert_eq!(
+        changed(&execution(), &staging),
+        Placement::Dedicated(DedicatedReason::Staging)
     );
 }
 
@@ -195,7 +274,7 @@ fn the_task_s_own_placement_fields_are_judged_on_the_execution_passed_in() {
 }
 
 #[test]
-fn labels_and_annotations_alone_stay_warm() {
+fn the_task_s_own_labels_and_annotations_alone_stay_warm() {
     let mut execution = execution();
     execution
         .labels
@@ -213,7 +292,7 @@ fn the_attempts_own_reason_is_reported_before_disabled_warm_pools() {
         ..execution()
     };
     assert_eq!(
-        place(&execution, &task(), false, false, workers(false)),
+        place(&execution, Changed::Nothing, &task(), false, workers(false)),
         Placement::Dedicated(DedicatedReason::PlacementFields)
     );
 }
@@ -221,7 +300,13 @@ fn the_attempts_own_reason_is_reported_before_disabled_warm_pools() {
 #[test]
 fn without_warm_pools_an_attempt_with_no_other_reason_takes_a_dedicated_pod() {
     assert_eq!(
-        place(&execution(), &task(), false, false, workers(false)),
+        place(
+            &execution(),
+            Changed::Nothing,
+            &task(),
+            false,
+            workers(false)
+        ),
         Placement::Dedicated(DedicatedReason::NoWarmPool)
     );
 }
@@ -230,11 +315,23 @@ fn without_warm_pools_an_attempt_with_no_other_reason_takes_a_dedicated_pod() {
 fn a_task_of_more_than_one_unit_takes_a_dedicated_pod_when_warm_workers_are_one_unit() {
     let large = task_of_size(2);
     assert_eq!(
-        place(&execution(), &large, false, false, unit_sized_workers()),
+        place(
+            &execution(),
+            Changed::Nothing,
+            &large,
+            false,
+            unit_sized_workers()
+        ),
         Placement::Dedicated(DedicatedReason::Size)
     );
     assert_eq!(
-        place(&execution(), &task(), false, false, unit_sized_workers()),
+        place(
+            &execution(),
+            Changed::Nothing,
+            &task(),
+            false,
+            unit_sized_workers()
+        ),
         Placement::Warm
     );
 }
@@ -244,21 +341,33 @@ fn a_task_with_resources_of_its_own_takes_a_dedicated_pod_when_warm_workers_are_
     let mut sized = task();
     sized.resources.requests.cpu = Some("500m".to_owned());
     assert_eq!(
-        place(&execution(), &sized, false, false, unit_sized_workers()),
+        place(
+            &execution(),
+            Changed::Nothing,
+            &sized,
+            false,
+            unit_sized_workers()
+        ),
         Placement::Dedicated(DedicatedReason::Size)
     );
 }
 
 #[test]
-fn a_hooks_placement_fields_are_the_reason_shown_before_the_tasks_size() {
+fn a_hooks_change_is_the_reason_shown_before_the_tasks_size() {
     let large = task_of_size(2);
     let execution = Execution {
         node_selector: BTreeMap::from([("pool".to_owned(), "gpu".to_owned())]),
         ..execution()
     };
     assert_eq!(
-        place(&execution, &large, false, false, unit_sized_workers()),
-        Placement::Dedicated(DedicatedReason::PlacementFields)
+        place(
+            &execution,
+            Changed::ByHook,
+            &large,
+            false,
+            unit_sized_workers()
+        ),
+        Placement::Dedicated(DedicatedReason::AdmissionChange)
     );
 }
 
@@ -270,7 +379,7 @@ fn the_tasks_size_is_the_reason_shown_before_disabled_warm_pools() {
         ..unit_sized_workers()
     };
     assert_eq!(
-        place(&execution(), &large, false, false, disabled),
+        place(&execution(), Changed::Nothing, &large, false, disabled),
         Placement::Dedicated(DedicatedReason::Size)
     );
 }
@@ -303,6 +412,10 @@ fn placements_print_short_words_for_a_table() {
         "dedicated (source mode)"
     );
     assert_eq!(printed(DedicatedReason::Staging), "dedicated (staging)");
+    assert_eq!(
+        printed(DedicatedReason::AdmissionChange),
+        "dedicated (admission change)"
+    );
     assert_eq!(printed(DedicatedReason::Size), "dedicated (size)");
     assert_eq!(
         printed(DedicatedReason::NoWarmPool),
@@ -322,4 +435,74 @@ fn placements_have_stable_names_for_json() {
     assert_eq!(Placement::Warm.as_str(), "warm");
     assert_eq!(Placement::Warm.reason(), None);
     assert!(!Placement::Warm.is_dedicated());
+    assert_eq!(
+        DedicatedReason::AdmissionChange.as_str(),
+        "admission_change"
+    );
+}
+
+// ---- through the dispatcher -------------------------------------------------------------------
+
+/// Where the one attempt of a task goes through a hook that admits it with `changes`, checking
+/// that the hook was called once, one token was minted and the executor got the attempt.
+async fn placement_after(changes: Changes) -> Placement {
+    let hook = FakeHook::changing("hook", changes).shared();
+    let hooks: Vec<Arc<dyn Hook>> = vec![hook.clone()];
+    let harness = fakes::start(fakes::settings(), fakes::supervision(), hooks);
+    harness.offer_and_tick(vec![fakes::task("load")]).await;
+    assert_eq!(hook.calls(), 1);
+    assert_eq!(harness.minter.minted().len(), 1);
+    let calls = harness.executor.calls();
+    assert_eq!(calls.len(), 1, "one launch");
+    let row = harness
+        .store
+        .get(&fakes::task("load").key)
+        .expect("task stored");
+    assert_eq!(row.placement, Some(calls[0].placement));
+    calls[0].placement
+}
+
+const ADMISSION_CHANGE: Placement = Placement::Dedicated(DedicatedReason::AdmissionChange);
+
+#[actix::test]
+async fn a_hook_that_changes_only_a_label_sends_the_attempt_to_a_dedicated_pod() {
+    assert_eq!(
+        placement_after(label("team", "data")).await,
+        ADMISSION_CHANGE
+    );
+}
+
+#[actix::test]
+async fn a_hook_that_changes_only_an_annotation_sends_the_attempt_to_a_dedicated_pod() {
+    let changes = annotation("example.com/owner", "data-team");
+    assert_eq!(placement_after(changes).await, ADMISSION_CHANGE);
+}
+
+#[actix::test]
+async fn a_hook_set_node_selector_is_placed_as_an_admission_change() {
+    let changes = node_selector("pool", "gpu");
+    assert_eq!(placement_after(changes).await, ADMISSION_CHANGE);
+}
+
+#[actix::test]
+async fn a_hook_that_admits_with_empty_changes_leaves_the_attempt_warm() {
+    assert_eq!(placement_after(Changes::default()).await, Placement::Warm);
+}
+
+#[test]
+fn the_executor_policy_is_the_reason_shown_over_another_hook_s_change() {
+    let execution = Execution {
+        node_selector: BTreeMap::from([("pool".to_owned(), "tenant-jobs".to_owned())]),
+        ..execution()
+    };
+
+    assert_eq!(
+        place(&execution, Changed::ByPolicy, &task(), false, workers(true)),
+        Placement::Dedicated(DedicatedReason::ExecutorPolicy)
+    );
+    assert_eq!(
+        place(&execution, Changed::ByPolicy, &task(), true, workers(true)),
+        Placement::Dedicated(DedicatedReason::SourceMode),
+        "source mode, which no hook can change, is still shown first"
+    );
 }

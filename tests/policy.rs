@@ -62,6 +62,15 @@ impl Dispatched {
     }
 }
 
+/// `task` with a node selector of its own, so that it takes a dedicated pod (a warm attempt
+/// writes none) when the policy forces nothing onto it.
+fn on_its_own_pod(mut task: Task) -> Task {
+    task.execution
+        .node_selector
+        .insert("disk".to_owned(), "ssd".to_owned());
+    task
+}
+
 /// Dispatches `task` on the Kubernetes executor in dry-run mode, with warm pools on, the
 /// config's own chain (its hooks, then `executor.policy` last) and `operator_hooks` registered
 /// after the chain is built. `policy` is the YAML of `executor.policy`.
@@ -152,7 +161,12 @@ async fn an_image_outside_images_allowed_is_refused_before_its_token() {
 
 #[actix::test]
 async fn an_image_under_an_allowed_prefix_runs() {
-    let dispatched = dispatch("{images: {allowed: [ghcr.io/acme/]}}", vec![], task("load")).await;
+    let dispatched = dispatch(
+        "{images: {allowed: [ghcr.io/acme/]}}",
+        vec![],
+        on_its_own_pod(task("load")),
+    )
+    .await;
 
     let pod = dispatched.pod();
     assert_eq!(
@@ -406,7 +420,7 @@ async fn a_label_outside_the_allowed_prefixes_is_refused_naming_the_first_key_in
     let dispatched = dispatch(
         "{metadata: {allowed_label_prefixes: [team.example.com/]}}",
         vec![],
-        labelled,
+        on_its_own_pod(labelled),
     )
     .await;
 
@@ -442,7 +456,7 @@ async fn labels_under_an_allowed_prefix_land_on_the_pod() {
     let dispatched = dispatch(
         "{metadata: {allowed_label_prefixes: [team.example.com/]}}",
         vec![],
-        labelled,
+        on_its_own_pod(labelled),
     )
     .await;
 

@@ -1,14 +1,18 @@
 //! The rules for what a hook may change (ADR 0100 §3, §4, §7), and applying changes that passed.
+//!
+//! The checks of what Kubernetes accepts ([`check_entries`], [`check_tolerations`],
+//! [`check_name`], [`check_annotations_size`]) are public so that the dispatcher holds a DAG's
+//! own execution fields to the very same rules before any hook runs.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use thiserror::Error;
 
 use super::names::{
     is_reserved_key, label_value_problem, qualified_name_problem, subdomain_problem,
 };
-use super::quantity::parse_milli;
-use super::{Changes, Privilege, Request, TaintEffect, TolerationOperator};
+use super::quantity::{is_below, parse_milli};
+use super::{Changes, Privilege, Request, TaintEffect, Toleration, TolerationOperator};
 
 /// The most bytes all annotation keys and values of a pod may take together, as Kubernetes
 /// checks it.
@@ -59,7 +63,8 @@ impl std::fmt::Display for Field {
     }
 }
 
-/// Why a hook's change was refused. The chain prefixes it with the hook's name.
+/// Why a hook's change, or a DAG's own execution field, was refused. The chain prefixes it with
+/// the hook's name; the dispatcher's built-in refusal with the field.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum ChangeError {
     /// A label or annotation key under `leoflow.io/` or `dexaflow.io/`.
@@ -101,7 +106,8 @@ pub enum ChangeError {
     /// A toleration Kubernetes would reject.
     #[error("toleration {index} (key {key:?}) is invalid: {problem}")]
     InvalidToleration {
-        /// Its position among the tolerations the hook appended.
+        /// Its position among the tolerations checked: those the hook appended, or the task's
+        /// own.
         index: usize,
         /// Its key.
         key: String,
@@ -176,37 +182,15 @@ impl ChangeRules {
                 });
             }
         }
-        for (key, value) in &changes.node_selector {
-            check_key(Field::NodeSelector, key)?;
-            check_label_value(Field::NodeSelector, key, value)?;
-        }
-        for (key, value) in &changes.labels {
-            check_metadata_key(Field::Label, key)?;
-            check_label_value(Field::Label, key, value)?;
-        }
-        for key in changes.annotations.keys() {
-            check_metadata_key(Field::Annotation, key)?;
-        }
+        check_entries(Field::NodeSelector, &changes.node_selector)?;
+        check_entries(Field::Label, &changes.labels)?;
+        check_entries(Field::Annotation, &changes.annotations)?;
         if !changes.annotations.is_empty() {
             let mut merged = request.execution.annotations.clone();
             merged.extend(changes.annotations.clone());
-            let bytes = merged
-                .iter()
-                .map(|(key, value)| key.len() + value.len())
-                .sum();
-            if bytes > MAX_ANNOTATIONS_BYTES {
-                return Err(ChangeError::AnnotationsTooLarge { bytes });
-            }
+            check_annotations_size(annotations_bytes(&merged))?;
         }
-        for (index, toleration) in changes.tolerations.iter().enumerate() {
-            if let Some(problem) = toleration_problem(toleration) {
-                return Err(ChangeError::InvalidToleration {
-                    index,
-                    key: toleration.key.clone(),
-                    problem,
-                });
-            }
-        }
+        check_tolerations(&changes.tolerations)?;
         if let Some(name) = &changes.service_account {
             check_name("service account", name)?;
             let allowed = name == &self.default_service_account
@@ -275,13 +259,11 @@ impl ChangeRules {
             problem,
         };
         let limit = parse_milli(quantity).map_err(|error| invalid(error.to_string()))?;
-        if let Some(request) = request
+        if request
             .as_deref()
-            .and_then(|request| parse_milli(request).ok())
+            .is_some_and(|request| is_below(quantity, request))
         {
-            if limit < request {
-                return Err(invalid("below the request".to_owned()));
-            }
+            return Err(invalid("below the request".to_owned()));
         }
         if ceiling.is_some_and(|ceiling| limit > ceiling) {
             return Err(invalid("above what the attempt's size allows".to_owned()));
@@ -338,40 +320,104 @@ pub fn apply_changes(request: &mut Request, changes: &Changes) {
     }
 }
 
-fn check_key(field: Field, key: &str) -> Result<(), ChangeError> {
-    match qualified_name_problem(key) {
-        Some(problem) => Err(ChangeError::InvalidKey {
-            field,
-            key: key.to_owned(),
-            problem,
-        }),
-        None => Ok(()),
+/// Checks the entries of one map of an attempt against what Kubernetes accepts there.
+///
+/// - Labels: each key a qualified name outside the reserved prefixes ([`is_reserved_key`]),
+///   each value a label value.
+/// - Annotations: each key, lower-cased first as Kubernetes does before it validates one,
+///   outside the reserved prefixes and a qualified name; values are free text (their total
+///   size is [`check_annotations_size`]'s). Only ASCII is lower-cased: any other character
+///   makes a key invalid anyway, so a key Kubernetes would fold into a reserved prefix (a
+///   Kelvin sign, a dotted capital I) is refused as invalid.
+/// - Node selector: each key a qualified name, each value a label value. Node labels are the
+///   cluster's, so no prefix is reserved there.
+///
+/// # Errors
+/// The first entry, in key order, that Kubernetes would reject.
+pub fn check_entries(field: Field, entries: &BTreeMap<String, String>) -> Result<(), ChangeError> {
+    for (key, value) in entries {
+        if field != Field::NodeSelector && is_reserved_key(key) {
+            return Err(ChangeError::ReservedKey {
+                field,
+                key: key.clone(),
+            });
+        }
+        let problem = if field == Field::Annotation {
+            qualified_name_problem(&key.to_ascii_lowercase())
+        } else {
+            qualified_name_problem(key)
+        };
+        if let Some(problem) = problem {
+            return Err(ChangeError::InvalidKey {
+                field,
+                key: key.clone(),
+                problem,
+            });
+        }
+        if field == Field::Annotation {
+            continue;
+        }
+        if let Some(problem) = label_value_problem(value) {
+            return Err(ChangeError::InvalidValue {
+                field,
+                key: key.clone(),
+                value: value.clone(),
+                problem,
+            });
+        }
     }
+    Ok(())
 }
 
-fn check_metadata_key(field: Field, key: &str) -> Result<(), ChangeError> {
-    if is_reserved_key(key) {
-        return Err(ChangeError::ReservedKey {
-            field,
-            key: key.to_owned(),
-        });
-    }
-    check_key(field, key)
+/// The bytes annotations take as Kubernetes counts them toward [`MAX_ANNOTATIONS_BYTES`]: every
+/// key and every value.
+pub fn annotations_bytes<'a>(
+    annotations: impl IntoIterator<Item = (&'a String, &'a String)>,
+) -> usize {
+    annotations
+        .into_iter()
+        .map(|(key, value)| key.len() + value.len())
+        .sum()
 }
 
-fn check_label_value(field: Field, key: &str, value: &str) -> Result<(), ChangeError> {
-    match label_value_problem(value) {
-        Some(problem) => Err(ChangeError::InvalidValue {
-            field,
-            key: key.to_owned(),
-            value: value.to_owned(),
-            problem,
-        }),
-        None => Ok(()),
+/// Checks that annotations of `bytes` in all ([`annotations_bytes`]) fit what Kubernetes
+/// stores.
+///
+/// # Errors
+/// [`ChangeError::AnnotationsTooLarge`] above [`MAX_ANNOTATIONS_BYTES`].
+pub fn check_annotations_size(bytes: usize) -> Result<(), ChangeError> {
+    if bytes > MAX_ANNOTATIONS_BYTES {
+        return Err(ChangeError::AnnotationsTooLarge { bytes });
     }
+    Ok(())
 }
 
-fn check_name(field: &'static str, name: &str) -> Result<(), ChangeError> {
+/// Checks tolerations against the rules Kubernetes applies to each: a key, when set, is a
+/// qualified name; an empty key needs operator `Exists`; `Exists` takes no value and `Equal`
+/// a label value; `toleration_seconds` needs effect `NoExecute`.
+///
+/// # Errors
+/// [`ChangeError::InvalidToleration`] for the first that fails, by its position in
+/// `tolerations`.
+pub fn check_tolerations(tolerations: &[Toleration]) -> Result<(), ChangeError> {
+    for (index, toleration) in tolerations.iter().enumerate() {
+        if let Some(problem) = toleration_problem(toleration) {
+            return Err(ChangeError::InvalidToleration {
+                index,
+                key: toleration.key.clone(),
+                problem,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Checks that `name`, the value of `field` (`service account`, `priority class` or
+/// `runtime class`), is a DNS subdomain, as Kubernetes requires of each.
+///
+/// # Errors
+/// [`ChangeError::InvalidName`] naming the field and the name.
+pub fn check_name(field: &'static str, name: &str) -> Result<(), ChangeError> {
     match subdomain_problem(name) {
         Some(problem) => Err(ChangeError::InvalidName {
             field,
@@ -382,7 +428,7 @@ fn check_name(field: &'static str, name: &str) -> Result<(), ChangeError> {
     }
 }
 
-fn toleration_problem(toleration: &super::Toleration) -> Option<&'static str> {
+fn toleration_problem(toleration: &Toleration) -> Option<&'static str> {
     if toleration.key.is_empty() && toleration.operator != TolerationOperator::Exists {
         return Some("an empty key needs operator Exists");
     }

@@ -9,6 +9,7 @@
 //! | §1 the contract | [`Request`], [`Decision`], [`Changes`], [`Toleration`], [`Hook`] |
 //! | §3, §4, §7 what a hook may change | [`ChangeRules`], [`ChangeError`], [`apply_changes`], [`Privilege`] |
 //! | §4 the image allowlist rule | [`image_allowed`] |
+//! | §4 what Kubernetes accepts (a hook's changes and a DAG's own fields) | [`check_entries`], [`check_tolerations`], [`check_name`], [`check_annotations_size`] |
 //! | §5 reasons | [`clean_reason`] |
 //! | §6 the chain | [`Chain`], [`ChainRun`], [`Verdict`] |
 //! | §7 the executor policy's refusals | [`PolicyRefusal`], [`PolicyRule`], [`refuse_dag_placement`] |
@@ -27,17 +28,20 @@ mod request;
 mod toleration;
 
 pub use chain::{Chain, ChainRun, Recorded, Verdict};
-pub use changes::{ChangeError, ChangeRules, Field, MAX_ANNOTATIONS_BYTES, Unit, apply_changes};
+pub use changes::{
+    ChangeError, ChangeRules, Field, MAX_ANNOTATIONS_BYTES, Unit, annotations_bytes, apply_changes,
+    check_annotations_size, check_entries, check_name, check_tolerations,
+};
 pub use decision::{Changes, Decision};
 pub use hook::{Hook, HookError, HookFuture, Privilege};
 pub use image::{image_allowed, image_repository};
 pub use names::{
-    dns_label_problem, is_reserved_key, label_value_problem, qualified_name_problem,
-    subdomain_problem,
+    dns_label_problem, env_name_problem, is_reserved_key, label_value_problem,
+    qualified_name_problem, subdomain_problem,
 };
 pub use outcome::Outcome;
 pub use policy::{PolicyRefusal, PolicyRule, refuse_dag_placement};
-pub use quantity::{QuantityError, cpu_quantity, memory_quantity, parse_milli};
+pub use quantity::{QuantityError, cpu_quantity, is_below, memory_quantity, parse_milli};
 pub use reason::{MAX_REASON_BYTES, clean_reason, error_chain, is_control_or_format};
 pub use request::{API_VERSION, Execution, Request, ResourceList, Resources};
 pub use toleration::{TaintEffect, Toleration, TolerationOperator};

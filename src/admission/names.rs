@@ -91,6 +91,23 @@ pub fn subdomain_problem(name: &str) -> Option<String> {
     None
 }
 
+/// Why `name` is not an environment variable name Kubernetes accepts in a container, or `None`.
+///
+/// Since Kubernetes 1.34 (the relaxed rule, on by default since 1.32) a name is any non-empty
+/// run of printable ASCII characters other than `=`.
+pub fn env_name_problem(name: &str) -> Option<String> {
+    if name.is_empty() {
+        return Some("must not be empty".to_owned());
+    }
+    if !name
+        .bytes()
+        .all(|b| (b' '..=b'~').contains(&b) && b != b'=')
+    {
+        return Some("must be printable ASCII characters other than '='".to_owned());
+    }
+    None
+}
+
 /// Whether the key's prefix is `leoflow.io` or `dexaflow.io`, or a subdomain of either.
 ///
 /// These prefixes are reserved for the orchestrator's own labels and annotations (ADR 0100 §3),

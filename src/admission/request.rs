@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::Toleration;
+use super::{Toleration, is_below};
 
 /// The `api_version` every request carries, on the webhook wire as in memory.
 pub const API_VERSION: &str = "dexaflow.io/admission/v1";
@@ -77,6 +77,16 @@ impl Resources {
     pub fn is_empty(&self) -> bool {
         *self == Resources::default()
     }
+
+    /// The first resource whose limit is below its request, which Kubernetes refuses, as
+    /// `(resource, limit, request)`; `None` when every limit is at or above its request (or one
+    /// of the two is unset).
+    pub fn limit_below_request(&self) -> Option<(&'static str, &str, &str)> {
+        self.limits.set().find_map(|(resource, limit)| {
+            let request = self.requests.get(resource)?;
+            is_below(limit, request).then_some((resource, limit, request))
+        })
+    }
 }
 
 impl ResourceList {
@@ -90,6 +100,12 @@ impl ResourceList {
         ]
         .into_iter()
         .filter_map(|(name, value)| Some((name, value.as_deref()?)))
+    }
+
+    /// The quantity of the resource named as [`Self::set`] names it, when set.
+    pub fn get(&self, resource: &str) -> Option<&str> {
+        self.set()
+            .find_map(|(name, value)| (name == resource).then_some(value))
     }
 }
 

@@ -11,8 +11,10 @@ use tokio::time::Instant;
 
 use super::Settings;
 use super::executor::{Admitted, Executor};
-use super::placement::{WarmWorkers, place};
-use super::refusals::{build_request, effective_execution, refuse_before_token};
+use super::placement::{Changed, WarmWorkers, place};
+use super::refusals::{
+    build_request, check_pod_annotations, effective_execution, refuse_before_token,
+};
 use super::shutdown::Shutdown;
 use super::store::{TaskStore, Waited, Write};
 use super::task::{Task, TaskKey};
@@ -193,11 +195,11 @@ impl Pipeline {
             tracing::warn!(task = %key, %warning, "task does not fit its size; running it under executor.unit.enforce=warn");
         }
         // 4. Admission, 5. the admitted changes.
-        let (resources, execution, policy_forced) = match &self.chain {
+        let (resources, execution, changed) = match &self.chain {
             None => (
                 effective.resources.clone(),
                 effective_execution(task, &effective),
-                false,
+                Changed::Nothing,
             ),
             Some(chain) => {
                 self.requests_built.fetch_add(1, Ordering::Relaxed);
@@ -213,12 +215,29 @@ impl Pipeline {
                     verdict = chain.admit(request) => verdict,
                 };
                 match verdict {
-                    Verdict::Admit { request, .. } => {
-                        // Only a built-in hook may fill limits, and the policy is the one that
-                        // does; its forced fields are on every attempt it admits.
-                        let policy_forced = self.settings.policy.forces_fields
-                            || request.resources != effective.resources;
-                        (request.resources, request.execution, policy_forced)
+                    Verdict::Admit { request, changes } => {
+                        // The chain counted the hooks' annotations without the pod's own.
+                        if !changes.annotations.is_empty() {
+                            let annotations = &request.execution.annotations;
+                            if let Err(error) =
+                                check_pod_annotations(annotations, task, effective.source_mode)
+                            {
+                                let reason = format!("dispatch refused: admission: {error}");
+                                return self.refuse(key, reason);
+                            }
+                        }
+                        // Only a privileged hook may fill limits, and the policy is the one
+                        // that does; its forced fields are on every attempt it admits.
+                        let changed = if self.settings.policy.forces_fields
+                            || request.resources != effective.resources
+                        {
+                            Changed::ByPolicy
+                        } else if changes.is_empty() {
+                            Changed::Nothing
+                        } else {
+                            Changed::ByHook
+                        };
+                        (request.resources, request.execution, changed)
                     }
                     Verdict::Refuse { reason, .. } => {
                         return self.refuse(key, format!("dispatch refused: admission: {reason}"));
@@ -256,9 +275,9 @@ impl Pipeline {
         // 7. Placement, on the fields with every change applied.
         let placement = place(
             &execution,
+            changed,
             task,
             effective.source_mode,
-            policy_forced,
             WarmWorkers {
                 enabled: self.settings.warm_pools,
                 service_account: &self.settings.task_service_account,

@@ -3,9 +3,11 @@
 //!
 //! A warm worker is built before its task is known, with the default task service account and
 //! no placement of its own, so any attempt that needs something a warm worker lacks takes a
-//! dedicated pod. The rule is evaluated on the execution fields with every hook's changes
-//! applied: an attempt a hook sent to a node pool takes a dedicated pod, even when the register
-//! response reported it warm.
+//! dedicated pod. An attempt a hook changed in any way takes one too (ADR 0100 §4), even when
+//! the change is only labels or annotations: a warm worker's pod exists already and cannot take
+//! them. The rule is evaluated on the execution fields with every hook's changes applied, so an
+//! attempt a hook sent to a node pool takes a dedicated pod even when the register response
+//! reported it warm.
 
 use std::fmt;
 
@@ -32,11 +34,16 @@ pub enum DedicatedReason {
     Staging,
     /// The executor policy forced a field onto the attempt or filled one of its limits.
     ExecutorPolicy,
+    /// A hook changed the attempt: its node selector, tolerations, priority class, service
+    /// account, runtime class, labels, annotations or limits. A warm worker's pod exists
+    /// already and cannot take any of them.
+    AdmissionChange,
     /// The service account is not the default one a warm worker runs as.
     ServiceAccount,
-    /// A node selector, tolerations or a priority class is set, by the task or by a hook.
+    /// The task sets a node selector, tolerations or a priority class of its own.
     PlacementFields,
-    /// A runtime class is set (only a built-in hook may set one).
+    /// A runtime class is set. Only a built-in hook sets one, so the pipeline reports such an
+    /// attempt as an admission change; the reason is kept for an execution judged on its own.
     RuntimeClass,
     /// With a resource unit set a warm worker is one unit: the task is larger (`pool_slots`
     /// above 1) or declares resources of its own.
@@ -74,6 +81,7 @@ impl DedicatedReason {
             DedicatedReason::SourceMode => "source_mode",
             DedicatedReason::Staging => "staging",
             DedicatedReason::ExecutorPolicy => "executor_policy",
+            DedicatedReason::AdmissionChange => "admission_change",
             DedicatedReason::ServiceAccount => "service_account",
             DedicatedReason::PlacementFields => "placement_fields",
             DedicatedReason::RuntimeClass => "runtime_class",
@@ -88,6 +96,7 @@ impl DedicatedReason {
             DedicatedReason::SourceMode => "source mode",
             DedicatedReason::Staging => "staging",
             DedicatedReason::ExecutorPolicy => "executor policy",
+            DedicatedReason::AdmissionChange => "admission change",
             DedicatedReason::ServiceAccount => "service account",
             DedicatedReason::PlacementFields => "placement fields",
             DedicatedReason::RuntimeClass => "runtime class",
@@ -123,31 +132,47 @@ pub struct WarmWorkers<'a> {
     pub unit_sized: bool,
 }
 
+/// Who changed an admitted attempt's fields, as placement weighs it: any change takes a
+/// dedicated pod (ADR 0100 §4), and the reason says who made it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Changed {
+    /// No hook changed anything: the fields are the task's own.
+    Nothing,
+    /// An operator's hook (Rust, a configured hook or a webhook) changed a field.
+    ByHook,
+    /// The executor policy forced a field onto the attempt or filled one of its limits.
+    ByPolicy,
+}
+
 /// Decides where an admitted attempt runs.
 ///
 /// `execution` is the attempt's execution with the default service account and every hook's
-/// changes applied; `task` gives what a hook cannot change (staging, size, resources);
-/// `policy_forced` says whether the executor policy forced a field onto the attempt or filled a
-/// limit. The first reason found wins, in this order: source mode, staging, the executor
-/// policy (whose forced fields would otherwise pass for the task's own), a service account
+/// changes applied; `changed` says whether a hook, or the executor policy, changed the attempt;
+/// `task` gives what a hook cannot change (staging, size, resources). The first reason found
+/// wins, in this order: source mode, staging, the executor policy's forced fields or filled
+/// limits, another hook's change, a service account
 /// other than the warm workers' (an empty one means the default), placement fields, a runtime
 /// class, a task a unit-sized warm worker cannot hold (Dexaflow's `warmEligible`: size 1
 /// without resources of its own), warm pools disabled. With none the attempt goes warm.
 pub fn place(
     execution: &Execution,
+    changed: Changed,
     task: &Task,
     source_mode: bool,
-    policy_forced: bool,
     warm: WarmWorkers<'_>,
 ) -> Placement {
     // The reasons that belong to the attempt come first, so that the table says why this
-    // attempt needs its own pod even on an install without warm pools.
+    // attempt needs its own pod even on an install without warm pools. Source mode and staging,
+    // which no hook can change, come before a hook's change; the change comes before the fields,
+    // so that the table says a hook decided it. Without a change the fields are the task's own.
     let reason = if source_mode {
         DedicatedReason::SourceMode
     } else if task.staging {
         DedicatedReason::Staging
-    } else if policy_forced {
+    } else if changed == Changed::ByPolicy {
         DedicatedReason::ExecutorPolicy
+    } else if changed == Changed::ByHook {
+        DedicatedReason::AdmissionChange
     } else if !execution.service_account.is_empty()
         && execution.service_account != warm.service_account
     {

@@ -3,19 +3,30 @@
 //!
 //! [`refuse_before_token`] checks, in this order: the declared quantities, the resource unit,
 //! the execution allowlist on the DAG's own fields (which fields, service accounts, priority
-//! classes), the executor policy's `placement.allow_dag_placement`, the image allowlist, and
-//! the source-mode size. The first refusal wins. An attempt that passes gets its [`Effective`]
-//! values: the resources after the unit or `executor.defaults`, and the service account after
-//! the default. [`build_request`] turns them into the [`Request`] a hook sees.
+//! classes), the executor policy's `placement.allow_dag_placement`, what Kubernetes accepts in those fields and in the environment's names, limits not
+//! below requests, the source-mode size or the image allowlist (and, on the kubernetes
+//! executor, that there is an image), and the annotations' total size with the pod's own. The
+//! first refusal wins. An attempt that passes gets its [`Effective`] values: the resources
+//! after the unit or `executor.defaults`, and the service account after the default.
+//! [`build_request`] turns them into the [`Request`] a hook sees.
+//!
+//! The Kubernetes checks are the ones a hook's changes pass ([`crate::admission::check_entries`]
+//! and its siblings), and they run on every executor: a task that a pod could not carry is
+//! refused the same way on lite.
+
+use std::collections::BTreeMap;
 
 use thiserror::Error;
 
-use super::settings::{AllowedFields, ResourceDefaults, Settings};
+use super::executor::kubernetes::own_annotations;
+use super::settings::{AllowedFields, ExecutorSettings, ResourceDefaults, Settings};
 use super::task::Task;
+use super::task_instance_id;
 use super::unit::{self, Misfit, UnitError};
 use crate::admission::{
-    API_VERSION, Execution, PolicyRefusal, QuantityError, Request, ResourceList, Resources,
-    parse_milli, refuse_dag_placement,
+    API_VERSION, ChangeError, Execution, Field, PolicyRefusal, QuantityError, Request,
+    ResourceList, Resources, annotations_bytes, check_annotations_size, check_entries, check_name,
+    check_tolerations, env_name_problem, parse_milli, refuse_dag_placement,
 };
 pub use crate::admission::{image_allowed, image_repository};
 
@@ -81,6 +92,43 @@ pub enum Refusal {
     /// (`placement.allow_dag_placement: false`).
     #[error(transparent)]
     Policy(#[from] PolicyRefusal),
+    /// One of the task's own execution fields holds what Kubernetes would reject: a label,
+    /// annotation or node-selector key or value, a toleration, a service account or priority
+    /// class name, or annotations too large together with the pod's own.
+    #[error("{field}: {error}")]
+    Invalid {
+        /// The field, such as `execution.labels`.
+        field: &'static str,
+        /// What is wrong in it, as a hook's change would be told.
+        error: ChangeError,
+    },
+    /// A resource limit below its request, which Kubernetes refuses.
+    #[error("resources.limits.{resource}: {limit:?} is below the request {request:?}")]
+    LimitBelowRequest {
+        /// `cpu`, `memory` or `ephemeral_storage`.
+        resource: &'static str,
+        /// The limit.
+        limit: String,
+        /// The request.
+        request: String,
+    },
+    /// An environment variable name Kubernetes would reject in a container.
+    #[error("env: variable name {name:?} is invalid: {problem}")]
+    InvalidEnvName {
+        /// The name.
+        name: String,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// On the kubernetes executor, an image a pod cannot run: none, or one with whitespace
+    /// around it.
+    #[error("image: {image:?} is invalid: {problem}")]
+    InvalidImage {
+        /// The image.
+        image: String,
+        /// What is wrong with it.
+        problem: &'static str,
+    },
     /// The task's image matches no entry of `execution_allowlist.images`.
     #[error("image {image:?} is not in execution_allowlist.images")]
     ImageNotAllowed {
@@ -132,10 +180,14 @@ fn check_quantities(resources: &Resources) -> Result<(), Refusal> {
 /// against the unit and leave the pod without it); the resource unit; the execution allowlist
 /// on the DAG's own fields (which fields may be set, then the service account, where the
 /// default task service account and an empty one are exempt, then the priority class); the
-/// executor policy's `placement.allow_dag_placement` on the same fields; the image allowlist, for an image the task names itself (not the runtime image of source mode,
-/// nor an empty one); the source-mode size when source mode applies (it is enabled and the
-/// task's image is empty or the runtime image). The first refusal wins. It reads only the task
-/// and the settings, so it is cheap to run on every attempt and needs no hook.
+/// executor policy's `placement.allow_dag_placement` on the same fields; what
+/// Kubernetes accepts in the DAG's own fields ([`check_own_fields`]); limits not below
+/// requests, on the effective resources; the source-mode size when source mode applies (it is
+/// enabled and the task's image is empty or the runtime image), else the image allowlist for an
+/// image the task names itself (not an empty one) and, on the kubernetes executor, that the
+/// image is one a pod can run; and last the annotations' total with those the executor adds to
+/// the pod ([`check_pod_annotations`]). The first refusal wins. It reads only the task and the
+/// settings, so it is cheap to run on every attempt and needs no hook.
 ///
 /// # Errors
 /// The first [`Refusal`] found.
@@ -156,6 +208,14 @@ pub fn refuse_before_token(task: &Task, settings: &Settings) -> Result<Effective
     if !settings.policy.allow_dag_placement {
         refuse_dag_placement(&task.execution.set_fields())?;
     }
+    check_own_fields(task)?;
+    if let Some((resource, limit, request)) = resources.limit_below_request() {
+        return Err(Refusal::LimitBelowRequest {
+            resource,
+            limit: limit.to_owned(),
+            request: request.to_owned(),
+        });
+    }
     let source_mode = settings.source_mode.enabled
         && (task.image.is_empty() || task.image == settings.source_mode.image);
     if source_mode {
@@ -163,6 +223,12 @@ pub fn refuse_before_token(task: &Task, settings: &Settings) -> Result<Effective
     } else {
         check_image(&task.image, settings)?;
     }
+    check_pod_annotations(&task.execution.annotations, task, source_mode).map_err(|error| {
+        Refusal::Invalid {
+            field: "execution.annotations",
+            error,
+        }
+    })?;
     let image = if source_mode && task.image.is_empty() {
         settings.source_mode.image.clone()
     } else {
@@ -286,17 +352,89 @@ fn check_allowlist(task: &Task, settings: &Settings) -> Result<(), Refusal> {
     Ok(())
 }
 
-/// Checks a task's own image. The runtime image of source mode is the install's and is not
-/// checked (the caller skips it), nor is an empty image, which chooses nothing.
-fn check_image(image: &str, settings: &Settings) -> Result<(), Refusal> {
-    match &settings.allowlist.images {
-        Some(allowed) if !image.is_empty() && !image_allowed(image, allowed) => {
-            Err(Refusal::ImageNotAllowed {
-                image: image.to_owned(),
-            })
-        }
-        _ => Ok(()),
+/// Checks the task's own execution fields and environment names against what Kubernetes
+/// accepts, with the checks a hook's changes pass: labels, annotation keys (lower-cased first),
+/// node-selector entries, tolerations, the service account and priority class names (when
+/// set), then the environment's variable names.
+///
+/// # Errors
+/// [`Refusal::Invalid`] naming the field, or [`Refusal::InvalidEnvName`].
+pub fn check_own_fields(task: &Task) -> Result<(), Refusal> {
+    let own = &task.execution;
+    let invalid = |field: &'static str| move |error| Refusal::Invalid { field, error };
+    check_entries(Field::Label, &own.labels).map_err(invalid("execution.labels"))?;
+    check_entries(Field::Annotation, &own.annotations).map_err(invalid("execution.annotations"))?;
+    check_entries(Field::NodeSelector, &own.node_selector)
+        .map_err(invalid("execution.node_selector"))?;
+    check_tolerations(&own.tolerations).map_err(invalid("execution.tolerations"))?;
+    if !own.service_account.is_empty() {
+        check_name("service account", &own.service_account)
+            .map_err(invalid("execution.service_account"))?;
     }
+    if !own.priority_class_name.is_empty() {
+        check_name("priority class", &own.priority_class_name)
+            .map_err(invalid("execution.priority_class_name"))?;
+    }
+    for name in task.env.keys() {
+        if let Some(problem) = env_name_problem(name) {
+            return Err(Refusal::InvalidEnvName {
+                name: name.clone(),
+                problem,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Checks that `annotations`, with those the executor adds to the attempt's pod (the task
+/// instance id and, in source mode, the DAG source: [`own_annotations`]), fit the 256 KiB
+/// Kubernetes allows a pod's annotations together.
+///
+/// The built-in refusals run it on the task's own annotations; the pipeline runs it again on
+/// the annotations a hook changed, which the chain counted without the pod's own.
+///
+/// # Errors
+/// [`ChangeError::AnnotationsTooLarge`] with the total.
+pub fn check_pod_annotations(
+    annotations: &BTreeMap<String, String>,
+    task: &Task,
+    source_mode: bool,
+) -> Result<(), ChangeError> {
+    let task_instance_id = task_instance_id(&task.key);
+    let source = source_mode.then_some(task.source.as_deref()).flatten();
+    let own: usize = own_annotations(&task_instance_id, source)
+        .map(|(key, value)| key.len() + value.len())
+        .sum();
+    check_annotations_size(annotations_bytes(annotations) + own)
+}
+
+/// Checks a task's own image. The runtime image of source mode is the install's and is not
+/// checked (the caller skips it). An empty image chooses nothing and passes the allowlist, but
+/// not the kubernetes executor, whose pod needs one.
+fn check_image(image: &str, settings: &Settings) -> Result<(), Refusal> {
+    if let Some(allowed) = &settings.allowlist.images {
+        if !image.is_empty() && !image_allowed(image, allowed) {
+            return Err(Refusal::ImageNotAllowed {
+                image: image.to_owned(),
+            });
+        }
+    }
+    if matches!(settings.executor, ExecutorSettings::Kubernetes { .. }) {
+        let problem = if image.is_empty() {
+            Some("a pod needs an image")
+        } else if image.trim() != image {
+            Some("must not have whitespace around it")
+        } else {
+            None
+        };
+        if let Some(problem) = problem {
+            return Err(Refusal::InvalidImage {
+                image: image.to_owned(),
+                problem,
+            });
+        }
+    }
+    Ok(())
 }
 
 fn check_source(task: &Task, limit: usize) -> Result<(), Refusal> {

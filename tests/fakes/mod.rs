@@ -19,7 +19,7 @@ use dexaflow_admission::dispatch::settings::{
 use dexaflow_admission::dispatch::task::{Task, TaskExecution, TaskKey};
 use dexaflow_admission::dispatch::token::{AgentIdentity, Minter, TokenError};
 use dexaflow_admission::dispatch::{
-    Dispatcher, Parts, Pipeline, Settings, Settled, TaskStore, Ticking,
+    Dispatcher, Offer, Parts, Pipeline, Settings, Settled, TaskStore, Tick, Ticking,
 };
 use dexaflow_admission::supervise::{self, BreakerSettings, Gate, Ignore, SupervisedChain};
 use tokio::sync::mpsc;
@@ -179,6 +179,16 @@ impl Harness {
             .recv()
             .await
             .expect("the pipeline outlives the test")
+    }
+
+    /// Offers `tasks` to the dispatcher and runs one tick.
+    pub async fn offer_and_tick(&self, tasks: Vec<Task>) {
+        self.dispatcher
+            .send(Offer(tasks))
+            .await
+            .expect("dispatcher alive")
+            .expect("takes offers");
+        self.dispatcher.send(Tick).await.expect("dispatcher alive");
     }
 
     /// The breaker gate of the hook at `position`.

@@ -2,17 +2,25 @@
 //!
 //! [`build_pod`] is pure (apart from the random name suffix) and carries the whole pod contract:
 //! identity labels and annotation, the execution fields with every hook's change applied, the
-//! resources, the agent token in the environment and a restricted security context. This crate
-//! has no Kubernetes client yet: with a dry-run directory the executor writes each pod as a YAML
-//! manifest there, and without one it fails with [`ExecutorError::NoCluster`]. Creating pods
-//! through a client comes later, behind the same [`Executor`] trait.
+//! resources, the agent token in the environment, a restricted security context and, in source
+//! mode, the DAG source. Only a dedicated attempt gets a pod: a warm one goes to a warm worker
+//! whose pod already exists. This crate has no Kubernetes client yet: with a dry-run directory
+//! the executor writes each pod as a YAML manifest there, and without one it fails with
+//! [`ExecutorError::NoCluster`]. Creating pods through a client comes later, behind the same
+//! [`Executor`] trait.
+//!
+//! Every field the pod takes from the attempt passed the checks of what Kubernetes accepts
+//! before the attempt's token was minted (the task's own in the built-in refusals, a hook's in
+//! the chain), so every pod built here is one the API server accepts; the filter of reserved
+//! keys below is a second line behind those checks.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, EnvVar, Pod, PodSecurityContext, PodSpec, ResourceRequirements,
-    SeccompProfile, SecurityContext, Toleration as PodToleration,
+    Capabilities, Container, DownwardAPIVolumeFile, DownwardAPIVolumeSource, EnvVar,
+    ObjectFieldSelector, Pod, PodSecurityContext, PodSpec, ResourceRequirements, SeccompProfile,
+    SecurityContext, Toleration as PodToleration, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -22,7 +30,8 @@ use super::{
     AGENT_TOKEN_ENV, Admitted, ExecuteFuture, Executor, ExecutorError, Launched,
     TASK_INSTANCE_ID_ENV, is_reserved_env,
 };
-use crate::admission::{ResourceList, Toleration, is_reserved_key};
+use crate::admission::{ResourceList, Toleration, is_reserved_key, label_value_problem};
+use crate::dispatch::placement::{DedicatedReason, Placement};
 
 /// The label naming the attempt's DAG.
 pub const LABEL_DAG_ID: &str = "dexaflow.io/dag-id";
@@ -38,6 +47,15 @@ pub const LABEL_ATTEMPT_EPOCH: &str = "dexaflow.io/attempt-epoch";
 pub const LABEL_TENANT_ID: &str = "dexaflow.io/tenant-id";
 /// The annotation carrying the exact task instance id (labels are sanitized and lossy).
 pub const ANNOTATION_TASK_INSTANCE_ID: &str = "dexaflow.io/task-instance-id";
+/// The annotation carrying a source-mode attempt's DAG source, projected into the container as
+/// [`SOURCE_FILE`] (ADR 0067 §3).
+pub const ANNOTATION_DAG_SOURCE: &str = "dexaflow.io/dag-source";
+/// The directory a source-mode container reads its DAG source from, and its working directory.
+pub const SOURCE_MOUNT_PATH: &str = "/opt/dexaflow/dag";
+/// The file the DAG source is projected as, in [`SOURCE_MOUNT_PATH`].
+pub const SOURCE_FILE: &str = "dag.py";
+/// The name of the downward API volume that projects the DAG source.
+const SOURCE_VOLUME: &str = "dexaflow-dag-source";
 
 /// The longest pod name, label value and DNS label.
 const MAX_NAME: usize = 63;
@@ -73,6 +91,11 @@ impl Kubernetes {
     }
 
     async fn launch(&self, attempt: &Admitted) -> Result<Launched, ExecutorError> {
+        if !attempt.placement.is_dedicated() {
+            // A warm worker's pod exists already; the attempt is handed to it, not given a pod.
+            tracing::debug!(task = %attempt.task.key, "warm attempt: no pod is built");
+            return Ok(Launched { completion: None });
+        }
         let pod = build_pod(attempt, &self.namespace, self.run_as_non_root);
         let name = pod.metadata.name.clone().unwrap_or_default();
         let Some(dir) = &self.dry_run_dir else {
@@ -101,8 +124,8 @@ impl Executor for Kubernetes {
         "kubernetes"
     }
 
-    /// Builds the attempt's pod and writes it to the dry-run directory; the attempt is not
-    /// followed further.
+    /// Builds a dedicated attempt's pod and writes it to the dry-run directory; a warm attempt
+    /// gets no pod. The attempt is not followed further.
     fn execute<'a>(&'a self, attempt: &'a Admitted) -> ExecuteFuture<'a> {
         Box::pin(self.launch(attempt))
     }
@@ -120,14 +143,26 @@ async fn write_private(path: &std::path::Path, contents: &[u8]) -> std::io::Resu
     file.flush().await
 }
 
+/// The annotations the executor puts on an attempt's pod over the execution's own: the task
+/// instance id and, in source mode, the DAG source.
+///
+/// They count toward the 256 KiB Kubernetes allows all annotations of a pod together, so the
+/// built-in refusals count them too.
+pub fn own_annotations<'a>(
+    task_instance_id: &'a str,
+    source: Option<&'a str>,
+) -> impl Iterator<Item = (&'static str, &'a str)> {
+    std::iter::once((ANNOTATION_TASK_INSTANCE_ID, task_instance_id))
+        .chain(source.map(|source| (ANNOTATION_DAG_SOURCE, source)))
+}
+
 /// Builds the pod of one admitted attempt.
 ///
 /// - Name `dexaflow-<dag>-<task>-<try>-<8 random hex>`, a DNS label of at most 63 characters.
-/// - Labels `dexaflow.io/{dag-id,task-id,run-id,try-number,attempt-epoch,tenant-id}` (values
-///   sanitized; past 63 characters a prefix plus 12 hex of the id's SHA-256), merged over the
-///   execution labels; annotation `dexaflow.io/task-instance-id`, merged over the execution
-///   annotations. The executor's keys win, and execution keys under the reserved `leoflow.io/`
-///   and `dexaflow.io/` prefixes are dropped.
+/// - Labels `dexaflow.io/{dag-id,task-id,run-id,try-number,attempt-epoch,tenant-id}` (see
+///   [`label_value`]), merged over the execution labels; [`own_annotations`] merged over the
+///   execution annotations. The executor's keys win, and execution keys under the reserved
+///   `leoflow.io/` and `dexaflow.io/` prefixes are dropped.
 /// - The execution's node selector, tolerations, priority class, service account and runtime
 ///   class; the effective resources (a quantity that does not parse is dropped).
 /// - `restartPolicy: Never`, no mounted service-account token (the task authenticates with its
@@ -138,6 +173,9 @@ async fn write_private(path: &std::path::Path, contents: &[u8]) -> std::io::Resu
 /// - A security context for the `restricted` Pod Security profile: no privilege escalation,
 ///   every capability dropped, the runtime's default seccomp profile and, with
 ///   `run_as_non_root`, a non-root user whose volumes are writable through `fsGroup`.
+/// - In source mode (the attempt is placed `dedicated (source mode)`), the DAG source in the
+///   annotation [`ANNOTATION_DAG_SOURCE`], projected read-only through a downward API volume as
+///   [`SOURCE_FILE`] in [`SOURCE_MOUNT_PATH`], the container's working directory.
 pub fn build_pod(attempt: &Admitted, namespace: &str, run_as_non_root: bool) -> Pod {
     let task = &attempt.task;
     let key = &task.key;
@@ -160,15 +198,20 @@ pub fn build_pod(attempt: &Admitted, namespace: &str, run_as_non_root: bool) -> 
         ),
         (LABEL_TENANT_ID.to_owned(), label_value(&key.tenant)),
     ]);
+    // Placement judges source mode first, so the reason is source mode exactly when it applies.
+    let source = match attempt.placement {
+        Placement::Dedicated(DedicatedReason::SourceMode) => task.source.as_deref(),
+        _ => None,
+    };
     let mut annotations: BTreeMap<String, String> = execution
         .annotations
         .iter()
         .filter(|(key, _)| !is_reserved_key(key))
         .map(|(key, value)| (key.clone(), value.clone()))
         .collect();
-    annotations.insert(
-        ANNOTATION_TASK_INSTANCE_ID.to_owned(),
-        attempt.task_instance_id.clone(),
+    annotations.extend(
+        own_annotations(&attempt.task_instance_id, source)
+            .map(|(key, value)| (key.to_owned(), value.to_owned())),
     );
 
     let mut env = Vec::with_capacity(2 + task.env.len());
@@ -205,6 +248,15 @@ pub fn build_pod(attempt: &Admitted, namespace: &str, run_as_non_root: bool) -> 
             run_as_non_root: run_as_non_root.then_some(true),
             ..SecurityContext::default()
         }),
+        working_dir: source.map(|_| SOURCE_MOUNT_PATH.to_owned()),
+        volume_mounts: source.map(|_| {
+            vec![VolumeMount {
+                name: SOURCE_VOLUME.to_owned(),
+                mount_path: SOURCE_MOUNT_PATH.to_owned(),
+                read_only: Some(true),
+                ..VolumeMount::default()
+            }]
+        }),
         ..Container::default()
     };
 
@@ -232,45 +284,91 @@ pub fn build_pod(attempt: &Admitted, namespace: &str, run_as_non_root: bool) -> 
             service_account_name: non_empty(&execution.service_account),
             runtime_class_name: non_empty(&execution.runtime_class_name),
             containers: vec![container],
+            volumes: source.map(|_| vec![source_volume()]),
             ..PodSpec::default()
         }),
         status: None,
     }
 }
 
-/// The pod name: `dexaflow-<dag>-<task>-<try>` sanitized and cut so that, with `-` and eight
-/// random hex characters, it is a DNS label of at most 63 characters.
+/// The downward API volume that projects [`ANNOTATION_DAG_SOURCE`] as [`SOURCE_FILE`].
+fn source_volume() -> Volume {
+    Volume {
+        name: SOURCE_VOLUME.to_owned(),
+        downward_api: Some(DownwardAPIVolumeSource {
+            items: Some(vec![DownwardAPIVolumeFile {
+                path: SOURCE_FILE.to_owned(),
+                field_ref: Some(ObjectFieldSelector {
+                    field_path: format!("metadata.annotations['{ANNOTATION_DAG_SOURCE}']"),
+                    ..ObjectFieldSelector::default()
+                }),
+                ..DownwardAPIVolumeFile::default()
+            }]),
+            ..DownwardAPIVolumeSource::default()
+        }),
+        ..Volume::default()
+    }
+}
+
+/// The pod name: `dexaflow-<dag>-<task>-<try>` sanitized (a part that sanitizes to nothing is
+/// left out) and cut so that, with `-` and eight random hex characters, it is a DNS label of at
+/// most 63 characters.
 pub fn pod_name(dag_id: &str, task_id: &str, try_number: u32) -> String {
     let suffix = format!("{:08x}", fastrand::u32(..));
-    let base = format!(
-        "dexaflow-{}-{}-{try_number}",
-        sanitize(dag_id),
-        sanitize(task_id)
-    );
+    let try_number = try_number.to_string();
+    let (dag, task) = (sanitize(dag_id), sanitize(task_id));
+    let parts = ["dexaflow", dag.as_str(), task.as_str(), try_number.as_str()];
+    let base = parts
+        .iter()
+        .filter(|part| !part.is_empty())
+        .copied()
+        .collect::<Vec<_>>()
+        .join("-");
     let room = MAX_NAME - suffix.len() - 1;
     // `base` is ASCII after sanitizing, so any byte index is a character boundary.
     let base = base[..base.len().min(room)].trim_end_matches('-');
     format!("{base}-{suffix}")
 }
 
-/// An id as a label value: sanitized, and past 63 characters cut to a prefix plus `-` and 12 hex
-/// characters of the raw id's SHA-256, so that two long ids sharing a prefix stay distinct.
+/// An id as a label value, distinct for distinct ids and always valid.
+///
+/// An id that is a valid label value already is kept as it is. Any other (too long, empty, or
+/// with characters a label value cannot hold) becomes its sanitized form cut to a prefix, then
+/// `-` and 12 hex characters of the raw id's SHA-256: so two ids that sanitize alike, two long
+/// ids that share a prefix, and ids that sanitize to nothing (just the 12 hex) stay distinct.
 pub fn label_value(id: &str) -> String {
-    let value = sanitize(id);
-    if value.len() <= MAX_NAME {
-        return value;
+    if !id.is_empty() && label_value_problem(id).is_none() {
+        return id.to_owned();
     }
     let hash: String = Sha256::digest(id.as_bytes())
         .iter()
         .take(LABEL_HASH_LEN / 2)
         .map(|byte| format!("{byte:02x}"))
         .collect();
-    let prefix = value[..MAX_NAME - LABEL_HASH_LEN - 1].trim_end_matches('-');
-    format!("{prefix}-{hash}")
+    let sanitized: String = id
+        .chars()
+        .map(|ch| {
+            if ch.is_ascii_alphanumeric() || matches!(ch, '-' | '_' | '.') {
+                ch
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let edge = |ch: char| !ch.is_ascii_alphanumeric();
+    let sanitized = sanitized.trim_matches(edge);
+    // ASCII after sanitizing, so any byte index is a character boundary.
+    let prefix =
+        sanitized[..sanitized.len().min(MAX_NAME - LABEL_HASH_LEN - 1)].trim_end_matches(edge);
+    if prefix.is_empty() {
+        hash
+    } else {
+        format!("{prefix}-{hash}")
+    }
 }
 
 /// Lower-cases `id`, turns every character other than `a-z`, `0-9` and `-` into `-`, and trims
-/// `-` from both ends: a valid DNS label part and label value.
+/// `-` from both ends: a valid DNS label part (or nothing).
 fn sanitize(id: &str) -> String {
     let mapped: String = id
         .chars()
