@@ -47,6 +47,7 @@ use serde_yaml_ng::{Mapping, Value};
 use thiserror::Error;
 
 use crate::admission::{self, ChangeRules, parse_milli};
+use crate::dispatch::executor::lite;
 use crate::dispatch::settings::{
     AllowedFields, Allowlist, Enforce, ExecutorSettings, ResourceDefaults, ResourceUnit,
     SourceMode, TokenSettings,
@@ -77,6 +78,8 @@ const UNIT_MEMORY: &str = "executor.unit.memory";
 const UNIT_ENFORCE: &str = "executor.unit.enforce";
 const UNIT_MAX_SIZE: &str = "executor.unit.max_size";
 const LITE_LOG_DIR: &str = "executor.lite.log_dir";
+const LITE_KILL_GRACE: &str = "executor.lite.kill_grace";
+const LITE_MAX_PARALLEL: &str = "executor.lite.max_parallel";
 const DRY_RUN_DIR: &str = "executor.kubernetes.dry_run_dir";
 const WARM_POOLS: &str = "execution.warm_pools_enabled";
 const SOURCE_MODE_ENABLED: &str = "execution.source_mode.enabled";
@@ -116,6 +119,8 @@ const LEAVES: &[&str] = &[
     UNIT_ENFORCE,
     UNIT_MAX_SIZE,
     LITE_LOG_DIR,
+    LITE_KILL_GRACE,
+    LITE_MAX_PARALLEL,
     DRY_RUN_DIR,
     WARM_POOLS,
     SOURCE_MODE_ENABLED,
@@ -788,6 +793,12 @@ impl Reader {
         let log_dir = self.text(LITE_LOG_DIR, "dexaflow-logs", |text| {
             text.is_empty().then(|| "a directory path".to_owned())
         });
+        let kill_grace = self.duration(LITE_KILL_GRACE, lite::DEFAULT_KILL_GRACE, Duration::ZERO);
+        let max_parallel = self.integer(
+            LITE_MAX_PARALLEL,
+            u64::try_from(lite::default_max_parallel()).unwrap_or(u64::MAX),
+            1..=u64::MAX,
+        );
         let dry_run_dir = self.get(
             DRY_RUN_DIR,
             None,
@@ -803,6 +814,8 @@ impl Reader {
         let executor = match executor_kind {
             ExecutorKind::Lite => ExecutorSettings::Lite {
                 log_dir: PathBuf::from(log_dir),
+                kill_grace,
+                max_parallel: to_usize(max_parallel),
             },
             ExecutorKind::Kubernetes => ExecutorSettings::Kubernetes {
                 namespace,

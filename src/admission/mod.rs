@@ -8,7 +8,7 @@
 //! |---|---|
 //! | §1 the contract | [`Request`], [`Decision`], [`Changes`], [`Toleration`], [`Hook`] |
 //! | §3, §4, §7 what a hook may change | [`ChangeRules`], [`ChangeError`], [`apply_changes`] |
-//! | §5 reasons | [`clean_reason`] |
+//! | §5 reasons | [`clean_reason`], and [`escape_controls`] for ids and text printed on a line |
 //! | §6 the chain | [`Chain`], [`ChainRun`], [`Verdict`] |
 
 mod chain;
@@ -29,6 +29,8 @@ pub use hook::{Hook, HookError, HookFuture};
 pub use names::{is_reserved_key, label_value_problem, qualified_name_problem, subdomain_problem};
 pub use outcome::Outcome;
 pub use quantity::{QuantityError, parse_milli};
-pub use reason::{MAX_REASON_BYTES, clean_reason, error_chain, is_control_or_format};
+pub use reason::{
+    MAX_REASON_BYTES, clean_reason, error_chain, error_lines, escape_controls, is_control_or_format,
+};
 pub use request::{API_VERSION, Execution, Request, ResourceList, Resources};
 pub use toleration::{TaintEffect, Toleration, TolerationOperator};

@@ -415,6 +415,7 @@ pub fn attempt(index: u64, tenant: &str) -> Task {
         pool_slots: 0,
         resources: Resources::default(),
         execution: TaskExecution::default(),
+        execution_timeout_seconds: None,
     }
 }
 
@@ -676,7 +677,10 @@ impl Driver {
             // Handed back at the tick for a later one; counted by the observer.
             Disposition::Deferred => {}
             // Scheduled again: offered on a later tick.
-            Disposition::Waiting | Disposition::Rejected | Disposition::Cancelled => {
+            Disposition::Waiting
+            | Disposition::Rejected
+            | Disposition::Backpressure
+            | Disposition::Cancelled => {
                 self.returned += 1;
                 self.pending += 1;
             }
@@ -896,6 +900,7 @@ mod tests {
             waited_for: None,
             token_minted: executions > 0,
             executions,
+            followed: false,
         }
     }
 

@@ -92,7 +92,7 @@ impl Kubernetes {
                 path: path.display().to_string(),
                 source,
             })?;
-        Ok(Launched { completion: None })
+        Ok(Launched { steps: None })
     }
 }
 
