@@ -446,7 +446,7 @@ impl TaskStore {
         row.execution = None;
         row.followed = false;
         // The attempt never ran: the load test's count of executions must not see it.
-        row.executions -= 1;
+        row.executions = row.executions.saturating_sub(1);
         match why {
             Requeue::HandedBack => {}
             Requeue::Backpressure => row.back_off(now),
