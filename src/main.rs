@@ -1,7 +1,7 @@
 //! The `dexaflow-admission` command: wiring only. Each subcommand loads its input, builds the
 //! pieces from the library and prints what they return.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write as _};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -11,8 +11,10 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use dexaflow_admission::admission::error_chain;
 use dexaflow_admission::config::{self, Config};
+use dexaflow_admission::dispatch::TaskInstance;
 use dexaflow_admission::dispatch::executor;
 use dexaflow_admission::dispatch::run::{Install, run};
+use dexaflow_admission::dispatch::task::State;
 use dexaflow_admission::dispatch::token::Hs256Minter;
 use dexaflow_admission::loadtest::{self, Amount, HookTimer, Options, Plan};
 use dexaflow_admission::metrics::{self, Metrics};
@@ -150,6 +152,10 @@ enum Output {
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(use_color(
+            std::io::stderr().is_terminal(),
+            std::env::var_os("NO_COLOR"),
+        ))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
@@ -169,9 +175,60 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
-            eprintln!("dexaflow-admission: {message}");
+            write_stderr(&format!("dexaflow-admission: {message}\n"));
             ExitCode::from(2)
         }
+    }
+}
+
+/// Whether log lines may be coloured: only on a terminal, and never when `NO_COLOR` is set to
+/// anything but the empty string (<https://no-color.org>).
+fn use_color(stderr_is_terminal: bool, no_color: Option<std::ffi::OsString>) -> bool {
+    stderr_is_terminal && no_color.is_none_or(|value| value.is_empty())
+}
+
+/// Writes `text` to standard output and flushes it.
+///
+/// # Errors
+/// A closed pipe (`dispatch ... | head -1`) or a full device, as one line for `main` to print;
+/// `print!` would panic instead.
+fn write_stdout(text: &str) -> Result<(), String> {
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+        .map_err(|error| format!("writing to standard output: {error}"))
+}
+
+/// Writes `text` to standard error, where a failure has nowhere left to be reported.
+fn write_stderr(text: &str) {
+    let mut stderr = std::io::stderr().lock();
+    let _ = stderr
+        .write_all(text.as_bytes())
+        .and_then(|()| stderr.flush());
+}
+
+/// Resolves at the first SIGINT (Ctrl-C) or SIGTERM: both shut `dispatch` down the same way. A
+/// signal whose handler cannot be installed is never awaited.
+async fn shutdown_signal() {
+    let interrupt = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    let terminate = async {
+        #[cfg(unix)]
+        if let Ok(mut terminate) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        {
+            terminate.recv().await;
+            return;
+        }
+        std::future::pending::<()>().await;
+    };
+    tokio::select! {
+        () = interrupt => {}
+        () = terminate => {}
     }
 }
 
@@ -191,8 +248,7 @@ fn load_config(path: Option<PathBuf>) -> Result<Config, String> {
 
 fn check_config(path: Option<PathBuf>) -> Result<(), String> {
     let config = load_config(path)?;
-    print!("{}", config.to_yaml());
-    Ok(())
+    write_stdout(&config.to_yaml())
 }
 
 /// Starts the Prometheus exporter on `listen`, with a breaker gauge for each of `hooks` from the
@@ -214,7 +270,11 @@ fn dispatch(
     metrics_listen: Option<SocketAddr>,
 ) -> Result<(), String> {
     let config = load_config(config)?;
-    let tasks = workload::load(&workload).map_err(|error| error_chain(&error))?;
+    let tasks = workload::load(&workload)
+        .map_err(|errors| format!("workload {} is not valid:\n{errors}", workload.display()))?;
+    if tasks.is_empty() {
+        return print_instances(&[], output);
+    }
     let settings = Arc::new(config.dispatch);
     let chain = hooks::chain(
         &config.hooks,
@@ -237,39 +297,45 @@ fn dispatch(
     let show_progress = std::io::stderr().is_terminal();
     let progress = move |unsettled: usize| {
         if show_progress {
-            eprint!("\rwaiting for {unsettled} task instances to settle ");
-        }
-    };
-    let shutdown = async {
-        // Without a signal handler, run until every task settles.
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
+            write_stderr(&format!(
+                "\rwaiting for {unsettled} task instances to settle "
+            ));
         }
     };
     let system = actix::System::new();
     let report = system
-        .block_on(run(install, tasks, shutdown, progress))
+        .block_on(run(install, tasks, shutdown_signal(), progress))
         .map_err(|error| error.to_string())?;
     if show_progress {
-        eprintln!();
+        write_stderr("\n");
     }
-    match output {
-        Output::Table => {
-            print!("{}", report::table(&report.instances));
-            println!("{}", report::summary(&report.instances));
-        }
-        Output::Json => {
-            let json = report::json(&report.instances).map_err(|error| error.to_string())?;
-            println!("{json}");
-        }
-    }
+    print_instances(&report.instances, output)?;
     if report.interrupted {
+        let left = report
+            .instances
+            .iter()
+            .filter(|instance| instance.state == State::Scheduled)
+            .count();
         return Err(format!(
-            "interrupted before every task instance settled ({} handed back)",
-            report.drain.handed_back
+            "interrupted before every task instance settled ({left} left scheduled)"
         ));
     }
     Ok(())
+}
+
+/// Prints the task instances as `output` asks: the table and its summary, or JSON.
+fn print_instances(instances: &[TaskInstance], output: Output) -> Result<(), String> {
+    match output {
+        Output::Table => write_stdout(&format!(
+            "{}{}\n",
+            report::table(instances),
+            report::summary(instances)
+        )),
+        Output::Json => {
+            let json = report::json(instances).map_err(|error| error.to_string())?;
+            write_stdout(&format!("{json}\n"))
+        }
+    }
 }
 
 /// The `loadtest` subcommand: turns the flags into the harness's options, runs it, prints the
@@ -314,11 +380,11 @@ fn loadtest(args: LoadtestArgs) -> Result<(), String> {
     };
     let report = loadtest::run_blocking(options).map_err(|error| error_chain(&error))?;
     match args.output {
-        Output::Table => print!("{}", report.table()),
+        Output::Table => write_stdout(&report.table())?,
         Output::Json => {
             let json = serde_json::to_string_pretty(&report.to_json())
                 .map_err(|error| error.to_string())?;
-            println!("{json}");
+            write_stdout(&format!("{json}\n"))?;
         }
     }
     if let Some(dir) = &args.report {

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::admission::Toleration;
+use crate::admission::{Toleration, escape_controls};
 use crate::dispatch::TaskInstance;
 use crate::dispatch::task::State;
 
@@ -79,8 +79,15 @@ pub fn json(instances: &[TaskInstance]) -> serde_json::Result<String> {
     serde_json::to_string_pretty(&rows)
 }
 
-/// The task instances as an aligned text table with a header.
+/// The task instances as an aligned text table with a header; nothing when there are none, so
+/// that the [`summary`] alone says so.
+///
+/// Every cell is printed through [`escape_controls`], so that no id or reason can end its line
+/// or rewrite the terminal.
 pub fn table(instances: &[TaskInstance]) -> String {
+    if instances.is_empty() {
+        return String::new();
+    }
     let header = [
         "TENANT",
         "DAG",
@@ -109,6 +116,7 @@ pub fn table(instances: &[TaskInstance]) -> String {
                     (None, None) => "-".to_owned(),
                 },
             ]
+            .map(|cell| escape_controls(&cell).into_owned())
         })
         .collect();
     let mut widths = header.map(str::len);
@@ -138,8 +146,12 @@ pub fn table(instances: &[TaskInstance]) -> String {
 }
 
 /// One line counting task instances by state, such as
-/// `6 task instances: 3 success, 3 failed (2 refused); 4 tokens minted`.
+/// `6 task instances: 3 success, 3 failed (2 refused); 4 tokens minted`, or saying that there
+/// are none.
 pub fn summary(instances: &[TaskInstance]) -> String {
+    if instances.is_empty() {
+        return "no task instances: the workload has no tasks".to_owned();
+    }
     let mut by_state: BTreeMap<&str, usize> = BTreeMap::new();
     for instance in instances {
         *by_state.entry(instance.state.as_str()).or_default() += 1;

@@ -6,25 +6,38 @@
 //!   - tenant: acme
 //!     dag_id: etl
 //!     run_id: manual__1
+//!     default_args:
+//!       execution_timeout_seconds: 600
 //!     tasks:
 //!       - task_id: extract
 //!         image: ghcr.io/acme/etl:1.2
 //!         command: [sh, -c, "echo extracting"]
 //! ```
+//!
+//! A workload is checked whole when it is read, and every problem is reported, one a line, each
+//! naming its entry (`runs[0].tasks[2]: unknown key "imgae"`): unknown keys, values of the wrong
+//! shape, ids that are empty or hold control or format characters, a task listed twice, label
+//! and annotation keys under the prefixes reserved for the orchestrator (as Dexaflow refuses
+//! them when a DAG is registered), and an execution timeout of zero. An empty file, or one
+//! whose runs list no task, is a workload with no tasks.
 
+use std::collections::BTreeSet;
+use std::fmt;
 use std::path::Path;
 
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use serde_yaml_ng::{Mapping, Value};
 use thiserror::Error;
 
-use crate::dispatch::task::Task;
+use crate::admission::{error_lines, escape_controls, is_control_or_format, is_reserved_key};
+use crate::dispatch::task::{Task, TaskKey};
 
-/// Why a workload file could not be loaded. Each names the file and, where it can, the entry.
+/// One problem with a workload file. Each names the entry, such as `runs[0].tasks[2]`.
 #[derive(Debug, Error)]
 pub enum WorkloadError {
     /// The file could not be read.
-    #[error("reading workload {path}")]
+    #[error("reading {path}")]
     Read {
         /// The file.
         path: String,
@@ -32,82 +45,368 @@ pub enum WorkloadError {
         #[source]
         source: std::io::Error,
     },
-    /// The file is not YAML of the expected shape.
-    #[error("workload {path}: {problem}")]
-    Invalid {
-        /// The file.
-        path: String,
-        /// What is wrong and where, such as `runs[0].tasks[2]: unknown key "imgae"`.
-        problem: String,
+    /// The text is not YAML, or not a mapping with a `runs` list.
+    #[error("not a workload (a mapping with a runs list)")]
+    Syntax {
+        /// Where and why parsing stopped.
+        #[source]
+        source: serde_yaml_ng::Error,
+    },
+    /// A key a run or a task does not have, often a typo.
+    #[error("{at}: unknown key {key}")]
+    UnknownKey {
+        /// The entry.
+        at: String,
+        /// The key, quoted.
+        key: String,
+    },
+    /// An entry whose values are not of the expected shape.
+    #[error("{at}")]
+    Shape {
+        /// The entry.
+        at: String,
+        /// What is wrong.
+        #[source]
+        source: serde_yaml_ng::Error,
+    },
+    /// An empty tenant, DAG, run or task id.
+    #[error("{at}.{field}: must not be empty")]
+    EmptyId {
+        /// The entry.
+        at: String,
+        /// `tenant`, `dag_id`, `run_id` or `task_id`.
+        field: &'static str,
+    },
+    /// An id with a Unicode control (Cc) or format (Cf) character, which could forge a line of
+    /// the table or a log.
+    #[error("{at}.{field}: \"{id}\" contains a control or format character")]
+    IdCharacter {
+        /// The entry.
+        at: String,
+        /// `tenant`, `dag_id`, `run_id` or `task_id`.
+        field: &'static str,
+        /// The id, its control and format characters escaped.
+        id: String,
+    },
+    /// A task listed twice.
+    #[error("{at}: task {task} appears twice")]
+    Duplicate {
+        /// The later entry.
+        at: String,
+        /// The task instance.
+        task: TaskKey,
+    },
+    /// A label or annotation key under `leoflow.io/` or `dexaflow.io/` (or a subdomain of
+    /// either), which only the orchestrator may set.
+    #[error(
+        "{at}: task \"{task}\": execution.{field} key \"{key}\" is under a prefix reserved for the orchestrator (leoflow.io/, dexaflow.io/ and their subdomains)"
+    )]
+    ReservedKey {
+        /// The entry.
+        at: String,
+        /// The task id, escaped.
+        task: String,
+        /// `labels` or `annotations`.
+        field: &'static str,
+        /// The key, escaped.
+        key: String,
+    },
+    /// An execution timeout of zero seconds, which would end every attempt as it starts.
+    #[error("{at}.execution_timeout_seconds: must be at least 1")]
+    ZeroTimeout {
+        /// The task or the run's `default_args`.
+        at: String,
     },
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Workload {
-    runs: Vec<Run>,
+/// Every problem found in a workload; never empty. Displayed one problem a line, each with its
+/// causes joined by `: `.
+#[derive(Debug)]
+pub struct WorkloadErrors {
+    errors: Vec<WorkloadError>,
 }
 
-#[derive(Debug, Deserialize)]
+impl WorkloadErrors {
+    /// The problems, in the order they were found.
+    pub fn errors(&self) -> &[WorkloadError] {
+        &self.errors
+    }
+}
+
+impl From<WorkloadError> for WorkloadErrors {
+    fn from(error: WorkloadError) -> WorkloadErrors {
+        WorkloadErrors {
+            errors: vec![error],
+        }
+    }
+}
+
+impl fmt::Display for WorkloadErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&error_lines(&self.errors))
+    }
+}
+
+impl std::error::Error for WorkloadErrors {}
+
+/// The top level of a workload file.
+#[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
+struct Workload {
+    #[serde(default)]
+    runs: Vec<Value>,
+}
+
+/// A run entry without its tasks, whose keys are checked before it is read.
+#[derive(Debug, Deserialize)]
 struct Run {
     tenant: String,
     dag_id: String,
     run_id: String,
-    tasks: Vec<Mapping>,
+    #[serde(default)]
+    default_args: DefaultArgs,
+    #[serde(default)]
+    tasks: Vec<Value>,
 }
+
+/// What a run sets for each of its tasks that does not set it itself.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DefaultArgs {
+    #[serde(default)]
+    execution_timeout_seconds: Option<u64>,
+}
+
+/// The keys of a run entry.
+const RUN_KEYS: [&str; 5] = ["tenant", "dag_id", "run_id", "default_args", "tasks"];
 
 /// Reads the workload at `path`.
 ///
 /// # Errors
-/// A [`WorkloadError`] when the file cannot be read or an entry is malformed.
-pub fn load(path: &Path) -> Result<Vec<Task>, WorkloadError> {
+/// [`WorkloadErrors`] with the read error, or every problem in the file.
+pub fn load(path: &Path) -> Result<Vec<Task>, WorkloadErrors> {
     let text = std::fs::read_to_string(path).map_err(|source| WorkloadError::Read {
         path: path.display().to_string(),
         source,
     })?;
-    parse(&text).map_err(|problem| WorkloadError::Invalid {
-        path: path.display().to_string(),
-        problem,
-    })
+    parse(&text)
 }
 
-/// Parses a workload from YAML text; the error says which entry is wrong and how.
+/// Parses a workload from YAML text.
 ///
 /// # Errors
-/// The problem, prefixed with where it is (`runs[0].tasks[2]: ...`).
-pub fn parse(text: &str) -> Result<Vec<Task>, String> {
-    let workload: Workload = serde_yaml_ng::from_str(text).map_err(|error| error.to_string())?;
-    let mut tasks = Vec::new();
-    let mut seen = std::collections::BTreeSet::new();
-    for (run_index, run) in workload.runs.into_iter().enumerate() {
-        for (task_index, mut entry) in run.tasks.into_iter().enumerate() {
-            let at = format!("runs[{run_index}].tasks[{task_index}]");
-            for key in entry.keys() {
-                let known = key.as_str().is_some_and(|key| {
-                    Task::FIELDS.contains(&key) && !matches!(key, "tenant" | "dag_id" | "run_id")
-                });
-                if !known {
-                    return Err(format!("{at}: unknown key {}", describe(key)));
-                }
-            }
-            entry.insert("tenant".into(), run.tenant.clone().into());
-            entry.insert("dag_id".into(), run.dag_id.clone().into());
-            entry.insert("run_id".into(), run.run_id.clone().into());
-            let task: Task = serde_yaml_ng::from_value(Value::Mapping(entry))
-                .map_err(|error| format!("{at}: {error}"))?;
-            if !seen.insert(task.key.clone()) {
-                return Err(format!("{at}: task {} appears twice", task.key));
-            }
-            tasks.push(task);
-        }
+/// [`WorkloadErrors`] with every problem found, each naming its entry.
+pub fn parse(text: &str) -> Result<Vec<Task>, WorkloadErrors> {
+    let workload: Option<Workload> =
+        serde_yaml_ng::from_str(text).map_err(|source| WorkloadError::Syntax { source })?;
+    let mut reader = Reader::default();
+    for (index, run) in workload.unwrap_or_default().runs.into_iter().enumerate() {
+        reader.run(&format!("runs[{index}]"), run);
     }
-    Ok(tasks)
+    if reader.errors.is_empty() {
+        Ok(reader.tasks)
+    } else {
+        Err(WorkloadErrors {
+            errors: reader.errors,
+        })
+    }
 }
 
+/// Reads entries one at a time, collecting the tasks and every problem.
+#[derive(Default)]
+struct Reader {
+    tasks: Vec<Task>,
+    seen: BTreeSet<TaskKey>,
+    errors: Vec<WorkloadError>,
+}
+
+impl Reader {
+    fn run(&mut self, at: &str, entry: Value) {
+        let Value::Mapping(mapping) = entry else {
+            self.not_a_mapping(
+                at,
+                "a run is a mapping with tenant, dag_id, run_id and tasks",
+            );
+            return;
+        };
+        self.unknown_keys(at, &mapping, |key| RUN_KEYS.contains(&key));
+        let placeholders = ids_mapping("-", "-", "-");
+        let Some(run) = self.read::<Run>(at, &mapping, &placeholders, mapping.clone()) else {
+            return;
+        };
+        // Each problem of the run is reported once, not again for each of its tasks.
+        let ids_ok = [
+            ("tenant", &run.tenant),
+            ("dag_id", &run.dag_id),
+            ("run_id", &run.run_id),
+        ]
+        .into_iter()
+        .fold(true, |ok, (field, id)| self.id(at, field, id) && ok);
+        if run.default_args.execution_timeout_seconds == Some(0) {
+            self.errors.push(WorkloadError::ZeroTimeout {
+                at: format!("{at}.default_args"),
+            });
+        }
+        for (index, task) in run.tasks.iter().enumerate() {
+            self.task(&format!("{at}.tasks[{index}]"), &run, task.clone(), ids_ok);
+        }
+    }
+
+    fn task(&mut self, at: &str, run: &Run, entry: Value, run_ids_ok: bool) {
+        let Value::Mapping(mapping) = entry else {
+            self.not_a_mapping(at, "a task is a mapping of its fields");
+            return;
+        };
+        // The run's ids are the run's: a task that sets its own is refused as unknown.
+        let known = |key: &str| {
+            Task::FIELDS.contains(&key) && !matches!(key, "tenant" | "dag_id" | "run_id")
+        };
+        if self.unknown_keys(at, &mapping, known) {
+            return;
+        }
+        let mut placeholders = ids_mapping(&run.tenant, &run.dag_id, &run.run_id);
+        let mut whole = placeholders.clone();
+        whole.extend(mapping.clone());
+        placeholders.insert("task_id".into(), "-".into());
+        let Some(mut task) = self.read::<Task>(at, &mapping, &placeholders, whole) else {
+            return;
+        };
+        let mut ok = self.id(at, "task_id", &task.key.task_id) && run_ids_ok;
+        if task.execution_timeout_seconds == Some(0) {
+            self.errors
+                .push(WorkloadError::ZeroTimeout { at: at.to_owned() });
+            ok = false;
+        }
+        task.execution_timeout_seconds = task
+            .execution_timeout_seconds
+            .or(run.default_args.execution_timeout_seconds);
+        let execution = &task.execution;
+        for (field, keys) in [
+            ("labels", &execution.labels),
+            ("annotations", &execution.annotations),
+        ] {
+            // Lower-cased first, as Kubernetes compares them: `Dexaflow.IO/x` is reserved too.
+            for key in keys
+                .keys()
+                .filter(|key| is_reserved_key(&key.to_lowercase()))
+            {
+                self.errors.push(WorkloadError::ReservedKey {
+                    at: at.to_owned(),
+                    task: escape_controls(&task.key.task_id).into_owned(),
+                    field,
+                    key: escape_controls(key).into_owned(),
+                });
+                ok = false;
+            }
+        }
+        if ok && !self.seen.insert(task.key.clone()) {
+            self.errors.push(WorkloadError::Duplicate {
+                at: at.to_owned(),
+                task: task.key,
+            });
+            return;
+        }
+        if ok {
+            self.tasks.push(task);
+        }
+    }
+
+    /// Reads `whole` as a `T`, reporting each field of `mapping` whose value is bad under its
+    /// own name (`runs[0].tasks[1].pool_slots: ...`): each is read alone over `placeholders`,
+    /// which fill the required fields, since a whole entry would stop at its first bad field and
+    /// not say which it was.
+    fn read<T: DeserializeOwned>(
+        &mut self,
+        at: &str,
+        mapping: &Mapping,
+        placeholders: &Mapping,
+        whole: Mapping,
+    ) -> Option<T> {
+        let mut bad = false;
+        for (key, value) in mapping {
+            let mut alone = placeholders.clone();
+            alone.insert(key.clone(), value.clone());
+            if let Err(source) = serde_yaml_ng::from_value::<T>(Value::Mapping(alone)) {
+                self.errors.push(WorkloadError::Shape {
+                    at: format!("{at}.{}", key.as_str().unwrap_or_default()),
+                    source,
+                });
+                bad = true;
+            }
+        }
+        if bad {
+            return None;
+        }
+        // Only what no single field shows is left, such as a missing field.
+        serde_yaml_ng::from_value(Value::Mapping(whole))
+            .map_err(|source| {
+                self.errors.push(WorkloadError::Shape {
+                    at: at.to_owned(),
+                    source,
+                });
+            })
+            .ok()
+    }
+
+    fn not_a_mapping(&mut self, at: &str, what: &str) {
+        self.errors.push(WorkloadError::Shape {
+            at: at.to_owned(),
+            source: serde::de::Error::custom(what),
+        });
+    }
+
+    /// Reports each key of `mapping` that `known` does not take; says whether there was one.
+    fn unknown_keys(&mut self, at: &str, mapping: &Mapping, known: impl Fn(&str) -> bool) -> bool {
+        let mut found = false;
+        for key in mapping.keys() {
+            if !key.as_str().is_some_and(&known) {
+                self.errors.push(WorkloadError::UnknownKey {
+                    at: at.to_owned(),
+                    key: describe(key),
+                });
+                found = true;
+            }
+        }
+        found
+    }
+
+    /// Checks one id; says whether it is good.
+    fn id(&mut self, at: &str, field: &'static str, id: &str) -> bool {
+        if id.is_empty() {
+            self.errors.push(WorkloadError::EmptyId {
+                at: at.to_owned(),
+                field,
+            });
+            return false;
+        }
+        if id.chars().any(is_control_or_format) {
+            self.errors.push(WorkloadError::IdCharacter {
+                at: at.to_owned(),
+                field,
+                id: escape_controls(id).into_owned(),
+            });
+            return false;
+        }
+        true
+    }
+}
+
+/// A mapping of the three ids a task takes from its run.
+fn ids_mapping(tenant: &str, dag_id: &str, run_id: &str) -> Mapping {
+    let mut ids = Mapping::new();
+    ids.insert("tenant".into(), tenant.into());
+    ids.insert("dag_id".into(), dag_id.into());
+    ids.insert("run_id".into(), run_id.into());
+    ids
+}
+
+/// A key as an error quotes it: text quoted and escaped, anything else as YAML writes it.
 fn describe(key: &Value) -> String {
     match key.as_str() {
-        Some(key) => format!("{key:?}"),
-        None => format!("{key:?}"),
+        Some(key) => format!("\"{}\"", escape_controls(key)),
+        None => serde_yaml_ng::to_string(key).map_or_else(
+            |_| "a key that is not text".to_owned(),
+            |text| format!("{:?}", text.trim_end()),
+        ),
     }
 }

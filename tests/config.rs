@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use dexaflow_admission::config::{Config, ConfigError, ConfigErrors, EMBEDDED_DEFAULT};
+use dexaflow_admission::dispatch::executor::lite;
 use dexaflow_admission::dispatch::settings::{
     AllowedFields, Enforce, ExecutorSettings, MAX_BUFFER_SIZE, MAX_WORKERS,
 };
@@ -49,7 +50,9 @@ fn empty_file_gives_every_default() {
     assert_eq!(
         dispatch.executor,
         ExecutorSettings::Lite {
-            log_dir: PathBuf::from("dexaflow-logs")
+            log_dir: PathBuf::from("dexaflow-logs"),
+            kill_grace: lite::DEFAULT_KILL_GRACE,
+            max_parallel: lite::default_max_parallel(),
         }
     );
     assert_eq!(dispatch.task_service_account, "");
@@ -101,7 +104,9 @@ fn embedded_default_parses_with_the_demo_values() {
     assert_eq!(
         config.dispatch.executor,
         ExecutorSettings::Lite {
-            log_dir: PathBuf::from("target/dexaflow-logs")
+            log_dir: PathBuf::from("target/dexaflow-logs"),
+            kill_grace: lite::DEFAULT_KILL_GRACE,
+            max_parallel: lite::default_max_parallel(),
         }
     );
     let unit = config.dispatch.unit.expect("unit set");
@@ -323,7 +328,9 @@ fn subprocess_is_an_alias_of_lite() {
     assert_eq!(
         config.dispatch.executor,
         ExecutorSettings::Lite {
-            log_dir: PathBuf::from("/tmp/logs")
+            log_dir: PathBuf::from("/tmp/logs"),
+            kill_grace: lite::DEFAULT_KILL_GRACE,
+            max_parallel: lite::default_max_parallel(),
         }
     );
 }
@@ -1377,4 +1384,39 @@ fn rendered_config_shows_defaults_but_never_the_secret() {
     assert!(text.contains("agent_token_secret is set"), "{text}");
     assert!(text.contains("retry_window: 15m"), "{text}");
     assert!(text.contains("timeout: 500ms"), "{text}");
+}
+
+#[test]
+fn lite_kill_grace_and_max_parallel_are_read_from_the_file_and_the_environment() {
+    let config = parse_with_env(
+        "executor: {type: lite, lite: {log_dir: /tmp/logs, kill_grace: 3s}}",
+        &[("DEXAFLOW_EXECUTOR_LITE_MAX_PARALLEL", "7")],
+    )
+    .expect("valid config");
+
+    assert_eq!(
+        config.dispatch.executor,
+        ExecutorSettings::Lite {
+            log_dir: PathBuf::from("/tmp/logs"),
+            kill_grace: Duration::from_secs(3),
+            max_parallel: 7,
+        }
+    );
+    let shown = config.to_yaml();
+    assert!(shown.contains("kill_grace: 3s"), "{shown}");
+    assert!(shown.contains("max_parallel: 7"), "{shown}");
+}
+
+#[test]
+fn lite_max_parallel_must_be_positive_and_kill_grace_a_duration() {
+    let errors = errors("executor: {lite: {max_parallel: 0, kill_grace: soon}}");
+
+    let lines: Vec<String> = errors.to_string().lines().map(str::to_owned).collect();
+    assert_eq!(
+        lines,
+        [
+            "executor.lite.kill_grace: expected a duration such as \"10s\", got \"soon\"",
+            "executor.lite.max_parallel: expected an integer from 1 to 65536, got 0",
+        ]
+    );
 }

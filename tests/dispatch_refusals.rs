@@ -50,6 +50,8 @@ fn settings() -> Settings {
         },
         executor: ExecutorSettings::Lite {
             log_dir: PathBuf::from("/tmp/unused"),
+            kill_grace: Duration::from_secs(10),
+            max_parallel: 1,
         },
     }
 }
@@ -90,6 +92,7 @@ fn task() -> Task {
         pool_slots: 1,
         resources: Resources::default(),
         execution: TaskExecution::default(),
+        execution_timeout_seconds: None,
     }
 }
 

@@ -1,25 +1,32 @@
 //! The executors: `lite` runs the command with the agent's environment and logs its output,
 //! `kubernetes` builds the pod and writes it in dry-run mode, `null` returns at once.
 
-use std::collections::BTreeMap;
+mod processes;
+
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
+use std::path::{Component, PathBuf};
 use std::pin::pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
+use std::time::Duration;
 
 use dexaflow_admission::admission::{
     Execution, ResourceList, Resources, TaintEffect, Toleration, TolerationOperator,
 };
 use dexaflow_admission::dispatch::executor::kubernetes::{Kubernetes, build_pod, label_value};
-use dexaflow_admission::dispatch::executor::lite::Lite;
+use dexaflow_admission::dispatch::executor::lite::{Lite, ORPHANED};
 use dexaflow_admission::dispatch::executor::null::Null;
 use dexaflow_admission::dispatch::executor::{
-    Admitted, Completion, Executor, ExecutorError, is_reserved_env,
+    Admitted, Completion, Executor, ExecutorError, Launched, Step, Steps, is_reserved_env,
 };
 use dexaflow_admission::dispatch::placement::{DedicatedReason, Placement};
 use dexaflow_admission::dispatch::task::{Task, TaskExecution, TaskKey};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use processes::{wait_for_line, wait_for_pid, wait_until_gone};
+use rustix::io::Errno;
+use tokio::sync::mpsc::error::TryRecvError;
 
 const TOKEN: &str = "header.payload.signature";
 const TI: &str = "acme.etl.manual__1.load";
@@ -42,6 +49,7 @@ fn admitted(command: &[&str]) -> Admitted {
             pool_slots: 1,
             resources: Resources::default(),
             execution: TaskExecution::default(),
+            execution_timeout_seconds: None,
         }),
         image: "ghcr.io/acme/etl:1.2".to_owned(),
         task_instance_id: TI.to_owned(),
@@ -59,18 +67,54 @@ fn admitted(command: &[&str]) -> Admitted {
 
 // ---- lite -------------------------------------------------------------------------------------
 
+/// Reads an attempt's steps to its end: it must start, then end; returns how it ended.
+async fn run_to_end(launched: Launched) -> Completion {
+    let mut steps = launched.steps.expect("lite follows its attempts");
+    let started = steps.recv().await;
+    assert!(matches!(started, Some(Step::Started)), "{started:?}");
+    next_end(&mut steps).await
+}
+
+/// The next step, which must be the attempt's end.
+async fn next_end(steps: &mut Steps) -> Completion {
+    match steps.recv().await {
+        Some(Step::Ended(completion)) => completion,
+        other => panic!("expected the attempt to end, got {other:?}"),
+    }
+}
+
+/// A script that writes its shell's pid to `dir/leader.pid` and that of a `sleep 300` it
+/// starts to `dir/child.pid`, then waits for the sleep; and the two files.
+fn leader_and_child(dir: &std::path::Path) -> (String, PathBuf, PathBuf) {
+    let (leader, child) = (dir.join("leader.pid"), dir.join("child.pid"));
+    let script = format!(
+        "echo $$ > {}; sleep 300 & echo $! > {}; wait",
+        leader.display(),
+        child.display()
+    );
+    (script, leader, child)
+}
+
+/// An attempt of task `task_id` whose command is `sh -c script`.
+fn shell(task_id: &str, script: &str) -> Admitted {
+    let mut attempt = admitted(&["sh", "-c", script]);
+    Arc::make_mut(&mut attempt.task).key.task_id = task_id.to_owned();
+    attempt
+}
+
 #[tokio::test]
 async fn lite_records_a_failed_exit_code_with_the_output_in_the_attempt_log() {
     let dir = tempfile::tempdir().unwrap();
     let lite = Lite::new(dir.path());
     let attempt = admitted(&["sh", "-c", "echo $DEXAFLOW_TASK_INSTANCE_ID; exit 3"]);
     let launched = lite.execute(&attempt).await.unwrap();
-    let completion = launched.completion.expect("lite follows the process");
     assert_eq!(
-        completion.await,
+        run_to_end(launched).await,
         Completion::Failed("exit code 3".to_owned())
     );
-    let log = dir.path().join("acme/etl/manual__1/load/attempt-2.log");
+    let log = dir
+        .path()
+        .join("acme/etl/manual__1/load/try-2-attempt-7.log");
     assert_eq!(lite.log_path(&attempt), log);
     assert_eq!(std::fs::read_to_string(log).unwrap(), format!("{TI}\n"));
 }
@@ -82,7 +126,7 @@ async fn lite_records_a_zero_exit_as_success() {
         .execute(&admitted(&["true"]))
         .await
         .unwrap();
-    assert_eq!(launched.completion.unwrap().await, Completion::Succeeded);
+    assert_eq!(run_to_end(launched).await, Completion::Succeeded);
 }
 
 #[tokio::test]
@@ -101,7 +145,7 @@ async fn lite_sets_the_token_and_drops_a_forged_one_from_the_task_env() {
     env.insert("LEOFLOW_ADDR".to_owned(), "evil:443".to_owned());
     env.insert("PLAIN".to_owned(), "kept".to_owned());
     let launched = lite.execute(&attempt).await.unwrap();
-    assert_eq!(launched.completion.unwrap().await, Completion::Succeeded);
+    assert_eq!(run_to_end(launched).await, Completion::Succeeded);
     let log = std::fs::read_to_string(lite.log_path(&attempt)).unwrap();
     assert_eq!(
         log,
@@ -116,7 +160,7 @@ async fn lite_does_not_pass_the_dispatcher_environment_on() {
     // Cargo sets CARGO_* variables for this test process; the task must see none of them.
     let attempt = admitted(&["sh", "-c", "env | cut -d= -f1 | sort"]);
     let launched = lite.execute(&attempt).await.unwrap();
-    assert_eq!(launched.completion.unwrap().await, Completion::Succeeded);
+    assert_eq!(run_to_end(launched).await, Completion::Succeeded);
     let log = std::fs::read_to_string(lite.log_path(&attempt)).unwrap();
     let names: Vec<&str> = log
         .lines()
@@ -136,7 +180,7 @@ async fn lite_reports_a_killed_process_by_its_signal() {
         .await
         .unwrap();
     assert_eq!(
-        launched.completion.unwrap().await,
+        run_to_end(launched).await,
         Completion::Failed("killed by signal 9".to_owned())
     );
 }
@@ -155,7 +199,7 @@ async fn lite_refuses_a_task_without_a_command() {
 }
 
 #[tokio::test]
-async fn lite_reports_a_program_that_does_not_exist() {
+async fn lite_reports_a_program_that_does_not_exist_as_a_launch_error_not_backpressure() {
     let dir = tempfile::tempdir().unwrap();
     let error = Lite::new(dir.path())
         .execute(&admitted(&["/nonexistent/program"]))
@@ -164,6 +208,27 @@ async fn lite_reports_a_program_that_does_not_exist() {
     assert!(
         matches!(error, ExecutorError::Spawn { ref program, .. } if program == "/nonexistent/program")
     );
+    assert!(!error.is_backpressure());
+}
+
+#[test]
+fn a_launch_that_finds_no_file_descriptors_or_processes_left_is_backpressure() {
+    let spawn = |errno: i32| ExecutorError::Spawn {
+        program: "sh".to_owned(),
+        source: std::io::Error::from_raw_os_error(errno),
+    };
+    let log = |errno: i32| ExecutorError::Write {
+        path: "/logs/a.log".to_owned(),
+        source: std::io::Error::from_raw_os_error(errno),
+    };
+    for errno in [Errno::MFILE, Errno::NFILE, Errno::AGAIN, Errno::NOMEM] {
+        assert!(spawn(errno.raw_os_error()).is_backpressure(), "{errno:?}");
+        assert!(log(errno.raw_os_error()).is_backpressure(), "{errno:?}");
+    }
+    for errno in [Errno::NOENT, Errno::ACCESS, Errno::NOSPC] {
+        assert!(!spawn(errno.raw_os_error()).is_backpressure(), "{errno:?}");
+        assert!(!log(errno.raw_os_error()).is_backpressure(), "{errno:?}");
+    }
 }
 
 #[test]
@@ -174,10 +239,233 @@ fn lite_keeps_every_log_inside_its_directory() {
     key.tenant = "..".to_owned();
     key.dag_id = "../../etc".to_owned();
     key.run_id = String::new();
+    key.task_id = ".hidden".to_owned();
+    let path = lite.log_path(&attempt);
     assert_eq!(
-        lite.log_path(&attempt),
-        std::path::Path::new("/logs/_/.._.._etc/_/load/attempt-2.log")
+        path,
+        std::path::Path::new("/logs/%2E./%2E.%2F..%2Fetc/%/%2Ehidden/try-2-attempt-7.log")
     );
+    assert!(
+        path.components()
+            .all(|part| matches!(part, Component::RootDir | Component::Normal(_)))
+    );
+}
+
+#[test]
+fn lite_gives_distinct_task_ids_distinct_log_paths() {
+    let lite = Lite::new("/logs");
+    let ids = [
+        "a/b", "a_b", "a%2Fb", "a\\b", "a.b", ".a", "%2Ea", "", "%", "a\u{0}b", "é", "%C3%A9",
+    ];
+    let paths: BTreeSet<PathBuf> = ids
+        .iter()
+        .map(|id| {
+            let mut attempt = admitted(&["true"]);
+            Arc::make_mut(&mut attempt.task).key.task_id = (*id).to_owned();
+            lite.log_path(&attempt)
+        })
+        .collect();
+    assert_eq!(paths.len(), ids.len(), "{paths:?}");
+    assert!(paths.iter().all(|path| path.parent().unwrap().parent()
+        == Some(std::path::Path::new("/logs/acme/etl/manual__1"))));
+}
+
+#[test]
+fn lite_cuts_a_long_id_to_a_bounded_component_that_stays_distinct() {
+    let lite = Lite::new("/logs");
+    let long = |last: char| {
+        let mut attempt = admitted(&["true"]);
+        Arc::make_mut(&mut attempt.task).key.task_id = format!("{}{last}", "/".repeat(400));
+        lite.log_path(&attempt)
+    };
+    let (one, other) = (long('a'), long('b'));
+    assert_ne!(one, other);
+    for path in [&one, &other] {
+        let component = path.parent().unwrap().file_name().unwrap();
+        assert!(component.len() <= 200, "{component:?}");
+    }
+}
+
+#[test]
+fn two_attempts_of_one_try_get_distinct_logs() {
+    let lite = Lite::new("/logs");
+    let first = admitted(&["true"]);
+    let mut second = first.clone();
+    second.attempt_epoch += 1;
+    assert_eq!(first.try_number, second.try_number);
+    assert_ne!(lite.log_path(&first), lite.log_path(&second));
+}
+
+#[tokio::test]
+async fn lite_kills_what_a_finished_command_left_running_in_its_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("child.pid");
+    let script = format!("sleep 300 & echo $! > {}", pid_file.display());
+    let lite = Lite::new(dir.path());
+    let launched = lite.execute(&shell("leaves", &script)).await.unwrap();
+
+    assert_eq!(run_to_end(launched).await, Completion::Succeeded);
+    wait_until_gone(wait_for_pid(&pid_file));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_attempt_past_its_execution_timeout_is_killed_with_its_group_and_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let (script, leader, child) = leader_and_child(dir.path());
+    let mut attempt = shell("hangs", &script);
+    Arc::make_mut(&mut attempt.task).execution_timeout_seconds = Some(2);
+    let lite = Lite::new(dir.path());
+    let mut steps = lite.execute(&attempt).await.unwrap().steps.unwrap();
+    assert!(matches!(steps.recv().await, Some(Step::Started)));
+    let pids = [wait_for_pid(&leader), wait_for_pid(&child)];
+
+    assert_eq!(
+        next_end(&mut steps).await,
+        Completion::Failed("execution timed out after 2s".to_owned())
+    );
+    for pid in pids {
+        wait_until_gone(pid);
+    }
+}
+
+// On the real clock: a paused one would run on to the timeout while the process exits.
+#[tokio::test]
+async fn an_attempt_within_its_execution_timeout_ends_as_its_command_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut attempt = shell("quick", "exit 0");
+    Arc::make_mut(&mut attempt.task).execution_timeout_seconds = Some(3600);
+    let launched = Lite::new(dir.path()).execute(&attempt).await.unwrap();
+
+    assert_eq!(run_to_end(launched).await, Completion::Succeeded);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_launch_beyond_max_parallel_is_accepted_at_once_and_starts_when_a_slot_frees() {
+    let dir = tempfile::tempdir().unwrap();
+    let lite = Lite::new(dir.path()).with_max_parallel(1);
+    let mut first = shell("first", "sleep 300");
+    Arc::make_mut(&mut first.task).execution_timeout_seconds = Some(5);
+    let done = dir.path().join("second.done");
+    let second = shell("second", &format!("echo done > {}", done.display()));
+
+    let mut first_steps = lite.execute(&first).await.unwrap().steps.unwrap();
+    assert!(matches!(first_steps.recv().await, Some(Step::Started)));
+    let mut second_steps = lite.execute(&second).await.unwrap().steps.unwrap();
+    tokio::task::yield_now().await;
+    assert!(
+        matches!(second_steps.try_recv(), Err(TryRecvError::Empty)),
+        "the second attempt waits for the first's slot"
+    );
+    assert!(!done.exists());
+
+    // Nothing else to do: the paused clock runs on to the first attempt's timeout.
+    assert!(matches!(second_steps.recv().await, Some(Step::Started)));
+    assert_eq!(
+        first_steps.try_recv().ok().map(|step| format!("{step:?}")),
+        Some(format!(
+            "{:?}",
+            Step::Ended(Completion::Failed(
+                "execution timed out after 5s".to_owned()
+            ))
+        )),
+        "the slot was freed by the first attempt's end"
+    );
+    assert_eq!(next_end(&mut second_steps).await, Completion::Succeeded);
+    assert_eq!(wait_for_line(&done), "done");
+}
+
+#[tokio::test]
+async fn shutdown_ends_running_attempts_with_their_groups_as_orphaned() {
+    let dir = tempfile::tempdir().unwrap();
+    let (script, leader, child) = leader_and_child(dir.path());
+    let lite = Lite::new(dir.path()).with_kill_grace(Duration::from_secs(5));
+    let mut steps = lite
+        .execute(&shell("long", &script))
+        .await
+        .unwrap()
+        .steps
+        .unwrap();
+    assert!(matches!(steps.recv().await, Some(Step::Started)));
+    let pids = [wait_for_pid(&leader), wait_for_pid(&child)];
+
+    lite.shutdown().await;
+
+    assert_eq!(
+        next_end(&mut steps).await,
+        Completion::Failed(ORPHANED.to_owned())
+    );
+    for pid in pids {
+        wait_until_gone(pid);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_kills_a_group_that_ignores_term_once_the_grace_has_passed() {
+    let dir = tempfile::tempdir().unwrap();
+    let leader = dir.path().join("leader.pid");
+    let script = format!(
+        "trap '' TERM; echo $$ > {}; while :; do sleep 1; done",
+        leader.display()
+    );
+    let lite = Lite::new(dir.path()).with_kill_grace(Duration::from_secs(30));
+    let mut steps = lite
+        .execute(&shell("stubborn", &script))
+        .await
+        .unwrap()
+        .steps
+        .unwrap();
+    assert!(matches!(steps.recv().await, Some(Step::Started)));
+    let pid = wait_for_pid(&leader);
+
+    lite.shutdown().await;
+
+    assert_eq!(
+        next_end(&mut steps).await,
+        Completion::Failed(ORPHANED.to_owned())
+    );
+    wait_until_gone(pid);
+}
+
+#[tokio::test]
+async fn shutdown_hands_back_an_attempt_still_waiting_for_a_slot_without_starting_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let lite = Lite::new(dir.path())
+        .with_max_parallel(1)
+        .with_kill_grace(Duration::from_secs(5));
+    let started = dir.path().join("waiting.started");
+    let mut running = lite
+        .execute(&shell("running", "sleep 300"))
+        .await
+        .unwrap()
+        .steps
+        .unwrap();
+    let waiting = shell("waiting", &format!("echo > {}", started.display()));
+    let mut waiting_steps = lite.execute(&waiting).await.unwrap().steps.unwrap();
+
+    lite.shutdown().await;
+
+    assert!(matches!(waiting_steps.recv().await, Some(Step::HandedBack)));
+    assert!(waiting_steps.recv().await.is_none(), "nothing follows");
+    assert!(matches!(running.recv().await, Some(Step::Started)));
+    assert_eq!(
+        next_end(&mut running).await,
+        Completion::Failed(ORPHANED.to_owned())
+    );
+    assert!(!started.exists());
+    assert!(!lite.log_path(&waiting).exists());
+}
+
+#[tokio::test]
+async fn after_shutdown_lite_hands_back_what_it_is_given_without_starting_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let lite = Lite::new(dir.path());
+    lite.shutdown().await;
+    let attempt = admitted(&["true"]);
+
+    let mut steps = lite.execute(&attempt).await.unwrap().steps.unwrap();
+
+    assert!(matches!(steps.recv().await, Some(Step::HandedBack)));
+    assert!(!lite.log_path(&attempt).exists());
 }
 
 #[test]
@@ -424,11 +712,11 @@ fn run_as_non_root_off_leaves_the_user_to_the_image() {
 }
 
 #[tokio::test]
-async fn dry_run_writes_the_pod_manifest_and_follows_no_completion() {
+async fn dry_run_writes_the_pod_manifest_and_follows_no_steps() {
     let dir = tempfile::tempdir().unwrap();
     let executor = Kubernetes::new("dexaflow-tasks", Some(dir.path().to_owned()), true);
     let launched = executor.execute(&admitted(&["true"])).await.unwrap();
-    assert!(launched.completion.is_none());
+    assert!(launched.steps.is_none());
     let files: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|entry| entry.unwrap().path())
@@ -476,7 +764,7 @@ fn null_is_ready_on_the_first_poll_with_nothing_to_follow() {
     let Poll::Ready(result) = future.as_mut().poll(&mut context) else {
         panic!("null must be ready at once");
     };
-    assert!(result.unwrap().completion.is_none());
+    assert!(result.unwrap().steps.is_none());
 }
 
 #[test]

@@ -35,6 +35,7 @@ fn task() -> Task {
         pool_slots: 1,
         resources: Resources::default(),
         execution: TaskExecution::default(),
+        execution_timeout_seconds: None,
     }
 }
 

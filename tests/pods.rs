@@ -7,6 +7,7 @@ mod fakes;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use dexaflow_admission::admission::{Execution, Resources, label_value_problem};
 use dexaflow_admission::dispatch::executor::kubernetes::{
@@ -201,7 +202,7 @@ async fn a_warm_attempt_writes_no_pod() {
         .await
         .expect("a warm attempt is handed over");
 
-    assert!(launched.completion.is_none());
+    assert!(launched.steps.is_none());
     assert!(
         files_in(dir.path()).is_empty(),
         "a warm attempt wrote a pod"
@@ -341,6 +342,8 @@ async fn the_kubernetes_executor_chosen_from_settings_writes_into_its_dry_run_di
 fn the_lite_and_null_executors_are_chosen_from_settings_by_their_type() {
     let lite = from_settings(&ExecutorSettings::Lite {
         log_dir: PathBuf::from("/unused"),
+        kill_grace: Duration::from_secs(1),
+        max_parallel: 1,
     });
     assert_eq!(lite.name(), "lite");
     assert_eq!(from_settings(&ExecutorSettings::Null).name(), "null");

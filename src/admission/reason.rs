@@ -1,5 +1,7 @@
 //! The reason cleaner: what a hook says is shown to users, so it is made safe to show (ADR 0100 §5).
 
+use std::borrow::Cow;
+
 use unicode_general_category::{GeneralCategory, get_general_category};
 
 /// The most bytes a cleaned reason keeps.
@@ -24,6 +26,33 @@ pub fn clean_reason(text: &str) -> String {
         cleaned.push(ch);
     }
     cleaned
+}
+
+/// Text as it may be printed on a line of a table or a log: each Unicode control (Cc) or format
+/// (Cf) character is written as its escape (`\u{1b}`), so that an id or a reason cannot end the
+/// line, move the cursor, colour the terminal or reorder what follows. Text with none is
+/// borrowed as it is.
+///
+/// Unlike [`clean_reason`], nothing is dropped: what was there stays visible.
+///
+/// ```
+/// use dexaflow_admission::admission::escape_controls;
+/// assert_eq!(escape_controls("load\n\u{1b}[31m"), "load\\u{a}\\u{1b}[31m");
+/// assert_eq!(escape_controls("load"), "load");
+/// ```
+pub fn escape_controls(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(is_control_or_format) {
+        return Cow::Borrowed(text);
+    }
+    let mut escaped = String::with_capacity(text.len() + 8);
+    for ch in text.chars() {
+        if is_control_or_format(ch) {
+            escaped.extend(ch.escape_unicode());
+        } else {
+            escaped.push(ch);
+        }
+    }
+    Cow::Owned(escaped)
 }
 
 /// Whether `ch` is in the Unicode general category Cc or Cf.
@@ -52,4 +81,14 @@ pub fn error_chain(error: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     text
+}
+
+/// Errors one a line, each with its causes as [`error_chain`] joins them: how a list of every
+/// problem in a file (a config, a workload) is shown.
+pub fn error_lines<E: std::error::Error>(errors: &[E]) -> String {
+    errors
+        .iter()
+        .map(|error| error_chain(error))
+        .collect::<Vec<_>>()
+        .join("\n")
 }

@@ -2,16 +2,19 @@
 //! and the resource unit (ADR 0066).
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use serde_yaml_ng::Value;
 
 use super::keys::{
-    DEFAULT_CPU, DEFAULT_MEMORY, DRY_RUN_DIR, EXECUTOR_TYPE, LITE_LOG_DIR, RUN_AS_NON_ROOT,
-    TASK_NAMESPACE, TASK_SERVICE_ACCOUNT, UNIT_CPU, UNIT_ENFORCE, UNIT_MAX_SIZE, UNIT_MEMORY,
+    DEFAULT_CPU, DEFAULT_MEMORY, DRY_RUN_DIR, EXECUTOR_TYPE, LITE_KILL_GRACE, LITE_LOG_DIR,
+    LITE_MAX_PARALLEL, RUN_AS_NON_ROOT, TASK_NAMESPACE, TASK_SERVICE_ACCOUNT, UNIT_CPU,
+    UNIT_ENFORCE, UNIT_MAX_SIZE, UNIT_MEMORY,
 };
-use super::reader::{Reader, expected};
+use super::reader::{Reader, as_u64, expected, to_usize};
 use super::{ConfigError, Key};
 use crate::admission;
+use crate::dispatch::executor::lite;
 use crate::dispatch::settings::{Enforce, ExecutorSettings, ResourceDefaults, ResourceUnit};
 
 /// `executor.*` as read, for [`crate::dispatch::Settings`].
@@ -58,6 +61,12 @@ impl Reader {
         let log_dir = self.text(LITE_LOG_DIR, "dexaflow-logs", |text| {
             text.is_empty().then(|| "a directory path".to_owned())
         });
+        let kill_grace = self.duration(LITE_KILL_GRACE, lite::DEFAULT_KILL_GRACE, Duration::ZERO);
+        let max_parallel = self.integer(
+            LITE_MAX_PARALLEL,
+            as_u64(lite::default_max_parallel()),
+            1..=as_u64(lite::MAX_PARALLEL),
+        );
         let dry_run_dir = self.get(
             DRY_RUN_DIR,
             None,
@@ -73,6 +82,8 @@ impl Reader {
         let executor = match executor_kind {
             ExecutorKind::Lite => ExecutorSettings::Lite {
                 log_dir: PathBuf::from(log_dir),
+                kill_grace,
+                max_parallel: to_usize(max_parallel),
             },
             ExecutorKind::Kubernetes => {
                 self.check_kubernetes_has_a_dry_run_dir(dry_run_dir.is_some());

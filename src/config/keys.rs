@@ -23,6 +23,8 @@ pub(super) const UNIT_MEMORY: &str = "executor.unit.memory";
 pub(super) const UNIT_ENFORCE: &str = "executor.unit.enforce";
 pub(super) const UNIT_MAX_SIZE: &str = "executor.unit.max_size";
 pub(super) const LITE_LOG_DIR: &str = "executor.lite.log_dir";
+pub(super) const LITE_KILL_GRACE: &str = "executor.lite.kill_grace";
+pub(super) const LITE_MAX_PARALLEL: &str = "executor.lite.max_parallel";
 pub(super) const DRY_RUN_DIR: &str = "executor.kubernetes.dry_run_dir";
 pub(super) const POLICY: &str = "executor.policy";
 pub(super) const WARM_POOLS: &str = "execution.warm_pools_enabled";
@@ -63,6 +65,8 @@ pub(super) const LEAVES: &[&str] = &[
     UNIT_ENFORCE,
     UNIT_MAX_SIZE,
     LITE_LOG_DIR,
+    LITE_KILL_GRACE,
+    LITE_MAX_PARALLEL,
     DRY_RUN_DIR,
     POLICY,
     WARM_POOLS,

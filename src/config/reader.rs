@@ -584,3 +584,13 @@ pub(super) fn parse_list(raw: &Raw) -> Result<Vec<String>, Problem> {
         _ => Err(expected("a list")),
     }
 }
+
+/// A count read within a maximum that is itself a `usize`.
+pub(super) fn to_usize(number: u64) -> usize {
+    usize::try_from(number).expect("read within a maximum that is a usize")
+}
+
+/// A maximum that is a `usize`, as the integer reader takes it.
+pub(super) fn as_u64(number: usize) -> u64 {
+    u64::try_from(number).expect("the maxima fit in 64 bits")
+}

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::keys::{BUFFER_SIZE, DRAIN_TIMEOUT, LOOP_INTERVAL_MS, RETRY_WINDOW, WORKERS};
-use super::reader::Reader;
+use super::reader::{Reader, as_u64, to_usize};
 use crate::dispatch::settings::{MAX_BUFFER_SIZE, MAX_WORKERS};
 
 /// `scheduler.*` as read, for [`crate::dispatch::Settings`].
@@ -35,13 +35,4 @@ impl Reader {
             drain_timeout,
         }
     }
-}
-
-/// A count read within a maximum that is itself a `usize`.
-fn to_usize(number: u64) -> usize {
-    usize::try_from(number).expect("read within a maximum that is a usize")
-}
-
-fn as_u64(number: usize) -> u64 {
-    u64::try_from(number).expect("the maxima fit in 64 bits")
 }

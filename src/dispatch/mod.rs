@@ -26,5 +26,7 @@ pub use dispatcher::{
 };
 pub use pipeline::{Disposition, Parts, Pipeline, Settled, task_instance_id};
 pub use settings::Settings;
-pub use shutdown::{Shutdown, Trigger, signal};
-pub use store::{MAX_DISPATCH_ATTEMPTS, TaskInstance, TaskStore, Waited, Write, dispatch_backoff};
+pub use shutdown::{Shutdown, Tracked, Tracker, Trigger, signal};
+pub use store::{
+    MAX_DISPATCH_ATTEMPTS, Requeue, TaskInstance, TaskStore, Waited, Write, dispatch_backoff,
+};

@@ -10,13 +10,13 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::Settings;
-use super::executor::{Admitted, Executor};
+use super::executor::{Admitted, Executor, ExecutorError, Step, Steps};
 use super::placement::{Changed, WarmWorkers, place};
 use super::refusals::{
     build_request, check_pod_annotations, effective_execution, refuse_before_token,
 };
-use super::shutdown::Shutdown;
-use super::store::{TaskStore, Waited, Write};
+use super::shutdown::{Shutdown, Tracked, Tracker};
+use super::store::{Requeue, TaskStore, Waited, Write};
 use super::task::{Task, TaskKey};
 use super::token::{AgentIdentity, Minter};
 use crate::admission::{Outcome, Verdict, error_chain};
@@ -36,6 +36,9 @@ pub enum Disposition {
     /// The executor could not launch it: a dispatch attempt is spent and it is offered again
     /// after a backoff.
     Rejected,
+    /// The executor had no resources to launch it (too many open files or processes): it is
+    /// offered again after a backoff, and nothing is spent.
+    Backpressure,
     /// Shutdown cancelled the dispatch: handed back, scheduled, nothing spent.
     Cancelled,
     /// The buffer was full, or the attempt was still buffered at shutdown: handed back,
@@ -54,6 +57,7 @@ impl Disposition {
             Disposition::Waiting => "waiting",
             Disposition::Failed => "failed",
             Disposition::Rejected => "rejected",
+            Disposition::Backpressure => "backpressure",
             Disposition::Cancelled => "cancelled",
             Disposition::Deferred => "deferred",
             Disposition::Superseded => "superseded",
@@ -81,6 +85,7 @@ pub struct Pipeline {
     observer: Arc<dyn Observer>,
     events: Option<mpsc::UnboundedSender<Settled>>,
     requests_built: AtomicU64,
+    followers: Tracker,
 }
 
 impl std::fmt::Debug for Pipeline {
@@ -128,6 +133,7 @@ impl Pipeline {
             observer: parts.observer,
             events: parts.events,
             requests_built: AtomicU64::new(0),
+            followers: Tracker::default(),
         }
     }
 
@@ -144,6 +150,17 @@ impl Pipeline {
     /// How many admission requests were built: zero for as long as no hook is registered.
     pub fn requests_built(&self) -> u64 {
         self.requests_built.load(Ordering::Relaxed)
+    }
+
+    /// The executor that runs admitted attempts.
+    pub fn executor(&self) -> &dyn Executor {
+        self.executor.as_ref()
+    }
+
+    /// Counts the launched attempts whose steps the pipeline still follows, so that shutdown
+    /// can wait until the last of them is written to the store.
+    pub fn followers(&self) -> &Tracker {
+        &self.followers
     }
 
     /// Tells the event listener, if any, how an offer ended.
@@ -268,6 +285,7 @@ impl Pipeline {
             Ok(token) => token,
             Err(error) => {
                 let cause = format!("issuing agent token for {task_instance_id}: {error}");
+                LaunchFailure::log_rejected(key, &cause);
                 return self.reject(key, &cause);
             }
         };
@@ -298,23 +316,34 @@ impl Pipeline {
         // 8. The executor.
         match self.executor.execute(&admitted).await {
             Ok(launched) => {
-                let written =
-                    self.store
-                        .mark_queued(key, epoch, admitted.placement, admitted.execution);
+                // Counted before the row leaves `scheduled`, so that the attempt is never
+                // neither scheduled nor followed while its executor still reports on it.
+                let follower = launched.steps.map(|steps| Follower {
+                    store: self.store.clone(),
+                    key: key.clone(),
+                    epoch,
+                    steps,
+                    _tracked: self.followers.track(),
+                });
+                let written = self.store.mark_queued(
+                    key,
+                    epoch,
+                    admitted.placement,
+                    admitted.execution,
+                    follower.is_some(),
+                );
                 if written == Write::Superseded {
                     return Disposition::Superseded;
                 }
-                if let Some(completion) = launched.completion {
-                    self.store.mark_running(key);
-                    let store = self.store.clone();
-                    let key = key.clone();
-                    tokio::spawn(async move {
-                        store.complete(&key, completion.await);
-                    });
+                if let Some(follower) = follower {
+                    tokio::spawn(follower.follow());
                 }
                 Disposition::Executed
             }
-            Err(error) => self.reject(key, &error_chain(&error)),
+            Err(error) => match LaunchFailure::of(key, &error) {
+                LaunchFailure::Backpressure => self.back_off(key),
+                LaunchFailure::Rejected(cause) => self.reject(key, &cause),
+            },
         }
     }
 
@@ -337,8 +366,14 @@ impl Pipeline {
         }
     }
 
+    fn back_off(&self, key: &TaskKey) -> Disposition {
+        match self.store.record_dispatch_backpressure(key, Instant::now()) {
+            Write::Applied => Disposition::Backpressure,
+            Write::Superseded => Disposition::Superseded,
+        }
+    }
+
     fn reject(&self, key: &TaskKey, cause: &str) -> Disposition {
-        tracing::warn!(task = %key, %cause, "dispatch failed; backing off before re-attempt");
         match self
             .store
             .record_dispatch_failure(key, cause, Instant::now())
@@ -348,6 +383,62 @@ impl Pipeline {
                 Some(super::task::State::Failed) => Disposition::Failed,
                 _ => Disposition::Rejected,
             },
+        }
+    }
+}
+
+/// How a launch error is handled, as Dexaflow's `handleDispatchFailure` classifies it.
+enum LaunchFailure {
+    /// No resources on the host: offered again after a backoff, nothing spent.
+    Backpressure,
+    /// Anything else: a dispatch attempt is spent on this cause.
+    Rejected(String),
+}
+
+impl LaunchFailure {
+    /// Classifies `error` and logs it with Dexaflow's words.
+    fn of(key: &TaskKey, error: &ExecutorError) -> LaunchFailure {
+        let cause = error_chain(error);
+        if error.is_backpressure() {
+            tracing::warn!(task = %key, %cause, "dispatch hit cluster backpressure; backing off and re-offering (not counted against dispatch budget)");
+            LaunchFailure::Backpressure
+        } else {
+            LaunchFailure::log_rejected(key, &cause);
+            LaunchFailure::Rejected(cause)
+        }
+    }
+
+    fn log_rejected(key: &TaskKey, cause: &str) {
+        tracing::warn!(task = %key, %cause, "dispatch failed; backing off before re-attempt");
+    }
+}
+
+/// Writes the steps of one launched attempt to the store as its executor reports them.
+struct Follower {
+    store: TaskStore,
+    key: TaskKey,
+    epoch: u64,
+    steps: Steps,
+    // Held until the last step is written: shutdown waits for it.
+    _tracked: Tracked,
+}
+
+impl Follower {
+    async fn follow(mut self) {
+        while let Some(step) = self.steps.recv().await {
+            let (store, key, epoch) = (&self.store, &self.key, self.epoch);
+            match step {
+                Step::Started => store.mark_running(key, epoch),
+                Step::Ended(completion) => store.complete(key, epoch, completion),
+                Step::NotStarted(error) => {
+                    let why = match LaunchFailure::of(key, &error) {
+                        LaunchFailure::Backpressure => Requeue::Backpressure,
+                        LaunchFailure::Rejected(cause) => Requeue::Rejected(cause),
+                    };
+                    store.requeue(key, epoch, why, Instant::now())
+                }
+                Step::HandedBack => store.requeue(key, epoch, Requeue::HandedBack, Instant::now()),
+            };
         }
     }
 }

@@ -7,7 +7,7 @@ use actix::Actor;
 use tokio::time::Instant;
 
 use super::executor::Executor;
-use super::task::{State, Task};
+use super::task::Task;
 use super::token::Minter;
 use super::{
     Dispatcher, Drain, DrainReport, Offer, Parts, Pipeline, Settings, ShuttingDown, TaskInstance,
@@ -51,8 +51,10 @@ pub struct Report {
     pub interrupted: bool,
 }
 
-/// Offers `tasks` to a new dispatcher and ticks until every task instance is settled (neither
-/// scheduled nor running) or `shutdown` resolves, then drains the dispatcher.
+/// Offers `tasks` to a new dispatcher and ticks until every task instance is settled
+/// ([`TaskInstance::is_settled`]) or `shutdown` resolves, then shuts down: drains the
+/// dispatcher, then stops the executor (attempts not yet started are handed back, running ones
+/// are ended), and returns once every step they sent is written.
 ///
 /// `progress` is called after each check with the number of task instances not yet settled.
 ///
@@ -84,8 +86,14 @@ pub async fn run(
         observer: install.observer,
         events: None,
     }));
+    let followers = pipeline.followers().clone();
     let interval = install.settings.loop_interval;
-    let dispatcher = Dispatcher::new(pipeline, install.settings, Ticking::Every(interval)).start();
+    let dispatcher = Dispatcher::new(
+        Arc::clone(&pipeline),
+        install.settings,
+        Ticking::Every(interval),
+    )
+    .start();
     let offered = dispatcher.send(Offer(tasks)).await;
     offered.map_err(|_| ShuttingDown)??;
 
@@ -95,7 +103,7 @@ pub async fn run(
         tokio::select! {
             () = &mut shutdown => break true,
             _ = checks.tick() => {
-                let unsettled = store.count(State::Scheduled) + store.count(State::Running);
+                let unsettled = store.count_unsettled();
                 progress(unsettled);
                 if unsettled == 0 {
                     break false;
@@ -104,6 +112,9 @@ pub async fn run(
         }
     };
     let drain = dispatcher.send(Drain).await.unwrap_or_default();
+    // Only once no dispatch is in flight can nothing more be launched.
+    pipeline.executor().shutdown().await;
+    followers.idle().await;
     Ok(Report {
         instances: store.snapshot(),
         drain,

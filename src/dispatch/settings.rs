@@ -205,6 +205,12 @@ pub enum ExecutorSettings {
     Lite {
         /// `executor.lite.log_dir`: one log file per attempt.
         log_dir: PathBuf,
+        /// `executor.lite.kill_grace`: how long a task's processes get between TERM and KILL
+        /// when the dispatcher shuts down or the task runs past its execution timeout.
+        kill_grace: Duration,
+        /// `executor.lite.max_parallel`: the most attempts whose processes run at once; more are
+        /// accepted as `queued` and start when a slot frees.
+        max_parallel: usize,
     },
     /// Builds a pod per attempt.
     Kubernetes {

@@ -1,4 +1,7 @@
-//! The shutdown signal: fired once, seen by every dispatch in progress.
+//! The shutdown signal, fired once and seen by every dispatch in progress, and the tracker of
+//! work that shutdown waits for.
+
+use std::sync::Arc;
 
 use tokio::sync::watch;
 
@@ -42,5 +45,58 @@ impl Shutdown {
         if fired.wait_for(|fired| *fired).await.is_err() {
             std::future::pending::<()>().await;
         }
+    }
+}
+
+/// Counts work that outlives the call that started it (an executor's running attempts, the
+/// pipeline's followers of launched attempts), so that shutdown can wait until all of it is done.
+/// Cheap to clone; every clone counts the same work.
+#[derive(Debug, Clone)]
+pub struct Tracker {
+    live: Arc<watch::Sender<usize>>,
+}
+
+/// One piece of work a [`Tracker`] counts, until it is dropped.
+#[derive(Debug)]
+pub struct Tracked {
+    live: Arc<watch::Sender<usize>>,
+}
+
+impl Default for Tracker {
+    fn default() -> Tracker {
+        Tracker {
+            live: Arc::new(watch::Sender::new(0)),
+        }
+    }
+}
+
+impl Tracker {
+    /// Counts one more piece of work until the returned guard is dropped.
+    pub fn track(&self) -> Tracked {
+        self.live.send_modify(|live| *live += 1);
+        Tracked {
+            live: Arc::clone(&self.live),
+        }
+    }
+
+    /// How many pieces of work are live now.
+    pub fn live(&self) -> usize {
+        *self.live.borrow()
+    }
+
+    /// Resolves once no work is live.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only waits.
+    pub async fn idle(&self) {
+        let mut live = self.live.subscribe();
+        // The sender lives in `self`, so the channel cannot close while this waits.
+        let _ = live.wait_for(|live| *live == 0).await;
+    }
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        self.live.send_modify(|live| *live -= 1);
     }
 }

@@ -52,6 +52,55 @@ pub struct TaskInstance {
     pub token_minted: bool,
     /// How many times an executor launched it; more than one is a bug the load test looks for.
     pub executions: u32,
+    /// Whether its executor follows the launched attempt and will report how it goes on
+    /// (`running`, then how it ended); `false` once it has.
+    pub followed: bool,
+}
+
+impl TaskInstance {
+    /// Whether nothing more happens to the task instance in this run: it is neither
+    /// `scheduled` nor `running`, nor `queued` with its executor following it.
+    pub fn is_settled(&self) -> bool {
+        match self.state {
+            State::Scheduled | State::Running => false,
+            State::Queued => !self.followed,
+            _ => true,
+        }
+    }
+
+    /// Spends a dispatch attempt on `cause` and backs off, or fails the task once
+    /// [`MAX_DISPATCH_ATTEMPTS`] are spent.
+    fn spend_dispatch_attempt(&mut self, cause: &str, now: Instant) {
+        let attempts = self.dispatch_attempts + 1;
+        if attempts >= MAX_DISPATCH_ATTEMPTS {
+            self.state = State::Failed;
+            self.failure_reason = Some(format!(
+                "dispatch_failed after {attempts} attempts: {cause}"
+            ));
+            self.next_dispatch_at = None;
+        } else {
+            self.dispatch_attempts = attempts;
+            self.failure_reason = Some(cause.to_owned());
+            self.next_dispatch_at = Some(now + dispatch_backoff(attempts));
+        }
+    }
+
+    /// Backs off without spending a dispatch attempt: for as long as the next attempt would.
+    fn back_off(&mut self, now: Instant) {
+        self.next_dispatch_at = Some(now + dispatch_backoff(self.dispatch_attempts + 1));
+    }
+}
+
+/// Why a `queued` attempt goes back to `scheduled`, and what that costs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Requeue {
+    /// The executor shut down before the process started: nothing is spent, and it is offered
+    /// at once to whoever dispatches next.
+    HandedBack,
+    /// The process could not start for lack of resources: nothing is spent, and it backs off.
+    Backpressure,
+    /// The process could not start for this cause: a dispatch attempt is spent.
+    Rejected(String),
 }
 
 /// What a guarded write did.
@@ -164,6 +213,7 @@ impl TaskStore {
                 waited_for: None,
                 token_minted: false,
                 executions: 0,
+                followed: false,
             },
         );
         Write::Applied
@@ -308,12 +358,16 @@ impl TaskStore {
     }
 
     /// Marks a launched attempt `queued`, guarded on the state and the attempt epoch.
+    ///
+    /// `followed` says whether its executor reports its steps from here on (a lite process),
+    /// or leaves it `queued` (a pod that was created, the `null` executor).
     pub fn mark_queued(
         &self,
         key: &TaskKey,
         epoch: u64,
         placement: Placement,
         execution: Execution,
+        followed: bool,
     ) -> Write {
         let mut rows = self.rows();
         match rows.get_mut(key) {
@@ -326,6 +380,7 @@ impl TaskStore {
                 row.in_flight = false;
                 row.placement = Some(placement);
                 row.execution = Some(execution);
+                row.followed = followed;
                 row.executions += 1;
                 Write::Applied
             }
@@ -333,10 +388,10 @@ impl TaskStore {
         }
     }
 
-    /// Marks a queued task `running`: its executor follows it until it ends.
-    pub fn mark_running(&self, key: &TaskKey) -> Write {
+    /// Marks a queued attempt `running` once its process started, guarded on the attempt epoch.
+    pub fn mark_running(&self, key: &TaskKey, epoch: u64) -> Write {
         match self.rows().get_mut(key) {
-            Some(row) if row.state == State::Queued => {
+            Some(row) if row.state == State::Queued && row.attempt_epoch == epoch => {
                 row.state = State::Running;
                 Write::Applied
             }
@@ -344,38 +399,74 @@ impl TaskStore {
         }
     }
 
-    /// Records an executor error: spends a dispatch attempt and backs off
-    /// (5s·2^(n−1), at most 5 minutes), or fails the task after [`MAX_DISPATCH_ATTEMPTS`].
+    /// Records an executor error at dispatch (Dexaflow's `Rejected`): spends a dispatch attempt
+    /// and backs off (5s·2^(n−1), at most 5 minutes), or fails the task after
+    /// [`MAX_DISPATCH_ATTEMPTS`].
     pub fn record_dispatch_failure(&self, key: &TaskKey, cause: &str, now: Instant) -> Write {
         let mut rows = self.rows();
-        let Some(row) = rows.get_mut(key) else {
+        match rows.get_mut(key) {
+            Some(row) if row.state == State::Scheduled => {
+                row.in_flight = false;
+                row.spend_dispatch_attempt(cause, now);
+                Write::Applied
+            }
+            _ => Write::Superseded,
+        }
+    }
+
+    /// Records that the executor had no resources to launch the attempt (Dexaflow's
+    /// `RecordDispatchBackpressure`): no dispatch attempt is spent, and it is offered again after
+    /// the backoff its next attempt would have.
+    pub fn record_dispatch_backpressure(&self, key: &TaskKey, now: Instant) -> Write {
+        let mut rows = self.rows();
+        match rows.get_mut(key) {
+            Some(row) if row.state == State::Scheduled => {
+                row.in_flight = false;
+                row.back_off(now);
+                Write::Applied
+            }
+            _ => Write::Superseded,
+        }
+    }
+
+    /// Puts a `queued` attempt whose process never started back to `scheduled` (Dexaflow's
+    /// `RequeueDispatch`), guarded on the state and the attempt epoch; [`Requeue`] says what it
+    /// costs. A requeue that spends the last dispatch attempt fails the task instead.
+    pub fn requeue(&self, key: &TaskKey, epoch: u64, why: Requeue, now: Instant) -> Write {
+        let mut guard = self.rows();
+        let rows = &mut *guard;
+        let Some(row) = rows.by_key.get_mut(key) else {
             return Write::Superseded;
         };
-        if row.state != State::Scheduled {
+        if row.state != State::Queued || row.attempt_epoch != epoch {
             return Write::Superseded;
         }
-        let attempts = row.dispatch_attempts + 1;
-        row.in_flight = false;
-        if attempts >= MAX_DISPATCH_ATTEMPTS {
-            row.state = State::Failed;
-            row.failure_reason = Some(format!(
-                "dispatch_failed after {attempts} attempts: {cause}"
-            ));
-            row.next_dispatch_at = None;
-        } else {
-            row.dispatch_attempts = attempts;
-            row.failure_reason = Some(cause.to_owned());
-            row.next_dispatch_at = Some(now + dispatch_backoff(attempts));
+        row.state = State::Scheduled;
+        row.placement = None;
+        row.execution = None;
+        row.followed = false;
+        // The attempt never ran: the load test's count of executions must not see it.
+        row.executions = row.executions.saturating_sub(1);
+        match why {
+            Requeue::HandedBack => {}
+            Requeue::Backpressure => row.back_off(now),
+            Requeue::Rejected(cause) => row.spend_dispatch_attempt(&cause, now),
+        }
+        if row.state == State::Scheduled {
+            rows.offerable.insert(key.clone());
         }
         Write::Applied
     }
 
-    /// Records how a launched attempt ended: `queued` or `running` becomes `success` or
-    /// `failed`.
-    pub fn complete(&self, key: &TaskKey, completion: Completion) -> Write {
+    /// Records how a followed attempt ended, guarded on the attempt epoch: `queued` or
+    /// `running` becomes `success` or `failed`.
+    pub fn complete(&self, key: &TaskKey, epoch: u64, completion: Completion) -> Write {
         let mut rows = self.rows();
         match rows.get_mut(key) {
-            Some(row) if matches!(row.state, State::Queued | State::Running) => {
+            Some(row)
+                if matches!(row.state, State::Queued | State::Running)
+                    && row.attempt_epoch == epoch =>
+            {
                 match completion {
                     Completion::Succeeded => row.state = State::Success,
                     Completion::Failed(how) => {
@@ -383,6 +474,7 @@ impl TaskStore {
                         row.failure_reason = Some(how);
                     }
                 }
+                row.followed = false;
                 Write::Applied
             }
             _ => Write::Superseded,
@@ -406,6 +498,15 @@ impl TaskStore {
     /// The store's lock is held throughout: `visit` must not call the store.
     pub fn for_each(&self, visit: impl FnMut(&TaskInstance)) {
         self.rows().by_key.values().for_each(visit);
+    }
+
+    /// How many task instances are not settled ([`TaskInstance::is_settled`]).
+    pub fn count_unsettled(&self) -> usize {
+        self.rows()
+            .by_key
+            .values()
+            .filter(|row| !row.is_settled())
+            .count()
     }
 
     /// How many task instances are in `state`.

@@ -5,7 +5,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::admission::{Resources, Toleration};
+use crate::admission::{Resources, Toleration, escape_controls};
 
 /// Identifies one task instance: a task of one DAG run of one tenant.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -20,12 +20,17 @@ pub struct TaskKey {
     pub task_id: String,
 }
 
+/// `tenant/dag/run/task`, each id with its control and format characters escaped
+/// ([`escape_controls`]), so that a key in a log line or an error cannot forge another line.
 impl fmt::Display for TaskKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
             "{}/{}/{}/{}",
-            self.tenant, self.dag_id, self.run_id, self.task_id
+            escape_controls(&self.tenant),
+            escape_controls(&self.dag_id),
+            escape_controls(&self.run_id),
+            escape_controls(&self.task_id)
         )
     }
 }
@@ -69,6 +74,10 @@ pub struct Task {
     /// The task's own execution fields.
     #[serde(default)]
     pub execution: TaskExecution,
+    /// How long an attempt may run before its executor ends it and the task fails with
+    /// `execution timed out after Ns` (Dexaflow's TaskSpec field); `None` for no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execution_timeout_seconds: Option<u64>,
 }
 
 /// The execution fields a DAG author set on a task (Dexaflow's `domain.Execution`, the part this
@@ -98,7 +107,7 @@ pub struct TaskExecution {
 
 impl Task {
     /// The keys a task may have in a workload file, in declaration order.
-    pub const FIELDS: [&'static str; 13] = [
+    pub const FIELDS: [&'static str; 14] = [
         "tenant",
         "dag_id",
         "run_id",
@@ -112,7 +121,14 @@ impl Task {
         "pool_slots",
         "resources",
         "execution",
+        "execution_timeout_seconds",
     ];
+
+    /// [`Task::execution_timeout_seconds`] as a duration.
+    pub fn execution_timeout(&self) -> Option<std::time::Duration> {
+        self.execution_timeout_seconds
+            .map(std::time::Duration::from_secs)
+    }
 }
 
 impl TaskExecution {

@@ -416,6 +416,7 @@ pub fn attempt(index: u64, tenant: &str) -> Task {
         pool_slots: 0,
         resources: Resources::default(),
         execution: TaskExecution::default(),
+        execution_timeout_seconds: None,
     }
 }
 
@@ -677,7 +678,10 @@ impl Driver {
             // Handed back at the tick for a later one; counted by the observer.
             Disposition::Deferred => {}
             // Scheduled again: offered on a later tick.
-            Disposition::Waiting | Disposition::Rejected | Disposition::Cancelled => {
+            Disposition::Waiting
+            | Disposition::Rejected
+            | Disposition::Backpressure
+            | Disposition::Cancelled => {
                 self.returned += 1;
                 self.pending += 1;
             }
@@ -897,6 +901,7 @@ mod tests {
             waited_for: None,
             token_minted: executions > 0,
             executions,
+            followed: false,
         }
     }
 

@@ -50,7 +50,7 @@ impl Executor for RecordingExecutor {
             .lock()
             .expect("no test panics holding the record")
             .push(attempt.clone());
-        Box::pin(async { Ok(Launched { completion: None }) })
+        Box::pin(async { Ok(Launched::unfollowed()) })
     }
 }
 
@@ -151,6 +151,7 @@ pub fn task(task_id: &str) -> Task {
         pool_slots: 0,
         resources: Default::default(),
         execution: TaskExecution::default(),
+        execution_timeout_seconds: None,
     }
 }
 

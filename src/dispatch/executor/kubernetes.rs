@@ -94,7 +94,7 @@ impl Kubernetes {
         if !attempt.placement.is_dedicated() {
             // A warm worker's pod exists already; the attempt is handed to it, not given a pod.
             tracing::debug!(task = %attempt.task.key, "warm attempt: no pod is built");
-            return Ok(Launched { completion: None });
+            return Ok(Launched::unfollowed());
         }
         let pod = build_pod(attempt, &self.namespace, self.run_as_non_root);
         let name = pod.metadata.name.clone().unwrap_or_default();
@@ -115,7 +115,7 @@ impl Kubernetes {
                 path: path.display().to_string(),
                 source,
             })?;
-        Ok(Launched { completion: None })
+        Ok(Launched::unfollowed())
     }
 }
 

@@ -4,86 +4,156 @@
 //! execution fields and resources, which only mean something for a pod. What it does keep is
 //! the environment contract of a pod: the task's environment without reserved keys, plus the
 //! agent token and the task instance id.
+//!
+//! # Processes
+//! - Each attempt runs in a process group of its own, so that all it started can be signalled
+//!   at once. When the command exits, whatever it left running in its group is killed: an
+//!   attempt ends with its command, as a pod's processes end with the pod.
+//! - At most `max_parallel` attempts run at once. An attempt launched beyond that is accepted
+//!   at once (`queued`, with its one token) and its process starts when a slot frees
+//!   (`running`), without holding up the dispatcher.
+//! - An attempt that runs past its task's execution timeout is ended (below) and fails with
+//!   `execution timed out after Ns`.
+//! - At shutdown ([`Executor::shutdown`]) an attempt not yet started is handed back; a running
+//!   one is ended and fails with [`ORPHANED`].
+//!
+//! Ending an attempt sends TERM to its process group, then KILL to the group once the command
+//! has exited or `kill_grace` has passed, whichever comes first.
 
+use std::fmt::Write as _;
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
 
-use tokio::process::Command;
+use rustix::process::{Pid, Signal, kill_process_group};
+use sha2::{Digest, Sha256};
+use tokio::process::{Child, Command};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
 use super::{
     AGENT_TOKEN_ENV, Admitted, Completion, ExecuteFuture, Executor, ExecutorError, Launched,
-    TASK_INSTANCE_ID_ENV, is_reserved_env,
+    ShutdownFuture, Step, TASK_INSTANCE_ID_ENV, is_reserved_env,
 };
+use crate::dispatch::shutdown::{self, Shutdown, Tracked, Tracker, Trigger};
+
+/// How long an attempt's processes get between TERM and KILL unless `executor.lite.kill_grace`
+/// says otherwise: what `docker stop` gives.
+pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(10);
+
+/// The failure reason of an attempt that was running when the dispatcher shut down, in the
+/// manner of Dexaflow's `orphaned: ...`.
+pub const ORPHANED: &str = "orphaned: the dispatcher shut down while the task ran";
+
+/// The longest path component a log path is given, well inside the 255 bytes file systems
+/// allow; a longer encoded id is cut and given a hash.
+const MAX_COMPONENT: usize = 200;
+/// How much of a long encoded id is kept before its hash.
+const KEPT_OF_LONG_COMPONENT: usize = 120;
+
+/// The largest `executor.lite.max_parallel`: far more processes than a host runs usefully, and
+/// few enough that the slots' bookkeeping is never an allocation to fear.
+pub const MAX_PARALLEL: usize = 65_536;
+
+/// How many attempts run at once unless `executor.lite.max_parallel` says otherwise: twice the
+/// CPUs this process may use, since a lite task is usually a short command that waits on I/O
+/// as much as it computes.
+pub fn default_max_parallel() -> usize {
+    std::thread::available_parallelism().map_or(1, NonZeroUsize::get) * 2
+}
 
 /// Runs attempts as subprocesses, one log file per attempt.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Lite {
     log_dir: PathBuf,
+    kill_grace: Duration,
+    slots: Arc<Semaphore>,
+    stop: Trigger,
+    stopped: Shutdown,
+    // Every attempt accepted and not yet ended or handed back; shutdown waits for them.
+    attempts: Tracker,
 }
 
 impl Lite {
-    /// A `lite` executor writing each attempt's output under `log_dir`.
+    /// A `lite` executor writing each attempt's output under `log_dir`, with the default kill
+    /// grace and parallelism.
     pub fn new(log_dir: impl Into<PathBuf>) -> Lite {
+        let (stop, stopped) = shutdown::signal();
         Lite {
             log_dir: log_dir.into(),
+            kill_grace: DEFAULT_KILL_GRACE,
+            slots: Arc::new(Semaphore::new(default_max_parallel())),
+            stop,
+            stopped,
+            attempts: Tracker::default(),
         }
     }
 
-    /// The log file of one attempt: `<log_dir>/<tenant>/<dag>/<run>/<task>/attempt-<try>.log`.
+    /// Gives an attempt's processes `kill_grace` between TERM and KILL when they are ended.
+    pub fn with_kill_grace(mut self, kill_grace: Duration) -> Lite {
+        self.kill_grace = kill_grace;
+        self
+    }
+
+    /// Runs at most `max_parallel` attempts at once (at least one).
+    pub fn with_max_parallel(mut self, max_parallel: usize) -> Lite {
+        self.slots = Arc::new(Semaphore::new(max_parallel.max(1)));
+        self
+    }
+
+    /// The log file of one attempt:
+    /// `<log_dir>/<tenant>/<dag>/<run>/<task>/try-<try>-attempt-<epoch>.log`.
     ///
-    /// Each id becomes one path component: `/`, `\` and NUL are replaced by `_`, and an empty,
-    /// `.` or `..` id becomes `_`, so that no id can leave `log_dir`.
+    /// Each id becomes one path component by an encoding that gives distinct ids distinct
+    /// components ([`path_component`]), so that no two task instances share a log and no id
+    /// can leave `log_dir`; the attempt epoch tells two attempts of one try apart.
     pub fn log_path(&self, attempt: &Admitted) -> PathBuf {
         let key = &attempt.task.key;
         let mut path = self.log_dir.clone();
         for id in [&key.tenant, &key.dag_id, &key.run_id, &key.task_id] {
             path.push(path_component(id));
         }
-        path.push(format!("attempt-{}.log", attempt.try_number));
+        path.push(format!(
+            "try-{}-attempt-{}.log",
+            attempt.try_number, attempt.attempt_epoch
+        ));
         path
     }
 
     async fn launch(&self, attempt: &Admitted) -> Result<Launched, ExecutorError> {
-        let task = &attempt.task;
-        let Some((program, args)) = task.command.split_first() else {
+        if attempt.task.command.is_empty() {
             return Err(ExecutorError::NoCommand {
-                task: task.key.to_string(),
+                task: attempt.task.key.to_string(),
             });
-        };
-        let path = self.log_path(attempt);
-        let stdout = open_log(&path).await?;
-        let stderr = stdout
-            .try_clone()
-            .map_err(|source| write_error(&path, source))?;
-
-        let mut command = Command::new(program);
-        command
-            .args(args)
-            .env_clear()
-            .stdin(Stdio::null())
-            .stdout(stdout)
-            .stderr(stderr);
-        // A clean environment, so the dispatcher's own (its config overrides, its secrets) never
-        // reaches a task; PATH alone is kept so that a command such as `sh` is found.
-        if let Some(search_path) = std::env::var_os("PATH") {
-            command.env("PATH", search_path);
         }
-        command
-            .envs(task.env.iter().filter(|(key, _)| !is_reserved_env(key)))
-            .env(AGENT_TOKEN_ENV, &attempt.token)
-            .env(TASK_INSTANCE_ID_ENV, &attempt.task_instance_id);
-        let mut child = command.spawn().map_err(|source| ExecutorError::Spawn {
-            program: program.clone(),
-            source,
-        })?;
-        let completion = Box::pin(async move {
-            match child.wait().await {
-                Ok(status) => completion_of(status),
-                Err(error) => Completion::Failed(format!("waiting for the process: {error}")),
+        let (steps, receiver) = mpsc::unbounded_channel();
+        let run = Run {
+            log: self.log_path(attempt),
+            attempt: attempt.clone(),
+            kill_grace: self.kill_grace,
+            stopped: self.stopped.clone(),
+            steps,
+            _tracked: self.attempts.track(),
+        };
+        let slot = if self.stopped.is_fired() {
+            None
+        } else {
+            Arc::clone(&self.slots).try_acquire_owned().ok()
+        };
+        match slot {
+            // A free slot: start now, so that a launch error is the dispatcher's to handle.
+            Some(slot) => {
+                let process = run.start().await?;
+                run.send(Step::Started);
+                tokio::spawn(run.follow(process, slot));
             }
-        });
+            None => {
+                tokio::spawn(run.wait_for_slot(Arc::clone(&self.slots)));
+            }
+        }
         Ok(Launched {
-            completion: Some(completion),
+            steps: Some(receiver),
         })
     }
 }
@@ -93,12 +163,178 @@ impl Executor for Lite {
         "lite"
     }
 
-    /// Starts the attempt's command and returns once the process has started; the completion
-    /// future waits for it to exit.
-    ///
-    /// Dropping the completion future does not kill the process: a launched attempt runs on.
+    /// Starts the attempt's command if a slot is free and returns once its process has
+    /// started; otherwise accepts it at once, to start when a slot frees. Its steps follow.
     fn execute<'a>(&'a self, attempt: &'a Admitted) -> ExecuteFuture<'a> {
         Box::pin(self.launch(attempt))
+    }
+
+    /// Starts nothing more: attempts waiting for a slot are handed back, running ones are
+    /// ended and fail as [`ORPHANED`]. Resolves once every attempt has sent its last step.
+    fn shutdown(&self) -> ShutdownFuture<'_> {
+        self.stop.fire();
+        Box::pin(self.attempts.idle())
+    }
+}
+
+/// One accepted attempt, from its launch to its last step.
+struct Run {
+    log: PathBuf,
+    attempt: Admitted,
+    kill_grace: Duration,
+    stopped: Shutdown,
+    steps: mpsc::UnboundedSender<Step>,
+    // Dropped after the last step is sent.
+    _tracked: Tracked,
+}
+
+impl Run {
+    fn send(&self, step: Step) {
+        // Nobody follows an attempt whose steps receiver was dropped; it runs on regardless.
+        let _ = self.steps.send(step);
+    }
+
+    /// Waits for a slot, then starts the attempt and follows it; hands it back if shutdown
+    /// comes first.
+    async fn wait_for_slot(self, slots: Arc<Semaphore>) {
+        let slot = tokio::select! {
+            biased;
+            () = self.stopped.triggered() => None,
+            slot = slots.acquire_owned() => slot.ok(),
+        };
+        let Some(slot) = slot.filter(|_| !self.stopped.is_fired()) else {
+            self.send(Step::HandedBack);
+            return;
+        };
+        match self.start().await {
+            Ok(process) => {
+                self.send(Step::Started);
+                self.follow(process, slot).await;
+            }
+            Err(error) => self.send(Step::NotStarted(error)),
+        }
+    }
+
+    /// Opens the attempt's log and starts its command in a process group of its own.
+    async fn start(&self) -> Result<Process, ExecutorError> {
+        let task = &self.attempt.task;
+        let Some((program, args)) = task.command.split_first() else {
+            return Err(ExecutorError::NoCommand {
+                task: task.key.to_string(),
+            });
+        };
+        let stdout = open_log(&self.log).await?;
+        let stderr = stdout
+            .try_clone()
+            .map_err(|source| write_error(&self.log, source))?;
+
+        let mut command = Command::new(program);
+        command
+            .args(args)
+            .env_clear()
+            .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(stderr)
+            .process_group(0);
+        // A clean environment, so the dispatcher's own (its config overrides, its secrets) never
+        // reaches a task; PATH alone is kept so that a command such as `sh` is found.
+        if let Some(search_path) = std::env::var_os("PATH") {
+            command.env("PATH", search_path);
+        }
+        command
+            .envs(task.env.iter().filter(|(key, _)| !is_reserved_env(key)))
+            .env(AGENT_TOKEN_ENV, &self.attempt.token)
+            .env(TASK_INSTANCE_ID_ENV, &self.attempt.task_instance_id);
+        let child = command.spawn().map_err(|source| ExecutorError::Spawn {
+            program: program.clone(),
+            source,
+        })?;
+        // The process group's id is its leader's pid. Pid 1 never names a child of ours, and
+        // signalling group 1 would signal every process this user may signal.
+        let group = child
+            .id()
+            .and_then(|pid| i32::try_from(pid).ok())
+            .filter(|pid| *pid > 1)
+            .and_then(Pid::from_raw)
+            .map(Group);
+        Ok(Process { child, group })
+    }
+
+    /// Waits for the process to exit, ending it at its execution timeout or at shutdown, and
+    /// sends how it ended.
+    async fn follow(self, mut process: Process, slot: OwnedSemaphorePermit) {
+        let timeout = self.attempt.task.execution_timeout();
+        let deadline = async {
+            match timeout {
+                Some(timeout) => tokio::time::sleep(timeout).await,
+                None => std::future::pending().await,
+            }
+        };
+        let completion = tokio::select! {
+            biased;
+            status = process.child.wait() => match status {
+                Ok(status) => completion_of(status),
+                Err(error) => Completion::Failed(format!("waiting for the process: {error}")),
+            },
+            () = deadline => {
+                process.end(self.kill_grace).await;
+                let seconds = timeout.unwrap_or_default().as_secs();
+                Completion::Failed(format!("execution timed out after {seconds}s"))
+            }
+            () = self.stopped.triggered() => {
+                process.end(self.kill_grace).await;
+                Completion::Failed(ORPHANED.to_owned())
+            }
+        };
+        // Kills what the command left in its group before the slot is given to another.
+        drop(process);
+        drop(slot);
+        self.send(Step::Ended(completion));
+    }
+}
+
+/// A started attempt: its command's process and the process group it leads.
+struct Process {
+    child: Child,
+    group: Option<Group>,
+}
+
+impl Process {
+    /// Sends TERM to the group, waits up to `grace` for the command to exit, then KILL to the
+    /// group, and reaps the command.
+    async fn end(&mut self, grace: Duration) {
+        if let Some(group) = &self.group {
+            group.signal(Signal::TERM);
+        }
+        if tokio::time::timeout(grace, self.child.wait())
+            .await
+            .is_err()
+        {
+            if let Some(group) = &self.group {
+                group.signal(Signal::KILL);
+            }
+            // Reaped so that it leaves no zombie; KILL cannot be ignored.
+            let _ = self.child.wait().await;
+        }
+    }
+}
+
+/// The process group of one attempt. Dropping it kills whatever is left in it, however the
+/// attempt ends (its command exited, it was ended, its follower was dropped), so that nothing
+/// an attempt started outlives it.
+struct Group(Pid);
+
+impl Group {
+    fn signal(&self, signal: Signal) {
+        // ESRCH, the group is already gone, is the outcome wanted; nothing else can fail for a
+        // group of our own child.
+        let _ = kill_process_group(self.0, signal);
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        self.signal(Signal::KILL);
     }
 }
 
@@ -140,10 +376,50 @@ fn write_error(path: &Path, source: std::io::Error) -> ExecutorError {
     }
 }
 
-/// One id as a single, harmless path component.
-fn path_component(id: &str) -> String {
-    if id.is_empty() || id == "." || id == ".." {
-        return "_".to_owned();
+/// One id as one path component, such that distinct ids give distinct components and none is
+/// `.`, `..`, hidden or contains a separator.
+///
+/// ASCII letters, digits, `-` and `_` are kept, and `.` except as the first character; every
+/// other byte of the id's UTF-8 is written `%XX`. An empty id is `%`, which no other id gives.
+/// An encoding longer than 200 bytes keeps its first 120 and adds `~` and the SHA-256 of the
+/// id in hex (`~` is always escaped otherwise, so a cut component never equals a whole one).
+///
+/// ```
+/// use dexaflow_admission::dispatch::executor::lite::path_component;
+/// assert_eq!(path_component("a/b"), "a%2Fb");
+/// assert_eq!(path_component("a_b"), "a_b");
+/// assert_eq!(path_component(".."), "%2E.");
+/// assert_eq!(path_component(""), "%");
+/// ```
+pub fn path_component(id: &str) -> String {
+    if id.is_empty() {
+        return "%".to_owned();
     }
-    id.replace(['/', '\\', '\0'], "_")
+    let mut encoded = String::with_capacity(id.len());
+    for (index, byte) in id.bytes().enumerate() {
+        let kept = byte.is_ascii_alphanumeric()
+            || byte == b'-'
+            || byte == b'_'
+            || (byte == b'.' && index > 0);
+        if kept {
+            encoded.push(char::from(byte));
+        } else {
+            let _ = write!(encoded, "%{byte:02X}");
+        }
+    }
+    if encoded.len() <= MAX_COMPONENT {
+        return encoded;
+    }
+    // Cut before an escape, never inside one.
+    let mut cut = KEPT_OF_LONG_COMPONENT;
+    while encoded.as_bytes()[cut - 1] == b'%' || encoded.as_bytes()[cut - 2] == b'%' {
+        cut -= 1;
+    }
+    let digest = Sha256::digest(id.as_bytes());
+    let mut component = encoded[..cut].to_owned();
+    component.push('~');
+    for byte in digest {
+        let _ = write!(component, "{byte:02x}");
+    }
+    component
 }

@@ -6,6 +6,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use thiserror::Error;
+use tokio::sync::mpsc;
 
 pub mod kubernetes;
 pub mod lite;
@@ -50,21 +51,38 @@ pub enum Completion {
     Failed(String),
 }
 
-/// A future that resolves when the launched attempt ends.
-pub type CompletionFuture = Pin<Box<dyn Future<Output = Completion> + Send>>;
-
-/// What an executor hands back once the attempt is launched.
-pub struct Launched {
-    /// Resolves when the attempt ends; `None` when the executor does not follow the attempt
-    /// further (a pod that was created, the `null` executor).
-    pub completion: Option<CompletionFuture>,
+/// One step of a launched attempt its executor follows, in the order they happen: at most one
+/// [`Step::Started`], then exactly one of the others.
+#[derive(Debug)]
+pub enum Step {
+    /// Its process started: the task instance is `running`.
+    Started,
+    /// It ended, after [`Step::Started`].
+    Ended(Completion),
+    /// Its process could not be started when its turn came (the executor had accepted it as
+    /// `queued`): the attempt goes back to `scheduled` as a launch error at dispatch does, as
+    /// backpressure or spending a dispatch attempt.
+    NotStarted(ExecutorError),
+    /// The executor shut down before the attempt's turn came: it goes back to `scheduled`, with
+    /// nothing spent.
+    HandedBack,
 }
 
-impl std::fmt::Debug for Launched {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Launched")
-            .field("follows_completion", &self.completion.is_some())
-            .finish()
+/// The steps of one launched attempt, as its executor sends them.
+pub type Steps = mpsc::UnboundedReceiver<Step>;
+
+/// What an executor hands back once it accepted an attempt.
+#[derive(Debug)]
+pub struct Launched {
+    /// The attempt's steps from here on; `None` when the executor does not follow the attempt
+    /// further (a pod that was created, the `null` executor), which then stays `queued`.
+    pub steps: Option<Steps>,
+}
+
+impl Launched {
+    /// An attempt the executor does not follow after launching it.
+    pub fn unfollowed() -> Launched {
+        Launched { steps: None }
     }
 }
 
@@ -116,6 +134,25 @@ pub enum ExecutorError {
     },
 }
 
+impl ExecutorError {
+    /// Whether the launch failed for lack of resources on the host (too many open files or
+    /// processes, no memory): Dexaflow's backpressure, re-offered without spending a dispatch
+    /// attempt, since the same launch succeeds once something else has ended.
+    pub fn is_backpressure(&self) -> bool {
+        use rustix::io::Errno;
+        match self {
+            ExecutorError::Spawn { source, .. } | ExecutorError::Write { source, .. } => {
+                Errno::from_io_error(source).is_some_and(|errno| {
+                    [Errno::MFILE, Errno::NFILE, Errno::AGAIN, Errno::NOMEM].contains(&errno)
+                })
+            }
+            ExecutorError::NoCommand { .. }
+            | ExecutorError::NoCluster { .. }
+            | ExecutorError::Encode { .. } => false,
+        }
+    }
+}
+
 /// The variable that carries the attempt's agent token into the task.
 pub const AGENT_TOKEN_ENV: &str = "DEXAFLOW_AGENT_TOKEN";
 
@@ -140,7 +177,15 @@ pub fn is_reserved_env(key: &str) -> bool {
 /// The executor `settings` describe.
 pub fn from_settings(settings: &ExecutorSettings) -> Arc<dyn Executor> {
     match settings {
-        ExecutorSettings::Lite { log_dir } => Arc::new(lite::Lite::new(log_dir.clone())),
+        ExecutorSettings::Lite {
+            log_dir,
+            kill_grace,
+            max_parallel,
+        } => Arc::new(
+            lite::Lite::new(log_dir.clone())
+                .with_kill_grace(*kill_grace)
+                .with_max_parallel(*max_parallel),
+        ),
         ExecutorSettings::Kubernetes {
             namespace,
             dry_run_dir,
@@ -158,6 +203,9 @@ pub fn from_settings(settings: &ExecutorSettings) -> Arc<dyn Executor> {
 pub type ExecuteFuture<'a> =
     Pin<Box<dyn Future<Output = Result<Launched, ExecutorError>> + Send + 'a>>;
 
+/// The future [`Executor::shutdown`] returns.
+pub type ShutdownFuture<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+
 /// Runs admitted attempts.
 pub trait Executor: Send + Sync {
     /// The executor's name as `executor.type` spells it.
@@ -168,4 +216,13 @@ pub trait Executor: Send + Sync {
     /// # Errors
     /// An [`ExecutorError`] when the attempt could not be launched.
     fn execute<'a>(&'a self, attempt: &'a Admitted) -> ExecuteFuture<'a>;
+
+    /// Stops the executor when the dispatcher shuts down, once the admission drain is done: it
+    /// launches nothing more, and every attempt it follows sends its last [`Step`] (an attempt
+    /// not yet started is handed back, a running one is ended). Resolves once all have.
+    ///
+    /// The default does nothing: an executor that follows no attempt has nothing to stop.
+    fn shutdown(&self) -> ShutdownFuture<'_> {
+        Box::pin(std::future::ready(()))
+    }
 }

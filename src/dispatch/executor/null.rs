@@ -16,8 +16,8 @@ impl Executor for Null {
         "null"
     }
 
-    /// Returns a launched attempt with no completion to follow, ready on the first poll.
+    /// Returns a launched attempt with no steps to follow, ready on the first poll.
     fn execute<'a>(&'a self, _attempt: &'a Admitted) -> ExecuteFuture<'a> {
-        Box::pin(future::ready(Ok(Launched { completion: None })))
+        Box::pin(future::ready(Ok(Launched::unfollowed())))
     }
 }

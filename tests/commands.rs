@@ -1,0 +1,418 @@
+//! The commands end to end, on the built binary: `dispatch` from a config and a workload to the
+//! table or JSON rows, `check-config`, the exit codes and error lines for a bad config and a bad
+//! workload, an empty workload, output to a closed pipe or a full device, colour; and the
+//! table and summary `src/report.rs` builds for them.
+
+mod fakes;
+mod processes;
+
+use std::io::Read as _;
+use std::process::{Output, Stdio};
+
+use dexaflow_admission::dispatch::TaskStore;
+use dexaflow_admission::report;
+use fakes::task;
+use processes::{dexaflow, lite_config, workload, write};
+use serde_json::Value;
+
+/// The unit of 1 CPU and 2Gi, so that a task asking for 4 CPUs is refused.
+const UNIT: &str = "  unit: {cpu: \"1\", memory: 2Gi}\n";
+
+/// One task that succeeds, one whose command fails, one the unit refuses before its token.
+const THREE_OUTCOMES: &str = "      - {task_id: extract, command: [sh, -c, 'echo extracting']}
+      - {task_id: load, command: [sh, -c, 'exit 4']}
+      - task_id: aggregate
+        command: [sh, -c, 'echo never']
+        resources: {requests: {cpu: '4'}}
+";
+
+fn run(command: &mut std::process::Command) -> Output {
+    command
+        .stdin(Stdio::null())
+        .output()
+        .expect("the binary runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8(bytes.to_vec()).expect("output is UTF-8")
+}
+
+/// What `dispatch` of `workload` under `config`, with `args` after them, did.
+fn dispatch(config: &std::path::Path, workload: &std::path::Path, args: &[&str]) -> Output {
+    run(processes::dispatch(config, workload).args(args))
+}
+
+#[test]
+fn dispatch_prints_one_json_row_per_task_instance_with_its_token_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = lite_config(dir.path(), "", UNIT, "");
+    let workload = workload(dir.path(), "", THREE_OUTCOMES);
+
+    let output = dispatch(&config, &workload, &["--output", "json"]);
+
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let rows: Vec<Value> = serde_json::from_slice(&output.stdout).expect("JSON rows");
+    let seen: Vec<(&str, &str, Option<&str>, bool)> = rows
+        .iter()
+        .map(|row| {
+            (
+                row["task_id"].as_str().unwrap(),
+                row["state"].as_str().unwrap(),
+                row["failure_reason"].as_str(),
+                row["token_minted"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(seen[1], ("extract", "success", None, true));
+    assert_eq!(seen[2], ("load", "failed", Some("exit code 4"), true));
+    let (task, state, reason, token) = seen[0];
+    assert_eq!((task, state, token), ("aggregate", "failed", false));
+    assert!(
+        reason.is_some_and(|reason| reason.starts_with("dispatch refused: task \"aggregate\"")),
+        "{reason:?}"
+    );
+    assert_eq!(rows.len(), 3);
+    assert!(rows.iter().all(|row| row["tenant"] == "acme"
+        && row["dag_id"] == "etl"
+        && row["run_id"] == "r1"
+        && row["try_number"] == 1));
+    let log = std::fs::read_to_string(
+        dir.path()
+            .join("logs/acme/etl/r1/extract/try-1-attempt-1.log"),
+    )
+    .expect("the successful task logged");
+    assert_eq!(log, "extracting\n");
+}
+
+#[test]
+fn dispatch_prints_the_table_and_its_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = lite_config(dir.path(), "", UNIT, "");
+    let workload = workload(dir.path(), "", THREE_OUTCOMES);
+
+    let output = dispatch(&config, &workload, &[]);
+
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let stdout = text(&output.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 5, "{stdout}");
+    let columns = |line: &str| {
+        line.split_whitespace()
+            .take(7)
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert_eq!(columns(lines[0]), "TENANT DAG RUN TASK TRY STATE PLACEMENT");
+    assert!(lines[1].starts_with("acme    etl  r1   aggregate  1    failed   -"));
+    assert_eq!(columns(lines[2]), "acme etl r1 extract 1 success dedicated");
+    assert!(lines[3].ends_with("exit code 4"), "{stdout}");
+    assert_eq!(
+        lines[4],
+        "3 task instances: 2 failed (1 refused), 1 success; 2 tokens minted"
+    );
+}
+
+#[test]
+fn check_config_prints_the_effective_config_with_defaults_and_overrides() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = lite_config(dir.path(), "max_parallel: 3", "", "");
+
+    let output = run(dexaflow()
+        .args(["check-config", "--config"])
+        .arg(&config)
+        .env("DEXAFLOW_SCHEDULER_DISPATCH_BUFFER_SIZE", "64"));
+
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let stdout = text(&output.stdout);
+    assert!(
+        stdout.starts_with(
+            "# auth.agent_token_secret is not set: a random secret is generated for this process\n"
+        ),
+        "{stdout}"
+    );
+    let yaml: serde_yaml_ng::Value = serde_yaml_ng::from_str(&stdout).expect("YAML");
+    assert_eq!(yaml["scheduler"]["dispatch"]["buffer_size"], 64);
+    assert_eq!(yaml["scheduler"]["loop_interval_ms"], 20);
+    assert_eq!(yaml["scheduler"]["dispatch"]["drain_timeout"], "15s");
+    assert_eq!(yaml["executor"]["lite"]["max_parallel"], 3);
+    assert_eq!(yaml["executor"]["lite"]["kill_grace"], "5s");
+    assert!(output.stderr.is_empty());
+}
+
+#[test]
+fn a_bad_config_exits_2_naming_every_bad_key_and_prints_nothing_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(
+        dir.path(),
+        "bad.yaml",
+        "scheduler: {dispatch: {bufer_size: 1}}\nexecutor: {lite: {max_parallel: 0}}\n",
+    );
+    let workload = workload(dir.path(), "", THREE_OUTCOMES);
+
+    for output in [
+        run(dexaflow().args(["check-config", "--config"]).arg(&config)),
+        dispatch(&config, &workload, &[]),
+    ] {
+        assert_eq!(output.status.code(), Some(2));
+        assert!(output.stdout.is_empty());
+        let stderr = text(&output.stderr);
+        assert_eq!(
+            stderr,
+            format!(
+                "dexaflow-admission: {} is not valid:\n\
+                 scheduler.dispatch.bufer_size: unknown key\n\
+                 executor.lite.max_parallel: expected an integer from 1 to 65536, got 0\n",
+                config.display()
+            )
+        );
+    }
+    assert!(!dir.path().join("logs").exists(), "nothing was dispatched");
+}
+
+#[test]
+fn a_bad_workload_exits_2_naming_the_unknown_key_and_the_duplicate_task() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = lite_config(dir.path(), "", "", "");
+    let workload = workload(
+        dir.path(),
+        "",
+        "      - {task_id: a, commnd: [echo]}
+      - {task_id: b, command: [echo]}
+      - {task_id: b, command: [echo]}
+",
+    );
+
+    let output = dispatch(&config, &workload, &[]);
+
+    assert_eq!(output.status.code(), Some(2));
+    assert!(output.stdout.is_empty());
+    assert_eq!(
+        text(&output.stderr),
+        format!(
+            "dexaflow-admission: workload {} is not valid:\n\
+             runs[0].tasks[0]: unknown key \"commnd\"\n\
+             runs[0].tasks[2]: task acme/etl/r1/b appears twice\n",
+            workload.display()
+        )
+    );
+    assert!(!dir.path().join("logs").exists(), "nothing was dispatched");
+}
+
+#[test]
+fn a_workload_that_cannot_be_read_exits_2_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = lite_config(dir.path(), "", "", "");
+    let missing = dir.path().join("missing.yaml");
+
+    let output = dispatch(&config, &missing, &[]);
+
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.starts_with(&format!(
+            "dexaflow-admission: workload {0} is not valid:\nreading {0}: ",
+            missing.display()
+        )),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn an_empty_workload_says_so_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = lite_config(dir.path(), "", "", "");
+    let workload = write(dir.path(), "workload.yaml", "runs: []\n");
+
+    let table = dispatch(&config, &workload, &[]);
+    let json = dispatch(&config, &workload, &["--output", "json"]);
+
+    assert_eq!(table.status.code(), Some(0));
+    assert_eq!(
+        text(&table.stdout),
+        "no task instances: the workload has no tasks\n"
+    );
+    assert!(table.stderr.is_empty(), "{}", text(&table.stderr));
+    assert_eq!(json.status.code(), Some(0));
+    assert_eq!(text(&json.stdout), "[]\n");
+}
+
+/// Asserts that a command whose output could not be written said so in one line, exited
+/// non-zero and did not panic.
+fn assert_one_line_about_stdout(status: std::process::ExitStatus, stderr: &str, cause: &str) {
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("dexaflow-admission: writing to standard output: "),
+        "{stderr}"
+    );
+    assert!(stderr.contains(cause), "{stderr}");
+}
+
+#[test]
+fn a_closed_stdout_gives_one_line_on_stderr_and_a_nonzero_exit_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = lite_config(dir.path(), "", UNIT, "");
+    let workload = workload(dir.path(), "", THREE_OUTCOMES);
+
+    let mut child = processes::dispatch(&config, &workload)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary starts");
+    // The reader goes away before anything is written, as `head -0` would.
+    drop(child.stdout.take());
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    let status = child.wait().unwrap();
+
+    assert_one_line_about_stdout(status, &stderr, "Broken pipe");
+}
+
+#[test]
+fn stdout_on_a_full_device_gives_one_line_on_stderr_and_a_nonzero_exit() {
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .expect("/dev/full exists on Linux");
+
+    let output = dexaflow()
+        .arg("check-config")
+        .stdin(Stdio::null())
+        .stdout(full)
+        .output()
+        .expect("the binary runs");
+
+    assert_one_line_about_stdout(
+        output.status,
+        &text(&output.stderr),
+        "No space left on device",
+    );
+}
+
+/// A config whose chain has a hook and `fail_open: true`, which `dispatch` warns about at boot.
+fn fail_open_config(dir: &std::path::Path) -> std::path::PathBuf {
+    lite_config(
+        dir,
+        "",
+        "",
+        "execution:\n  admission:\n    fail_open: true\n    hooks:\n      \
+         - {type: deny, name: nobody, match: {tenants: [nobody]}, reason: no}\n",
+    )
+}
+
+#[test]
+fn no_colour_codes_reach_a_stderr_that_is_not_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = fail_open_config(dir.path());
+    let workload = workload(dir.path(), "", THREE_OUTCOMES);
+
+    let output = dispatch(&config, &workload, &[]);
+
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("fail-open is on"), "{stderr}");
+    assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
+}
+
+/// Runs `dispatch` with stdout and stderr on a terminal (`script` gives it one) and returns
+/// what the terminal showed.
+fn on_a_terminal(dir: &std::path::Path, no_color: Option<&str>) -> String {
+    let config = fail_open_config(dir);
+    let workload = workload(dir, "", THREE_OUTCOMES);
+    let line = format!(
+        "{} dispatch --config {} --workload {}",
+        env!("CARGO_BIN_EXE_dexaflow-admission"),
+        config.display(),
+        workload.display()
+    );
+    let mut script = std::process::Command::new("script");
+    script
+        .env_clear()
+        .args(["-q", "-e", "-c", &line, "/dev/null"]);
+    if let Some(path) = std::env::var_os("PATH") {
+        script.env("PATH", path);
+    }
+    if let Some(value) = no_color {
+        script.env("NO_COLOR", value);
+    }
+    let output = run(&mut script);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[test]
+fn no_color_turns_colour_off_on_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+
+    let coloured = on_a_terminal(dir.path(), None);
+    let plain = on_a_terminal(dir.path(), Some("1"));
+
+    assert!(coloured.contains("fail-open is on"), "{coloured:?}");
+    assert!(
+        coloured.contains('\u{1b}'),
+        "a terminal gets colour: {coloured:?}"
+    );
+    assert!(plain.contains("fail-open is on"), "{plain:?}");
+    assert!(!plain.contains("\u{1b}["), "{plain:?}");
+}
+
+// ---- the table and the summary ------------------------------------------------------------------
+#[test]
+fn the_table_escapes_every_cell_so_that_no_id_or_reason_forges_a_line() {
+    let store = TaskStore::new();
+    let forged = task("load\n2026-12-01 acme etl r1 fake 1 success warm -\u{1b}[2K");
+    store.schedule(forged.clone());
+    store.fail_refused(&forged.key, "dispatch refused: no\r\u{202e}way".to_owned());
+
+    let table = report::table(&store.snapshot());
+
+    assert_eq!(table.lines().count(), 2, "{table}");
+    let row = table.lines().nth(1).unwrap();
+    assert!(
+        row.contains("load\\u{a}2026-12-01 acme etl r1 fake 1 success warm -\\u{1b}[2K"),
+        "{row}"
+    );
+    assert!(
+        row.ends_with("dispatch refused: no\\u{d}\\u{202e}way"),
+        "{row}"
+    );
+    assert!(!table.contains('\u{1b}') && !table.contains('\r'));
+}
+
+#[test]
+fn a_task_key_in_a_log_line_or_an_error_is_escaped() {
+    let key = task("load\n\u{1b}[31mforged").key;
+
+    assert_eq!(key.to_string(), "acme/etl/r1/load\\u{a}\\u{1b}[31mforged");
+}
+
+#[test]
+fn the_summary_counts_states_refusals_and_tokens() {
+    let store = TaskStore::new();
+    for id in ["a", "b", "c"] {
+        store.schedule(task(id));
+    }
+    store.fail_refused(&task("a").key, "dispatch refused: admission: no".to_owned());
+    store.record_token(&task("b").key);
+
+    let summary = report::summary(&store.snapshot());
+
+    assert_eq!(
+        summary,
+        "3 task instances: 1 failed (1 refused), 2 scheduled; 1 tokens minted"
+    );
+}
+
+#[test]
+fn no_task_instances_give_no_table_and_a_summary_that_says_so() {
+    assert_eq!(report::table(&[]), "");
+    assert_eq!(
+        report::summary(&[]),
+        "no task instances: the workload has no tasks"
+    );
+}

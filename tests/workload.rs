@@ -1,0 +1,224 @@
+//! The workload file: what `dispatch` reads, and every problem it reports when reading it.
+
+use std::time::Duration;
+
+use dexaflow_admission::workload::{WorkloadError, WorkloadErrors, parse};
+
+/// The problems in `yaml`, one a line, as `dispatch` prints them.
+fn problems(yaml: &str) -> Vec<String> {
+    let errors: WorkloadErrors = parse(yaml).expect_err("the workload is invalid");
+    errors.to_string().lines().map(str::to_owned).collect()
+}
+
+/// A workload of one run of tenant `acme`, DAG `etl`, run `r1`, with `tasks` as its task list.
+fn run_with(tasks: &str) -> String {
+    format!("runs:\n  - {{tenant: acme, dag_id: etl, run_id: r1, tasks: {tasks}}}\n")
+}
+
+#[test]
+fn a_good_workload_gives_one_task_per_entry_with_the_run_s_ids() {
+    let tasks = parse(&run_with(
+        "[{task_id: a, command: [echo]}, {task_id: b, command: [sh]}]",
+    ))
+    .expect("valid");
+
+    let keys: Vec<String> = tasks.iter().map(|task| task.key.to_string()).collect();
+    assert_eq!(keys, ["acme/etl/r1/a", "acme/etl/r1/b"]);
+    assert_eq!(tasks[1].command, ["sh"]);
+}
+
+#[test]
+fn an_empty_file_and_runs_without_tasks_are_workloads_with_no_tasks() {
+    assert!(parse("").expect("empty is valid").is_empty());
+    assert!(parse("runs: []").expect("valid").is_empty());
+    assert!(parse(&run_with("[]")).expect("valid").is_empty());
+}
+
+#[test]
+fn every_problem_in_a_workload_is_reported_not_only_the_first() {
+    let yaml = "runs:
+  - tenant: acme
+    dag_id: etl
+    run_id: r1
+    tasks:
+      - {task_id: a, imgae: x}
+      - {task_id: b, command: [echo]}
+      - {task_id: b, command: [echo]}
+      - {task_id: '', command: [echo]}
+  - tenant: acme
+    dag_id: etl
+    run_id: r2
+    owner: me
+    tasks:
+      - {task_id: c, pool_slots: many}
+";
+    let lines = problems(yaml);
+    assert_eq!(
+        lines[..4],
+        [
+            "runs[0].tasks[0]: unknown key \"imgae\"",
+            "runs[0].tasks[2]: task acme/etl/r1/b appears twice",
+            "runs[0].tasks[3].task_id: must not be empty",
+            "runs[1]: unknown key \"owner\"",
+        ]
+    );
+    assert_eq!(lines.len(), 5, "{lines:?}");
+    assert!(
+        lines[4].starts_with("runs[1].tasks[0].pool_slots: "),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn each_field_of_the_wrong_shape_is_named() {
+    let lines = problems(&run_with(
+        "[{task_id: c, pool_slots: many, staging: often, command: [echo]}]",
+    ));
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(
+        lines[0].starts_with("runs[0].tasks[0].pool_slots: invalid type: string \"many\""),
+        "{lines:?}"
+    );
+    assert!(
+        lines[1].starts_with("runs[0].tasks[0].staging: invalid type: string \"often\""),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn a_task_without_a_task_id_is_named_by_its_entry() {
+    let lines = problems(&run_with("[{command: [echo]}]"));
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].starts_with("runs[0].tasks[0]: missing field `task_id`"),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn a_task_may_not_set_the_run_s_ids_itself() {
+    assert_eq!(
+        problems(&run_with("[{task_id: a, tenant: other}]")),
+        ["runs[0].tasks[0]: unknown key \"tenant\""]
+    );
+}
+
+#[test]
+fn empty_run_ids_are_each_named_once_for_the_run() {
+    let yaml = "runs:
+  - {tenant: '', dag_id: '', run_id: r1, tasks: [{task_id: a}, {task_id: b}]}
+";
+    assert_eq!(
+        problems(yaml),
+        [
+            "runs[0].tenant: must not be empty",
+            "runs[0].dag_id: must not be empty"
+        ]
+    );
+}
+
+#[test]
+fn ids_with_control_or_format_characters_are_refused_and_shown_escaped() {
+    let yaml = "runs:
+  - tenant: \"acme\\n2026-01-01 INFO forged\"
+    dag_id: \"etl\\u202e\"
+    run_id: r1
+    tasks:
+      - {task_id: \"load\\e[31m\"}
+";
+    assert_eq!(
+        problems(yaml),
+        [
+            "runs[0].tenant: \"acme\\u{a}2026-01-01 INFO forged\" contains a control or format character",
+            "runs[0].dag_id: \"etl\\u{202e}\" contains a control or format character",
+            "runs[0].tasks[0].task_id: \"load\\u{1b}[31m\" contains a control or format character",
+        ]
+    );
+}
+
+#[test]
+fn reserved_label_and_annotation_keys_are_refused_naming_task_and_key() {
+    let yaml = run_with(
+        "[{task_id: load, execution: {labels: {Dexaflow.IO/tenant-id: x, team: data}, \
+         annotations: {ci.leoflow.io/note: y, example.com/leoflow.io: ok, leoflow.iox/z: ok}}}]",
+    );
+    assert_eq!(
+        problems(&yaml),
+        [
+            "runs[0].tasks[0]: task \"load\": execution.labels key \"Dexaflow.IO/tenant-id\" is under a prefix reserved for the orchestrator (leoflow.io/, dexaflow.io/ and their subdomains)",
+            "runs[0].tasks[0]: task \"load\": execution.annotations key \"ci.leoflow.io/note\" is under a prefix reserved for the orchestrator (leoflow.io/, dexaflow.io/ and their subdomains)",
+        ]
+    );
+}
+
+#[test]
+fn a_run_s_default_execution_timeout_applies_to_tasks_that_set_none() {
+    let yaml = "runs:
+  - tenant: acme
+    dag_id: etl
+    run_id: r1
+    default_args: {execution_timeout_seconds: 600}
+    tasks:
+      - {task_id: inherits}
+      - {task_id: own, execution_timeout_seconds: 5}
+  - {tenant: acme, dag_id: etl, run_id: r2, tasks: [{task_id: none}]}
+";
+    let tasks = parse(yaml).expect("valid");
+
+    let timeouts: Vec<Option<Duration>> =
+        tasks.iter().map(|task| task.execution_timeout()).collect();
+    assert_eq!(
+        timeouts,
+        [
+            Some(Duration::from_secs(600)),
+            Some(Duration::from_secs(5)),
+            None
+        ]
+    );
+}
+
+#[test]
+fn an_execution_timeout_of_zero_is_refused_where_it_is_set() {
+    let yaml = "runs:
+  - tenant: acme
+    dag_id: etl
+    run_id: r1
+    default_args: {execution_timeout_seconds: 0}
+    tasks:
+      - {task_id: a, execution_timeout_seconds: 0}
+";
+    assert_eq!(
+        problems(yaml),
+        [
+            "runs[0].default_args.execution_timeout_seconds: must be at least 1",
+            "runs[0].tasks[0].execution_timeout_seconds: must be at least 1",
+        ]
+    );
+}
+
+#[test]
+fn default_args_takes_only_what_a_task_inherits() {
+    let lines = problems(
+        "runs:\n  - {tenant: acme, dag_id: etl, run_id: r1, default_args: {owner: me}, tasks: []}\n",
+    );
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].starts_with("runs[0].default_args: unknown field `owner`"),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn text_that_is_not_a_workload_is_one_error() {
+    let errors = parse("runs: {a: 1}").expect_err("runs is not a list");
+    assert!(
+        matches!(errors.errors(), [WorkloadError::Syntax { .. }]),
+        "{errors}"
+    );
+    assert!(
+        errors
+            .to_string()
+            .starts_with("not a workload (a mapping with a runs list): "),
+        "{errors}"
+    );
+}
