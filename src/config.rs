@@ -54,6 +54,11 @@ use crate::dispatch::settings::{
 use crate::hooks::{HookSpec, SpecError};
 use crate::{dispatch, supervise};
 
+// The `server` section, read only by `serve`; every other command ignores it.
+#[path = "config_server.rs"]
+mod server;
+pub use server::{SERVER, load_with_server};
+
 /// The text of `examples/dexaflow.yaml`, the config `dispatch` runs with when given none.
 pub const EMBEDDED_DEFAULT: &str = include_str!("../examples/dexaflow.yaml");
 
@@ -381,11 +386,7 @@ impl Config {
         K: Into<String>,
         V: Into<String>,
     {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
-        Config::parse(&path.display().to_string(), &text, env)
+        Config::parse(&path.display().to_string(), &read(path)?, env)
     }
 
     /// Parses [`EMBEDDED_DEFAULT`], the demo config `dispatch` runs with when given none, with
@@ -434,31 +435,51 @@ impl Config {
         K: Into<String>,
         V: Into<String>,
     {
-        let root: Value = serde_yaml_ng::from_str(text).map_err(|source| ConfigError::Syntax {
-            origin: origin.to_owned(),
-            source,
-        })?;
-        let env: HashMap<String, String> = env
-            .into_iter()
-            .map(|(name, value)| (name.into(), value.into()))
-            .filter(|(name, _)| name.starts_with(ENV_PREFIX))
-            .collect();
+        let (root, env) = prepare(origin, text, env)?;
+        Config::from_root(&root, &env)
+    }
+
+    /// The config in `root`, the parsed file, with the `DEXAFLOW_` variables of `env` applied.
+    fn from_root(root: &Value, env: &HashMap<String, String>) -> Result<Config, ConfigErrors> {
         let mut reader = Reader::default();
-        reader.walk(&root, "");
-        for key in LEAVES.iter().filter(|key| !NO_ENV.contains(key)) {
-            let name = env_name(key);
-            if let Some(value) = env.get(&name) {
-                reader.found.insert(
-                    key,
-                    Raw {
-                        value: Value::String(value.clone()),
-                        env: Some(name),
-                    },
-                );
-            }
-        }
+        reader.walk(root, "", LEAVES);
+        reader.override_from(LEAVES.iter().filter(|key| !NO_ENV.contains(key)), env);
         reader.build()
     }
+}
+
+/// The text of the config file at `path`.
+fn read(path: &Path) -> Result<String, ConfigErrors> {
+    std::fs::read_to_string(path).map_err(|source| {
+        ConfigErrors::from(ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })
+    })
+}
+
+/// The file's text parsed, and the `DEXAFLOW_` variables of `env`.
+fn prepare<K, V>(
+    origin: &str,
+    text: &str,
+    env: impl IntoIterator<Item = (K, V)>,
+) -> Result<(Value, HashMap<String, String>), ConfigErrors>
+where
+    K: Into<String>,
+    V: Into<String>,
+{
+    let root: Value = serde_yaml_ng::from_str(text).map_err(|source| {
+        ConfigErrors::from(ConfigError::Syntax {
+            origin: origin.to_owned(),
+            source,
+        })
+    })?;
+    let env = env
+        .into_iter()
+        .map(|(name, value)| (name.into(), value.into()))
+        .filter(|(name, _)| name.starts_with(ENV_PREFIX))
+        .collect();
+    Ok((root, env))
 }
 
 /// The environment variable that overrides `key`.
@@ -531,8 +552,9 @@ struct Reader {
 }
 
 impl Reader {
-    /// Finds every leaf under `value`, the section at `path`, and reports unknown keys.
-    fn walk(&mut self, value: &Value, path: &str) {
+    /// Finds every leaf of `leaves` under `value`, the section at `path`, and reports unknown
+    /// keys. The root's `server` section is left to [`load_with_server`].
+    fn walk(&mut self, value: &Value, path: &str, leaves: &[&'static str]) {
         let mapping = match value {
             Value::Mapping(mapping) => mapping,
             Value::Null => return,
@@ -564,7 +586,9 @@ impl Reader {
                 self.errors.push(ConfigError::UnknownKey {
                     key: Key::file(child_path),
                 });
-            } else if let Some(leaf) = LEAVES.iter().find(|leaf| **leaf == child_path) {
+            } else if path.is_empty() && name == SERVER {
+                // Read by `serve` alone.
+            } else if let Some(leaf) = leaves.iter().find(|leaf| **leaf == child_path) {
                 self.found.insert(
                     leaf,
                     Raw {
@@ -572,12 +596,32 @@ impl Reader {
                         env: None,
                     },
                 );
-            } else if is_section(&child_path) {
-                self.walk(child, &child_path);
+            } else if is_section(&child_path, leaves) {
+                self.walk(child, &child_path, leaves);
             } else {
                 self.errors.push(ConfigError::UnknownKey {
                     key: Key::file(child_path),
                 });
+            }
+        }
+    }
+
+    /// Takes the value of each of `keys` from its `DEXAFLOW_` variable in `env`, when set.
+    fn override_from<'k>(
+        &mut self,
+        keys: impl Iterator<Item = &'k &'static str>,
+        env: &HashMap<String, String>,
+    ) {
+        for key in keys {
+            let name = env_name(key);
+            if let Some(value) = env.get(&name) {
+                self.found.insert(
+                    key,
+                    Raw {
+                        value: Value::String(value.clone()),
+                        env: Some(name),
+                    },
+                );
             }
         }
     }
@@ -1166,8 +1210,8 @@ impl ExecutorKind {
     }
 }
 
-fn is_section(path: &str) -> bool {
-    LEAVES.iter().any(|leaf| {
+fn is_section(path: &str, leaves: &[&str]) -> bool {
+    leaves.iter().any(|leaf| {
         leaf.strip_prefix(path)
             .is_some_and(|rest| rest.starts_with('.'))
     })
