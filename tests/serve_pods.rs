@@ -281,12 +281,7 @@ async fn a_review_of_another_version_is_answered_400() {
     let mut review = review();
     review["apiVersion"] = json!("admission.k8s.io/v1beta1");
     let answer = running.client.post_json("/pods/mutate", &review).await;
-    assert_eq!(answer.status, StatusCode::BAD_REQUEST);
-    assert!(
-        answer.json()["error"]
-            .as_str()
-            .is_some_and(|e| e.contains("admission.k8s.io/v1beta1"))
-    );
+    answer.assert_error(StatusCode::BAD_REQUEST, "admission.k8s.io/v1beta1");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -299,12 +294,7 @@ async fn a_review_without_a_request_is_answered_400() {
             &json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}),
         )
         .await;
-    assert_eq!(answer.status, StatusCode::BAD_REQUEST);
-    assert!(
-        answer.json()["error"]
-            .as_str()
-            .is_some_and(|e| e.contains("missing field `request`"))
-    );
+    answer.assert_error(StatusCode::BAD_REQUEST, "missing field `request`");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -56,6 +56,47 @@ async fn start_with_gpu_group(
     .await
 }
 
+/// Waits until `/pods/mutate` gives the pod the `pool` node selector `wanted`.
+async fn until_pool(client: &serve_support::Client, wanted: &str) {
+    eventually(wanted, || {
+        let client = client.clone();
+        let wanted = wanted.to_owned();
+        async move { (pool(&client).await.as_deref() == Some(wanted.as_str())).then_some(()) }
+    })
+    .await;
+}
+
+/// Waits until the server presents `certificate`.
+async fn until_served(
+    client: &serve_support::Client,
+    certificate: &rustls::pki_types::CertificateDer<'static>,
+) {
+    eventually("the new certificate", || {
+        let client = client.clone();
+        let expected = certificate.clone();
+        async move {
+            let served = client
+                .post_json("/pods/mutate", &review())
+                .await
+                .certificate;
+            (served == expected).then_some(())
+        }
+    })
+    .await;
+}
+
+/// Waits until `series` in `recorder` counts one.
+async fn until_counted_once(
+    recorder: &metrics_exporter_prometheus::PrometheusRecorder,
+    series: &str,
+) {
+    eventually(series, || {
+        let count = sample(&recorder.handle().render(), series);
+        async move { (count == Some(1.0)).then_some(()) }
+    })
+    .await;
+}
+
 /// Replaces `path` as an editor or `kubectl cp` would: a new file renamed over the old.
 fn replace(path: &Path, text: &str) {
     let temporary = path.with_extension("new");
@@ -70,12 +111,7 @@ async fn a_rewritten_groups_file_applies_to_the_next_requests() {
     assert_eq!(pool(&running.client).await.as_deref(), Some("gpu"));
     // In place, as most editors and the Volcano docs do it.
     std::fs::write(running.dir.path().join("groups.yaml"), SPOT).expect("rewrite");
-    let client = running.client.clone();
-    eventually("the spot group", || {
-        let client = client.clone();
-        async move { (pool(&client).await.as_deref() == Some("spot")).then_some(()) }
-    })
-    .await;
+    until_pool(&running.client, "spot").await;
     let scrape = recorder.handle().render();
     assert!(
         sample(
@@ -99,14 +135,10 @@ async fn a_broken_groups_file_keeps_the_previous_groups_and_is_counted() {
     let recorder = recorder();
     let running = start_with_gpu_group(&recorder).await;
     replace(&running.dir.path().join("groups.yaml"), BROKEN);
-    eventually("the failed reload to be counted", || {
-        let scrape = recorder.handle().render();
-        let failed = sample(
-            &scrape,
-            r#"dexaflow_server_resource_group_reloads_total{result="error"}"#,
-        );
-        async move { (failed == Some(1.0)).then_some(()) }
-    })
+    until_counted_once(
+        &recorder,
+        r#"dexaflow_server_resource_group_reloads_total{result="error"}"#,
+    )
     .await;
     assert_eq!(
         pool(&running.client).await.as_deref(),
@@ -115,12 +147,7 @@ async fn a_broken_groups_file_keeps_the_previous_groups_and_is_counted() {
     );
     // A good file after the bad one is taken in.
     replace(&running.dir.path().join("groups.yaml"), SPOT);
-    let client = running.client.clone();
-    eventually("the spot group", || {
-        let client = client.clone();
-        async move { (pool(&client).await.as_deref() == Some("spot")).then_some(()) }
-    })
-    .await;
+    until_pool(&running.client, "spot").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -186,19 +213,7 @@ async fn a_secret_mount_swapped_to_a_new_certificate_is_served() {
     assert_eq!(served, first.der);
 
     mount_secret(secret.path(), "..2026_12_02_10_00_00.2", &second);
-    eventually("the new certificate", || {
-        let client = client.clone();
-        let expected = second.der.clone();
-        async move {
-            (client
-                .post_json("/pods/mutate", &review())
-                .await
-                .certificate
-                == expected)
-                .then_some(())
-        }
-    })
-    .await;
+    until_served(&client, &second.der).await;
     let scrape = recorder.handle().render();
     assert_eq!(
         sample(
@@ -221,14 +236,10 @@ async fn a_certificate_that_does_not_match_its_key_keeps_the_old_pair_and_is_cou
     let other = running.authority.issue();
     // A new certificate whose key was not written: the pair does not match.
     replace(&running.dir.path().join("tls.crt"), &other.cert_pem);
-    eventually("the failed reload to be counted", || {
-        let scrape = recorder.handle().render();
-        let failed = sample(
-            &scrape,
-            r#"dexaflow_server_certificate_reloads_total{result="error"}"#,
-        );
-        async move { (failed == Some(1.0)).then_some(()) }
-    })
+    until_counted_once(
+        &recorder,
+        r#"dexaflow_server_certificate_reloads_total{result="error"}"#,
+    )
     .await;
     let after = running
         .client
@@ -238,18 +249,5 @@ async fn a_certificate_that_does_not_match_its_key_keeps_the_old_pair_and_is_cou
     assert_eq!(after, before, "the old pair still serves");
     // Its key arrives: the new pair serves.
     replace(&running.dir.path().join("tls.key"), &other.key_pem);
-    let client = running.client.clone();
-    eventually("the new certificate", || {
-        let client = client.clone();
-        let expected = other.der.clone();
-        async move {
-            (client
-                .post_json("/pods/mutate", &review())
-                .await
-                .certificate
-                == expected)
-                .then_some(())
-        }
-    })
-    .await;
+    until_served(&running.client, &other.der).await;
 }

@@ -163,6 +163,15 @@ impl Answer {
             .unwrap_or_else(|error| panic!("not JSON ({error}): {:?}", self.body))
     }
 
+    /// Asserts that the answer is a JSON error with `status` whose message contains `words`.
+    pub fn assert_error(&self, status: StatusCode, words: &str) {
+        assert_eq!(self.status, status, "{:?}", self.body);
+        assert_eq!(self.content_type(), "application/json");
+        let json = self.json();
+        let message = json["error"].as_str().unwrap_or_default();
+        assert!(message.contains(words), "{message:?} should say {words:?}");
+    }
+
     pub fn content_type(&self) -> &str {
         self.headers
             .get(http::header::CONTENT_TYPE)
@@ -190,18 +199,22 @@ impl Client {
         }
     }
 
+    /// A new TLS connection to the server.
+    pub async fn connect(&self) -> tokio_rustls::client::TlsStream<TcpStream> {
+        let tcp = TcpStream::connect(self.address).await.expect("connect");
+        self.connector
+            .connect(ServerName::try_from("localhost").expect("a name"), tcp)
+            .await
+            .expect("a TLS handshake")
+    }
+
     /// Sends `request` over a new connection and reads the whole answer.
     pub async fn send<B>(&self, request: Request<B>) -> Answer
     where
         B: Body<Data = Bytes> + Send + 'static,
         B::Error: std::error::Error + Send + Sync + 'static,
     {
-        let tcp = TcpStream::connect(self.address).await.expect("connect");
-        let tls = self
-            .connector
-            .connect(ServerName::try_from("localhost").expect("a name"), tcp)
-            .await
-            .expect("a TLS handshake");
+        let tls = self.connect().await;
         let certificate = tls.get_ref().1.peer_certificates().expect("a certificate")[0].clone();
         let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
             .await
