@@ -279,11 +279,54 @@ async fn an_address_in_use_fails_the_start_naming_it() {
     assert_eq!(error.to_string(), format!("cannot listen on {address}"));
 }
 
+/// Whether a request over a connection presenting `identity` (a client certificate and its key,
+/// or none) gets an answer.
+async fn is_answered(
+    running: &serve_support::Running,
+    identity: Option<&serve_support::Pair>,
+) -> bool {
+    use rustls::pki_types::PrivateKeyDer;
+    use rustls::pki_types::pem::PemObject;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(running.authority.der()).expect("the CA");
+    let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("versions")
+    .with_root_certificates(roots);
+    let config = match identity {
+        None => builder.with_no_client_auth(),
+        Some(pair) => builder
+            .with_client_auth_cert(
+                vec![pair.der.clone()],
+                PrivateKeyDer::from_pem_slice(pair.key_pem.as_bytes()).expect("a key"),
+            )
+            .expect("a client identity"),
+    };
+    let tcp = tokio::net::TcpStream::connect(running.server.local_addr())
+        .await
+        .expect("connect");
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let name = rustls::pki_types::ServerName::try_from("localhost").expect("a name");
+    // TLS 1.3 reports a refused client certificate on the first read, not in the handshake.
+    let Ok(mut stream) = connector.connect(name, tcp).await else {
+        return false;
+    };
+    let request = b"GET /dags/validate HTTP/1.1\r\nhost: localhost\r\n\r\n";
+    if stream.write_all(request).await.is_err() {
+        return false;
+    }
+    let mut buffer = [0_u8; 12];
+    matches!(stream.read(&mut buffer).await, Ok(read) if read > 0)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mutual_tls_refuses_a_client_without_a_certificate() {
+async fn mutual_tls_answers_only_clients_with_a_certificate_of_the_client_ca() {
+    let clients = Authority::new();
     let running = start_with(
         |settings, dir| {
-            let clients = Authority::new();
             std::fs::write(dir.join("clients.pem"), clients.pem()).expect("write");
             settings.client_ca_file = Some(dir.join("clients.pem"));
         },
@@ -291,36 +334,17 @@ async fn mutual_tls_refuses_a_client_without_a_certificate() {
         None,
     )
     .await;
-    let tcp = tokio::net::TcpStream::connect(running.server.local_addr())
-        .await
-        .expect("connect");
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(running.authority.der()).expect("the CA");
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .expect("versions")
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
-    let tls = connector
-        .connect(
-            rustls::pki_types::ServerName::try_from("localhost").expect("a name"),
-            tcp,
-        )
-        .await;
-    // TLS 1.3 reports the refusal on the first read rather than in the handshake.
-    let refused = match tls {
-        Err(_) => true,
-        Ok(mut stream) => {
-            use tokio::io::{AsyncReadExt, AsyncWriteExt};
-            let _ = stream
-                .write_all(b"POST /dags/validate HTTP/1.1\r\nhost: x\r\n\r\n")
-                .await;
-            let mut buffer = [0_u8; 16];
-            !matches!(stream.read(&mut buffer).await, Ok(read) if read > 0)
-        }
-    };
-    assert!(refused, "a client without a certificate got an answer");
+    assert!(
+        is_answered(&running, Some(&clients.issue())).await,
+        "a client of the CA"
+    );
+    assert!(
+        !is_answered(&running, None).await,
+        "a client without a certificate"
+    );
+    let stranger = Authority::new().issue();
+    assert!(
+        !is_answered(&running, Some(&stranger)).await,
+        "a client of another CA"
+    );
 }
