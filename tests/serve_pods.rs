@@ -312,6 +312,16 @@ async fn a_review_of_another_kind_is_refused_as_a_bad_request() {
     assert!(answer["response"].get("patch").is_none());
 }
 
+/// The `response` of `/pods/validate` to `review`.
+async fn validate(running: &Running, review: &Value) -> Value {
+    running
+        .client
+        .post_json("/pods/validate", review)
+        .await
+        .json()["response"]
+        .clone()
+}
+
 fn forged(review: &mut Value, field: &str, key: &str) {
     let object = &mut review["request"]["object"];
     object["spec"]["schedulerName"] = json!("volcano");
@@ -358,12 +368,7 @@ async fn validate_allows_a_dexaflow_key_from_a_trusted_user() {
     forged(&mut review, "labels", "dexaflow.io/tenant");
     review["request"]["userInfo"]["username"] =
         json!("system:serviceaccount:dexaflow:dexaflow-dispatcher");
-    let response = running
-        .client
-        .post_json("/pods/validate", &review)
-        .await
-        .json()["response"]
-        .clone();
+    let response = validate(&running, &review).await;
     assert_eq!(response["allowed"], true);
     assert!(response.get("status").is_none());
 }
@@ -374,12 +379,7 @@ async fn validate_leaves_pods_of_other_schedulers_alone() {
     let mut review = review();
     forged(&mut review, "labels", "dexaflow.io/tenant");
     review["request"]["object"]["spec"]["schedulerName"] = json!("default-scheduler");
-    let response = running
-        .client
-        .post_json("/pods/validate", &review)
-        .await
-        .json()["response"]
-        .clone();
+    let response = validate(&running, &review).await;
     assert_eq!(response["allowed"], true);
 }
 
@@ -388,11 +388,6 @@ async fn validate_allows_a_volcano_pod_without_dexaflow_keys() {
     let running = start().await;
     let mut review = review();
     forged(&mut review, "labels", "example.com/tenant");
-    let response = running
-        .client
-        .post_json("/pods/validate", &review)
-        .await
-        .json()["response"]
-        .clone();
+    let response = validate(&running, &review).await;
     assert_eq!(response["allowed"], true);
 }

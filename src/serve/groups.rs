@@ -25,7 +25,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
@@ -34,7 +34,7 @@ use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 
 use super::ServeError;
-use super::watch::Watch;
+use super::watch::{LastRead, Watch};
 use crate::admission::{label_value_problem, qualified_name_problem};
 use crate::metrics::{Reloaded, ServerMetrics};
 
@@ -228,7 +228,7 @@ impl ResourceGroups {
         let current = Arc::new(ArcSwap::from_pointee(groups));
         let reload = Reload {
             path: path.to_owned(),
-            last: Mutex::new(text),
+            last: LastRead::new(text),
             current: Arc::clone(&current),
             metrics,
         };
@@ -248,9 +248,7 @@ impl ResourceGroups {
 /// What a reload of the groups file needs.
 struct Reload {
     path: PathBuf,
-    /// The text last tried, good or bad, so that an unchanged file is not parsed or logged
-    /// again on every poll.
-    last: Mutex<String>,
+    last: LastRead<String>,
     current: Arc<ArcSwap<Vec<Group>>>,
     metrics: ServerMetrics,
 }
@@ -269,15 +267,8 @@ impl Reload {
                 return;
             }
         };
-        {
-            let mut last = self
-                .last
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            if *last == text {
-                return;
-            }
-            last.clone_from(&text);
+        if !self.last.is_new(&text) {
+            return;
         }
         match parse(&self.path, &text) {
             Ok(groups) => {

@@ -6,7 +6,7 @@
 //! Connections already open keep the certificate they were made with.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
@@ -19,7 +19,7 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 use super::ServeError;
 use super::settings::TlsFiles;
-use super::watch::Watch;
+use super::watch::{LastRead, Watch};
 use crate::admission::error_chain;
 use crate::metrics::{Reloaded, ServerMetrics};
 
@@ -67,7 +67,7 @@ impl Certificates {
         let reload = Reload {
             files: files.clone(),
             provider,
-            last: Mutex::new(bytes),
+            last: LastRead::new(bytes),
             resolver: Arc::clone(&resolver),
             metrics,
         };
@@ -89,9 +89,7 @@ type PairBytes = (Vec<u8>, Vec<u8>);
 struct Reload {
     files: TlsFiles,
     provider: Arc<CryptoProvider>,
-    /// The pair last tried, good or bad, so that an unchanged pair is not parsed or logged
-    /// again on every poll.
-    last: Mutex<PairBytes>,
+    last: LastRead<PairBytes>,
     resolver: Arc<Resolver>,
     metrics: ServerMetrics,
 }
@@ -107,15 +105,8 @@ impl Reload {
                 return;
             }
         };
-        {
-            let mut last = self
-                .last
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            if *last == bytes {
-                return;
-            }
-            last.clone_from(&bytes);
+        if !self.last.is_new(&bytes) {
+            return;
         }
         match certified_key(&self.files, &bytes, &self.provider) {
             Ok(key) => {

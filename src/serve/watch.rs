@@ -9,7 +9,7 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
@@ -84,5 +84,28 @@ fn directory(file: &Path) -> PathBuf {
     match file.parent() {
         Some(parent) if !parent.as_os_str().is_empty() => parent.to_owned(),
         _ => PathBuf::from("."),
+    }
+}
+
+/// What a reload read last, good or bad, so that an unchanged file is neither parsed nor logged
+/// again on every poll.
+#[derive(Debug)]
+pub(crate) struct LastRead<T>(Mutex<T>);
+
+impl<T: PartialEq + Clone> LastRead<T> {
+    /// Starts with what was read at start.
+    pub(crate) fn new(read: T) -> LastRead<T> {
+        LastRead(Mutex::new(read))
+    }
+
+    /// Whether `read` differs from what was read last; it is what was read last from now on.
+    pub(crate) fn is_new(&self, read: &T) -> bool {
+        // A panic while holding the lock leaves at worst a stale copy, read again next time.
+        let mut last = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if *last == *read {
+            return false;
+        }
+        last.clone_from(read);
+        true
     }
 }
