@@ -17,6 +17,8 @@
 //!   through [`supervise::Observer`], and the Prometheus exporter.
 //! - [`config`]: the YAML config, its validation and `DEXAFLOW_` overrides.
 //! - [`workload`] and [`report`]: what the `dispatch` command reads and prints.
+//! - [`serve`]: the webhook server behind the `serve` subcommand (§8 and Volcano's webhook
+//!   manager): pod mutation by resource groups, pod and DAG validation, over HTTPS.
 //! - [`loadtest`]: the load-test harness behind the `loadtest` subcommand: synthetic hooks, an
 //!   open-loop driver of the real dispatcher, conservation, the report and its charts.
 //!
@@ -66,5 +68,6 @@ pub mod hooks;
 pub mod loadtest;
 pub mod metrics;
 pub mod report;
+pub mod serve;
 pub mod supervise;
 pub mod workload;

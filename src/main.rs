@@ -17,7 +17,8 @@ use dexaflow_admission::dispatch::run::{Install, run};
 use dexaflow_admission::dispatch::task::State;
 use dexaflow_admission::dispatch::token::Hs256Minter;
 use dexaflow_admission::loadtest::{self, Amount, HookTimer, Options, Plan};
-use dexaflow_admission::metrics::{self, Metrics};
+use dexaflow_admission::metrics::{self, Metrics, ServerMetrics};
+use dexaflow_admission::serve::{self, Server};
 use dexaflow_admission::supervise::{self, BreakerSettings};
 use dexaflow_admission::{hooks, report, workload};
 
@@ -55,6 +56,18 @@ enum Command {
     /// executor) through synthetic hooks, and print throughput, latency per outcome, breaker
     /// transitions and deferrals. Exits non-zero if any attempt was lost or executed twice.
     Loadtest(LoadtestArgs),
+    /// Serve the admission webhooks over HTTPS (`/pods/mutate`, `/pods/validate`,
+    /// `/dags/validate`) until SIGTERM or Ctrl-C, then drain requests in flight. Configured by
+    /// the `server` section of the config file.
+    Serve {
+        /// The YAML config with a `server` section (see examples/serve.yaml).
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+        /// The paths to serve, comma-separated (such as "/pods/mutate,/pods/validate");
+        /// overrides `server.enabled_admission`. Unset serves every service.
+        #[arg(long, value_name = "LIST")]
+        enabled_admission: Option<String>,
+    },
     /// Print the effective config (file, defaults and `DEXAFLOW_*` overrides) as YAML, or every
     /// error in it, one per line, each naming its key.
     CheckConfig {
@@ -171,6 +184,10 @@ fn main() -> ExitCode {
         } => dispatch(config, workload, output, metrics_listen),
         Command::CheckConfig { config } => check_config(config),
         Command::Loadtest(args) => loadtest(args),
+        Command::Serve {
+            config,
+            enabled_admission,
+        } => serve(config, enabled_admission),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -393,4 +410,60 @@ fn loadtest(args: LoadtestArgs) -> Result<(), String> {
     report
         .check_conservation()
         .map_err(|error| error_chain(&error))
+}
+
+/// The `serve` subcommand: reads the config and its `server` section, starts the exporter and
+/// the server on a multi-threaded runtime, and serves until SIGTERM or Ctrl-C.
+fn serve(path: PathBuf, enabled_admission: Option<String>) -> Result<(), String> {
+    let (config, mut settings) = Config::load_with_server(&path, std::env::vars_os())
+        .map_err(|errors| format!("{} is not valid:\n{errors}", path.display()))?;
+    let origin = match enabled_admission {
+        Some(list) => {
+            settings.enabled_admission = Some(serve::parse_enabled(&list));
+            "--enabled-admission"
+        }
+        None => "server.enabled_admission",
+    };
+    let _hook_metrics = start_metrics(config.metrics_listen, config::METRICS_LISTEN, [])?;
+    let metrics = ServerMetrics::register();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|error| format!("starting the runtime: {error}"))?;
+    runtime.block_on(async {
+        let registry = serve::builtin(&settings, &metrics).map_err(|error| error_chain(&error))?;
+        let router = registry
+            .route(settings.enabled_admission.as_deref(), &metrics)
+            .map_err(|error| format!("{origin}: {}", error_chain(&error)))?;
+        let server = Server::start(&settings, router, metrics)
+            .await
+            .map_err(|error| error_chain(&error))?;
+        server.run_until(termination()).await;
+        Ok(())
+    })
+}
+
+/// Completes on the first SIGTERM (how Kubernetes stops a pod) or Ctrl-C; never, when neither
+/// handler can be installed.
+async fn termination() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
 }

@@ -12,6 +12,19 @@
 //! | `dexaflow_dispatch_at_capacity_total` | counter | none |
 //! | `dexaflow_dispatch_workers_busy` | gauge | none |
 //!
+//! The webhook server (`serve`) reports through [`ServerMetrics`]:
+//!
+//! | metric | type | labels |
+//! |---|---|---|
+//! | `dexaflow_server_requests_total` | counter | `service`, `outcome` |
+//! | `dexaflow_server_request_duration_seconds` | histogram, 50µs to 5s | `service` |
+//! | `dexaflow_server_requests_in_flight` | gauge | none |
+//! | `dexaflow_server_resource_group_reloads_total` | counter | `result` |
+//! | `dexaflow_server_certificate_reloads_total` | counter | `result` |
+//!
+//! `service` is a served path (`/pods/mutate`) or `none` for a path no service answers;
+//! `outcome` is one of [`RequestOutcome::as_str`]; `result` is `ok` or `error`.
+//!
 //! `outcome` is one of [`Outcome::as_str`]; a fail-open call counts twice, once under its cause
 //! (`error`, `timeout`, `panic`, `skipped`, `budget_spent`) and once as `fail_open`. `hook` is a hook's name from
 //! the config, the only label that is not an outcome.
@@ -274,6 +287,204 @@ fn describe() {
     );
 }
 
+// ---------------------------------------------------------------------------------------------
+// The webhook server's metrics.
+
+/// `dexaflow_server_requests_total{service,outcome}`: requests the webhook server answered.
+pub const SERVER_REQUESTS_TOTAL: &str = "dexaflow_server_requests_total";
+/// `dexaflow_server_request_duration_seconds{service}`: from the request's head to the answer.
+pub const SERVER_DURATION_SECONDS: &str = "dexaflow_server_request_duration_seconds";
+/// `dexaflow_server_requests_in_flight`: requests being answered now.
+pub const SERVER_IN_FLIGHT: &str = "dexaflow_server_requests_in_flight";
+/// `dexaflow_server_resource_group_reloads_total{result}`: resource group files taken in or not.
+pub const GROUP_RELOADS_TOTAL: &str = "dexaflow_server_resource_group_reloads_total";
+/// `dexaflow_server_certificate_reloads_total{result}`: certificate pairs taken in or not.
+pub const CERTIFICATE_RELOADS_TOTAL: &str = "dexaflow_server_certificate_reloads_total";
+/// The label naming the served path.
+pub const SERVICE_LABEL: &str = "service";
+/// The label of the reload counters: `ok` or `error`.
+pub const RESULT_LABEL: &str = "result";
+/// The `service` of a request whose path no service answers.
+pub const NO_SERVICE: &str = "none";
+
+/// How the webhook server answered one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestOutcome {
+    /// 200, allowed without a patch.
+    Allowed,
+    /// 200, allowed with a patch.
+    Patched,
+    /// 200, not allowed.
+    Denied,
+    /// 4xx: the wrong method, media type, size or body.
+    Invalid,
+    /// 500: the handler panicked (or a validating service tried to answer with a patch).
+    Panic,
+    /// 503: the handler did not answer before its deadline.
+    Timeout,
+    /// 404: no service answers the path.
+    NotFound,
+}
+
+impl RequestOutcome {
+    /// Every outcome, in declaration order.
+    pub const ALL: [RequestOutcome; 7] = [
+        RequestOutcome::Allowed,
+        RequestOutcome::Patched,
+        RequestOutcome::Denied,
+        RequestOutcome::Invalid,
+        RequestOutcome::Panic,
+        RequestOutcome::Timeout,
+        RequestOutcome::NotFound,
+    ];
+
+    /// The outcome's label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RequestOutcome::Allowed => "allowed",
+            RequestOutcome::Patched => "patched",
+            RequestOutcome::Denied => "denied",
+            RequestOutcome::Invalid => "invalid",
+            RequestOutcome::Panic => "panic",
+            RequestOutcome::Timeout => "timeout",
+            RequestOutcome::NotFound => "not_found",
+        }
+    }
+}
+
+/// What a reload counter counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reloaded {
+    /// The resource groups file.
+    ResourceGroups,
+    /// The serving certificate and key.
+    Certificate,
+}
+
+/// The webhook server's cached metric handles: the in-flight gauge, the reload counters and,
+/// through [`ServerMetrics::service`], each service's own.
+///
+/// Build it under the recorder in effect, like [`Metrics::register`]; without one every handle
+/// is a no-op, which is what a test that does not look at metrics wants.
+#[derive(Debug, Clone)]
+pub struct ServerMetrics {
+    in_flight: Gauge,
+    not_found: Counter,
+    /// `[ResourceGroups, Certificate]` × `[ok, error]`.
+    reloads: [[Counter; 2]; 2],
+}
+
+/// One service's handles: a counter per outcome and its latency histogram.
+#[derive(Debug, Clone)]
+pub struct ServiceMetrics {
+    outcomes: [Counter; RequestOutcome::ALL.len()],
+    duration: Histogram,
+}
+
+/// Holds one request in the in-flight gauge until dropped.
+#[derive(Debug)]
+pub struct InFlight(Gauge);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.decrement(1.0);
+    }
+}
+
+impl ServerMetrics {
+    /// Describes the server's metrics and builds the handles shared by every service; every
+    /// reload counter exists from here on, at zero.
+    pub fn register() -> ServerMetrics {
+        describe_server();
+        let reloads = |name: &'static str| {
+            ["ok", "error"].map(|result| counter!(name, RESULT_LABEL => result))
+        };
+        ServerMetrics {
+            in_flight: gauge!(SERVER_IN_FLIGHT),
+            not_found: counter!(
+                SERVER_REQUESTS_TOTAL,
+                SERVICE_LABEL => NO_SERVICE,
+                OUTCOME_LABEL => RequestOutcome::NotFound.as_str()
+            ),
+            reloads: [
+                reloads(GROUP_RELOADS_TOTAL),
+                reloads(CERTIFICATE_RELOADS_TOTAL),
+            ],
+        }
+    }
+
+    /// The handles of the service at `path`, every outcome at zero from here on.
+    pub fn service(&self, path: &str) -> ServiceMetrics {
+        ServiceMetrics {
+            outcomes: RequestOutcome::ALL.map(|outcome| {
+                counter!(
+                    SERVER_REQUESTS_TOTAL,
+                    SERVICE_LABEL => path.to_owned(),
+                    OUTCOME_LABEL => outcome.as_str()
+                )
+            }),
+            duration: histogram!(SERVER_DURATION_SECONDS, SERVICE_LABEL => path.to_owned()),
+        }
+    }
+
+    /// Counts a request in flight until the guard is dropped.
+    pub fn in_flight(&self) -> InFlight {
+        self.in_flight.increment(1.0);
+        InFlight(self.in_flight.clone())
+    }
+
+    /// Counts a request to a path no service answers.
+    pub fn not_found(&self) {
+        self.not_found.increment(1);
+    }
+
+    /// Counts one reload of `what`, taken in (`ok`) or not.
+    pub fn reloaded(&self, what: Reloaded, ok: bool) {
+        let file = match what {
+            Reloaded::ResourceGroups => 0,
+            Reloaded::Certificate => 1,
+        };
+        self.reloads[file][usize::from(!ok)].increment(1);
+    }
+}
+
+impl ServiceMetrics {
+    /// Counts one answered request and its latency.
+    pub fn answered(&self, outcome: RequestOutcome, elapsed: Duration) {
+        // `RequestOutcome` is fieldless and `ALL` lists it in declaration order.
+        self.outcomes[outcome as usize].increment(1);
+        self.duration.record(elapsed);
+    }
+}
+
+fn describe_server() {
+    describe_counter!(
+        SERVER_REQUESTS_TOTAL,
+        Unit::Count,
+        "Requests the webhook server answered, by service (path) and outcome"
+    );
+    describe_histogram!(
+        SERVER_DURATION_SECONDS,
+        Unit::Seconds,
+        "Latency of the webhook server's answers, by service (path)"
+    );
+    describe_gauge!(
+        SERVER_IN_FLIGHT,
+        Unit::Count,
+        "Requests the webhook server is answering now"
+    );
+    describe_counter!(
+        GROUP_RELOADS_TOTAL,
+        Unit::Count,
+        "Resource group files the webhook server read after a change, by result (ok or error: the previous groups stay)"
+    );
+    describe_counter!(
+        CERTIFICATE_RELOADS_TOTAL,
+        Unit::Count,
+        "Serving certificate pairs the webhook server read after a change, by result (ok or error: the previous pair stays)"
+    );
+}
+
 /// The Prometheus builder with the latency buckets set; no listener yet.
 ///
 /// # Errors
@@ -283,6 +494,10 @@ fn builder() -> Result<PrometheusBuilder, BuildError> {
         .set_buckets_for_metric(Matcher::Full(DURATION_SECONDS.to_owned()), &LATENCY_BUCKETS)?
         .set_buckets_for_metric(
             Matcher::Full(CHAIN_DURATION_SECONDS.to_owned()),
+            &LATENCY_BUCKETS,
+        )?
+        .set_buckets_for_metric(
+            Matcher::Full(SERVER_DURATION_SECONDS.to_owned()),
             &LATENCY_BUCKETS,
         )
 }
@@ -491,6 +706,93 @@ mod tests {
         assert_eq!(sample(&scrape, QUEUE_DEPTH), Some(5.0));
         assert_eq!(sample(&scrape, AT_CAPACITY_TOTAL), Some(1.0));
         assert_eq!(sample(&scrape, WORKERS_BUSY), Some(1.0));
+    }
+
+    #[test]
+    fn server_outcome_discriminants_index_all_outcomes() {
+        for (index, outcome) in RequestOutcome::ALL.into_iter().enumerate() {
+            assert_eq!(outcome as usize, index, "{outcome:?}");
+        }
+    }
+
+    #[test]
+    fn server_requests_count_by_service_and_outcome_and_reloads_by_result() {
+        let recorder = recorder();
+        let metrics = metrics::with_local_recorder(&recorder, ServerMetrics::register);
+        let mutate = metrics::with_local_recorder(&recorder, || metrics.service("/pods/mutate"));
+        let scrape = recorder.handle().render();
+        assert_eq!(
+            sample(
+                &scrape,
+                r#"dexaflow_server_requests_total{service="/pods/mutate",outcome="panic"}"#
+            ),
+            Some(0.0),
+            "{scrape}"
+        );
+        mutate.answered(RequestOutcome::Patched, Duration::from_micros(200));
+        metrics.reloaded(Reloaded::Certificate, false);
+        metrics.not_found();
+        let guard = metrics.in_flight();
+        let scrape = recorder.handle().render();
+        assert_eq!(
+            sample(
+                &scrape,
+                r#"dexaflow_server_requests_total{service="/pods/mutate",outcome="patched"}"#
+            ),
+            Some(1.0)
+        );
+        assert_eq!(
+            sample(
+                &scrape,
+                r#"dexaflow_server_request_duration_seconds_bucket{service="/pods/mutate",le="0.00025"}"#
+            ),
+            Some(1.0),
+            "{scrape}"
+        );
+        assert_eq!(
+            sample(
+                &scrape,
+                r#"dexaflow_server_certificate_reloads_total{result="error"}"#
+            ),
+            Some(1.0)
+        );
+        assert_eq!(
+            sample(
+                &scrape,
+                r#"dexaflow_server_certificate_reloads_total{result="ok"}"#
+            ),
+            Some(0.0)
+        );
+        assert_eq!(
+            sample(
+                &scrape,
+                r#"dexaflow_server_resource_group_reloads_total{result="error"}"#
+            ),
+            Some(0.0)
+        );
+        assert_eq!(
+            sample(
+                &scrape,
+                r#"dexaflow_server_requests_total{service="none",outcome="not_found"}"#
+            ),
+            Some(1.0)
+        );
+        assert_eq!(sample(&scrape, SERVER_IN_FLIGHT), Some(1.0));
+        drop(guard);
+        let scrape = recorder.handle().render();
+        assert_eq!(sample(&scrape, SERVER_IN_FLIGHT), Some(0.0));
+        for name in [
+            SERVER_REQUESTS_TOTAL,
+            SERVER_DURATION_SECONDS,
+            SERVER_IN_FLIGHT,
+            GROUP_RELOADS_TOTAL,
+            CERTIFICATE_RELOADS_TOTAL,
+        ] {
+            assert!(
+                scrape.contains(&format!("# HELP {name} ")),
+                "{name} has no help in\n{scrape}"
+            );
+        }
     }
 
     #[test]

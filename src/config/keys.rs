@@ -43,6 +43,21 @@ pub(super) const ALLOWED_PRIORITY_CLASSES: &str = "execution_allowlist.priority_
 pub(super) const ALLOWED_IMAGES: &str = "execution_allowlist.images";
 pub(super) const TOKEN_SECRET: &str = "auth.agent_token_secret";
 pub(super) const TOKEN_TTL: &str = "auth.agent_token_ttl";
+/// The section only `serve` reads.
+pub(super) const SERVER_SECTION: &str = "server";
+pub(super) const SERVER_LISTEN: &str = "server.listen";
+pub(super) const SERVER_PROBE_LISTEN: &str = "server.probe_listen";
+pub(super) const SERVER_CERT_FILE: &str = "server.tls.cert_file";
+pub(super) const SERVER_KEY_FILE: &str = "server.tls.key_file";
+pub(super) const SERVER_CLIENT_CA_FILE: &str = "server.tls.client_ca_file";
+pub(super) const SERVER_BEARER_TOKEN_FILE: &str = "server.auth.bearer_token_file";
+pub(super) const SERVER_MAX_BODY_BYTES: &str = "server.max_body_bytes";
+pub(super) const SERVER_ENABLED_ADMISSION: &str = "server.enabled_admission";
+pub(super) const SERVER_RESOURCE_GROUPS_FILE: &str = "server.resource_groups_file";
+pub(super) const SERVER_SCHEDULER_NAMES: &str = "server.scheduler_names";
+pub(super) const SERVER_TRUSTED_USERS: &str = "server.trusted_users";
+pub(super) const SERVER_HTTP2: &str = "server.http2";
+pub(super) const SERVER_SHUTDOWN_GRACE: &str = "server.shutdown_grace";
 /// The key of the Prometheus exporter's address, for `main` to name in an error when the
 /// address cannot be bound.
 pub const METRICS_LISTEN: &str = "metrics.listen";
@@ -86,6 +101,19 @@ pub(super) const LEAVES: &[&str] = &[
     TOKEN_SECRET,
     TOKEN_TTL,
     METRICS_LISTEN,
+    SERVER_LISTEN,
+    SERVER_PROBE_LISTEN,
+    SERVER_CERT_FILE,
+    SERVER_KEY_FILE,
+    SERVER_CLIENT_CA_FILE,
+    SERVER_BEARER_TOKEN_FILE,
+    SERVER_MAX_BODY_BYTES,
+    SERVER_ENABLED_ADMISSION,
+    SERVER_RESOURCE_GROUPS_FILE,
+    SERVER_SCHEDULER_NAMES,
+    SERVER_TRUSTED_USERS,
+    SERVER_HTTP2,
+    SERVER_SHUTDOWN_GRACE,
 ];
 
 /// Dexaflow's variable naming its config file. `dexaflow-admission` takes `--config` instead and

@@ -56,6 +56,7 @@ mod output;
 mod policy;
 mod reader;
 mod scheduler;
+mod server;
 mod validate;
 
 use std::collections::BTreeMap;
@@ -71,6 +72,8 @@ use crate::hooks::{HookSpec, PolicyError, PolicySpec, SpecError};
 use crate::{dispatch, supervise};
 
 pub use keys::{CONFIG_VARIABLE, METRICS_LISTEN, non_config_variables};
+
+use keys::SERVER_SECTION;
 
 use reader::Reader;
 
@@ -338,11 +341,29 @@ impl Config {
         K: Into<OsString>,
         V: Into<OsString>,
     {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
-        Config::parse(&path.display().to_string(), &text, env)
+        Config::parse(&path.display().to_string(), &read_file(path)?, env)
+    }
+
+    /// Reads the config file at `path` once, for `serve`: the config as [`Config::load`] reads
+    /// it (for `metrics.listen`), and its `server` section, which every other command leaves
+    /// unread.
+    ///
+    /// # Errors
+    /// [`ConfigErrors`] with every problem of both, each naming its key.
+    pub fn load_with_server<K, V>(
+        path: &Path,
+        env: impl IntoIterator<Item = (K, V)>,
+    ) -> Result<(Config, crate::serve::Settings), ConfigErrors>
+    where
+        K: Into<OsString>,
+        V: Into<OsString>,
+    {
+        let origin = path.display().to_string();
+        let mut reader = Reader::read(&origin, &read_file(path)?, env, Section::ReadServer)?;
+        let server = reader.server();
+        let config = reader.build()?;
+        let server = server.expect("a server section with a problem fails the build");
+        Ok((config, server))
     }
 
     /// Parses [`EMBEDDED_DEFAULT`], the demo config `dispatch` runs with when given none, with
@@ -370,18 +391,55 @@ impl Config {
         K: Into<OsString>,
         V: Into<OsString>,
     {
-        let root = reader::parse_yaml(text).map_err(|source| ConfigError::Syntax {
-            origin: origin.to_owned(),
-            source,
-        })?;
-        let mut reader = Reader::default();
-        reader.walk(&root, "");
-        reader.read_env(env);
-        reader.build()
+        Reader::read(origin, text, env, Section::SkipServer)?.build()
     }
 }
 
+/// Whether a command reads the file's `server` section, which only `serve` does: the other
+/// commands ignore it whole, so one file serves them all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Section {
+    ReadServer,
+    SkipServer,
+}
+
+/// The text of the config file at `path`.
+fn read_file(path: &Path) -> Result<String, ConfigErrors> {
+    std::fs::read_to_string(path).map_err(|source| {
+        ConfigErrors::from(ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })
+    })
+}
+
 impl Reader {
+    /// Finds every leaf in `text` (named `origin` in a syntax error) and in `env`, collecting
+    /// every problem found so far; the file's `server` section is looked at only when
+    /// `server` says so.
+    fn read<K, V>(
+        origin: &str,
+        text: &str,
+        env: impl IntoIterator<Item = (K, V)>,
+        server: Section,
+    ) -> Result<Reader, ConfigErrors>
+    where
+        K: Into<OsString>,
+        V: Into<OsString>,
+    {
+        let mut root = reader::parse_yaml(text).map_err(|source| ConfigError::Syntax {
+            origin: origin.to_owned(),
+            source,
+        })?;
+        if let (Section::SkipServer, Value::Mapping(sections)) = (server, &mut root) {
+            sections.remove(SERVER_SECTION);
+        }
+        let mut reader = Reader::default();
+        reader.walk(&root, "");
+        reader.read_env(env);
+        Ok(reader)
+    }
+
     /// Builds the config from the leaves found, or every problem.
     fn build(mut self) -> Result<Config, ConfigErrors> {
         let scheduler = self.scheduler();

@@ -1,0 +1,170 @@
+//! The `server` section: the settings of `serve` ([`crate::serve::Settings`]), read from the
+//! same file as the rest of the config, which the other commands ignore.
+//!
+//! | key | default |
+//! |---|---|
+//! | `server.listen` | `127.0.0.1:8443` |
+//! | `server.probe_listen` | none: no probe listener |
+//! | `server.tls.cert_file`, `server.tls.key_file` | required |
+//! | `server.tls.client_ca_file` | none: no client certificate asked |
+//! | `server.auth.bearer_token_file` | none |
+//! | `server.max_body_bytes` | 3145728 (3 MiB) |
+//! | `server.enabled_admission` | every service |
+//! | `server.resource_groups_file` | none: pods are not changed |
+//! | `server.scheduler_names` | `[volcano]` |
+//! | `server.trusted_users` | none |
+//! | `server.http2` | `false` |
+//! | `server.shutdown_grace` | `15s` |
+//!
+//! Each has a `DEXAFLOW_` variable like every other key (`DEXAFLOW_SERVER_LISTEN`); lists are
+//! comma-separated there, and `server.enabled_admission` may be written so in the file too.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_yaml_ng::Value;
+
+use super::keys::{
+    SERVER_BEARER_TOKEN_FILE, SERVER_CERT_FILE, SERVER_CLIENT_CA_FILE, SERVER_ENABLED_ADMISSION,
+    SERVER_HTTP2, SERVER_KEY_FILE, SERVER_LISTEN, SERVER_MAX_BODY_BYTES, SERVER_PROBE_LISTEN,
+    SERVER_RESOURCE_GROUPS_FILE, SERVER_SCHEDULER_NAMES, SERVER_SHUTDOWN_GRACE,
+    SERVER_TRUSTED_USERS,
+};
+use super::reader::{Problem, Raw, Reader, describe, expected};
+use super::{ConfigError, Key};
+use crate::serve::{self, TlsFiles};
+
+impl Reader {
+    /// The `server` section as [`crate::serve::Settings`], or `None` when it has a problem
+    /// (reported with the others). Only `serve` calls it: the other commands leave the
+    /// section unread.
+    pub(super) fn server(&mut self) -> Option<serve::Settings> {
+        let listen = self.address(SERVER_LISTEN, Some(serve::Settings::DEFAULT_LISTEN));
+        let probe_listen = self.address(SERVER_PROBE_LISTEN, None);
+        let cert_file = self.path(SERVER_CERT_FILE);
+        let key_file = self.path(SERVER_KEY_FILE);
+        let client_ca_file = self.path(SERVER_CLIENT_CA_FILE);
+        let bearer_token_file = self.path(SERVER_BEARER_TOKEN_FILE);
+        let max_body_bytes = self.integer(
+            SERVER_MAX_BODY_BYTES,
+            serve::Settings::DEFAULT_MAX_BODY_BYTES as u64,
+            1..=u64::from(u32::MAX),
+        );
+        let enabled_admission =
+            self.get(
+                SERVER_ENABLED_ADMISSION,
+                None,
+                parse_enabled,
+                |paths| match paths {
+                    Some(paths) => {
+                        Value::Sequence(paths.iter().cloned().map(Value::String).collect())
+                    }
+                    None => Value::Null,
+                },
+            );
+        let resource_groups_file = self.path(SERVER_RESOURCE_GROUPS_FILE);
+        let scheduler_names = self
+            .list(SERVER_SCHEDULER_NAMES)
+            .unwrap_or_else(|| vec![serve::Settings::DEFAULT_SCHEDULER_NAME.to_owned()]);
+        let trusted_users = self.list(SERVER_TRUSTED_USERS).unwrap_or_default();
+        let http2 = self.flag(SERVER_HTTP2, false);
+        let shutdown_grace = self.duration(
+            SERVER_SHUTDOWN_GRACE,
+            serve::Settings::DEFAULT_SHUTDOWN_GRACE,
+            Duration::ZERO,
+        );
+        for (key, file) in [(SERVER_CERT_FILE, &cert_file), (SERVER_KEY_FILE, &key_file)] {
+            if file.is_none() && !self.is_bad(key) {
+                self.errors.push(ConfigError::Required {
+                    key: Key::file(key),
+                    when: "serving (the PEM file of the serving certificate or its key)".to_owned(),
+                });
+            }
+        }
+        let (Some(cert_file), Some(key_file)) = (cert_file, key_file) else {
+            return None;
+        };
+        Some(serve::Settings {
+            listen: listen.unwrap_or(serve::Settings::DEFAULT_LISTEN),
+            probe_listen,
+            tls: TlsFiles {
+                cert_file,
+                key_file,
+            },
+            client_ca_file,
+            bearer_token_file,
+            max_body_bytes: usize::try_from(max_body_bytes).unwrap_or(usize::MAX),
+            enabled_admission,
+            resource_groups_file,
+            scheduler_names,
+            trusted_users,
+            http2,
+            shutdown_grace,
+            poll_interval: serve::Settings::DEFAULT_POLL_INTERVAL,
+        })
+    }
+
+    /// A socket address; `default` when unset.
+    fn address(&mut self, key: &'static str, default: Option<SocketAddr>) -> Option<SocketAddr> {
+        self.get(
+            key,
+            default,
+            |raw| {
+                raw.value
+                    .as_str()
+                    .and_then(|text| text.trim().parse().ok())
+                    .map(Some)
+                    .ok_or_else(|| expected("an address such as \"127.0.0.1:8443\""))
+            },
+            |address| address.map_or(Value::Null, |address| Value::String(address.to_string())),
+        )
+    }
+
+    /// A file path; `None` when unset.
+    fn path(&mut self, key: &'static str) -> Option<PathBuf> {
+        self.get(
+            key,
+            None,
+            |raw| match raw.value.as_str().map(str::trim) {
+                Some(text) if !text.is_empty() => Ok(Some(PathBuf::from(text))),
+                _ => Err(expected("a file path")),
+            },
+            |path| {
+                path.as_ref().map_or(Value::Null, |path| {
+                    Value::String(path.display().to_string())
+                })
+            },
+        )
+    }
+}
+
+/// A list of paths, or one text of comma-separated paths; an empty list is an error here, so
+/// that it names the key.
+fn parse_enabled(raw: &Raw) -> Result<Option<Vec<String>>, Problem> {
+    let paths = match &raw.value {
+        Value::String(text) => serve::parse_enabled(text),
+        Value::Sequence(items) => {
+            let mut paths = Vec::new();
+            for (index, item) in items.iter().enumerate() {
+                let Some(text) = item.as_str().map(str::trim).filter(|text| !text.is_empty())
+                else {
+                    return Err(Problem {
+                        at: format!("[{index}]"),
+                        expected: "a path such as \"/pods/mutate\"".to_owned(),
+                        got: Some(describe(item)),
+                    });
+                };
+                paths.push(text.to_owned());
+            }
+            paths
+        }
+        _ => return Err(expected("a list of paths such as [/pods/mutate]")),
+    };
+    if paths.is_empty() {
+        return Err(expected(
+            "at least one path (leave the key unset to serve every service)",
+        ));
+    }
+    Ok(Some(paths))
+}

@@ -1,0 +1,232 @@
+//! The one serve function every service goes through: the HTTP rules, in order, then the
+//! service's handler under a deadline and panic recovery.
+//!
+//! | rule | answer |
+//! |---|---|
+//! | no service at the path | 404 |
+//! | a method other than `POST` | 405, with `Allow: POST` |
+//! | a `Content-Type` other than `application/json` (parameters allowed) | 415 |
+//! | a body over `server.max_body_bytes` (read no further than the cap) | 413 |
+//! | an empty body | 400 |
+//! | a `timeout` query parameter that is no duration | 400 |
+//! | a body that does not decode strictly | 400, saying what was wrong |
+//! | the handler panics | 500, with the request's uid |
+//! | the handler is past its deadline (90% of `?timeout=`, 10 s when absent, 30 s at most) | 503, with the uid |
+//! | a validating service answers with a patch | 500, with the uid |
+//! | otherwise | 200 and the handler's answer |
+//!
+//! Every answer is JSON with its `Content-Type`; an error is `{"error": "...", "uid": "..."}`,
+//! with `uid` only once the body was decoded.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::header::{ALLOW, CONTENT_LENGTH, CONTENT_TYPE};
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Body;
+use hyper::body::Bytes;
+use serde::Serialize;
+use tokio::time::Instant;
+
+use super::registry::{Kind, Router};
+use crate::metrics::{RequestOutcome, ServerMetrics};
+
+/// The timeout assumed when the caller sends none: admissionregistration v1's default.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The longest timeout honoured: the most a webhook configuration may set.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What every request needs: the routes, the body cap and the metrics.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) router: Router,
+    pub(crate) max_body_bytes: usize,
+    pub(crate) metrics: ServerMetrics,
+}
+
+/// The body of every error answer.
+#[derive(Serialize)]
+struct ErrorBody<'a> {
+    error: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    uid: Option<&'a str>,
+}
+
+fn json(status: StatusCode, body: Vec<u8>) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+fn error(status: StatusCode, message: &str, uid: Option<&str>) -> Response<Full<Bytes>> {
+    let body = serde_json::to_vec(&ErrorBody {
+        error: message,
+        uid,
+    })
+    .expect("two strings always serialize");
+    json(status, body)
+}
+
+/// Whether the `Content-Type` is `application/json`, parameters (such as `charset`) allowed.
+fn is_json(request: &Request<impl Body>) -> bool {
+    request
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .map(|value| value.split(';').next().unwrap_or_default().trim())
+        .is_some_and(|media| media.eq_ignore_ascii_case("application/json"))
+}
+
+/// The `timeout` query parameter, as the API server writes it (`10s`); `Ok(None)` when absent.
+fn timeout(request: &Request<impl Body>) -> Result<Option<Duration>, String> {
+    let Some(query) = request.uri().query() else {
+        return Ok(None);
+    };
+    let Some(value) = query
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("timeout="))
+    else {
+        return Ok(None);
+    };
+    humantime::parse_duration(value)
+        .map(Some)
+        .map_err(|_| format!("timeout: expected a duration such as \"10s\", got {value:?}"))
+}
+
+/// Answers one request; never fails, never panics on any input.
+pub(crate) async fn answer<B>(shared: Arc<Shared>, request: Request<B>) -> Response<Full<Bytes>>
+where
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: std::error::Error + Send + Sync + 'static,
+{
+    let Some(route) = shared.router.get(request.uri().path()) else {
+        shared.metrics.not_found();
+        return error(StatusCode::NOT_FOUND, "no service at this path", None);
+    };
+    let _in_flight = shared.metrics.in_flight();
+    let started = Instant::now();
+    let (outcome, response) = respond(&shared, route, request).await;
+    route.metrics.answered(outcome, started.elapsed());
+    response
+}
+
+async fn respond<B>(
+    shared: &Shared,
+    route: &super::registry::Route,
+    request: Request<B>,
+) -> (RequestOutcome, Response<Full<Bytes>>)
+where
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: std::error::Error + Send + Sync + 'static,
+{
+    let invalid = |status, message: &str| (RequestOutcome::Invalid, error(status, message, None));
+    if request.method() != Method::POST {
+        let mut response = error(StatusCode::METHOD_NOT_ALLOWED, "only POST is allowed", None);
+        response
+            .headers_mut()
+            .insert(ALLOW, http::HeaderValue::from_static("POST"));
+        return (RequestOutcome::Invalid, response);
+    }
+    if !is_json(&request) {
+        return invalid(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "Content-Type must be application/json",
+        );
+    }
+    let too_large = format!("the body is larger than {} bytes", shared.max_body_bytes);
+    let declared = request
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > shared.max_body_bytes as u64) {
+        return invalid(StatusCode::PAYLOAD_TOO_LARGE, &too_large);
+    }
+    let budget = match timeout(&request) {
+        Ok(timeout) => timeout.unwrap_or(DEFAULT_TIMEOUT).min(MAX_TIMEOUT) * 9 / 10,
+        Err(message) => return invalid(StatusCode::BAD_REQUEST, &message),
+    };
+    let deadline = Instant::now() + budget;
+    let body = match Limited::new(request.into_body(), shared.max_body_bytes)
+        .collect()
+        .await
+    {
+        Ok(collected) => collected.to_bytes(),
+        Err(cause) if cause.is::<http_body_util::LengthLimitError>() => {
+            return invalid(StatusCode::PAYLOAD_TOO_LARGE, &too_large);
+        }
+        Err(cause) => {
+            return invalid(
+                StatusCode::BAD_REQUEST,
+                &format!("reading the body: {cause}"),
+            );
+        }
+    };
+    if body.is_empty() {
+        return invalid(StatusCode::BAD_REQUEST, "the body is empty");
+    }
+    let started = match Arc::clone(&route.endpoint).start(&body, deadline) {
+        Ok(started) => started,
+        Err(message) => {
+            return invalid(
+                StatusCode::BAD_REQUEST,
+                &format!("the body is not a valid request: {message}"),
+            );
+        }
+    };
+    let uid = started.uid;
+    // A task of its own: a panic in the handler ends that task, not the connection.
+    let mut task = tokio::spawn(started.answer);
+    let joined = tokio::select! {
+        joined = &mut task => joined,
+        () = tokio::time::sleep_until(deadline) => {
+            task.abort();
+            return (
+                RequestOutcome::Timeout,
+                error(StatusCode::SERVICE_UNAVAILABLE, "the service did not answer before its deadline", Some(&uid)),
+            );
+        }
+    };
+    match joined {
+        Ok(answer) if answer.patched && route.kind == Kind::Validating => {
+            tracing::error!(%uid, "a validating service answered with a patch; not sent");
+            (
+                RequestOutcome::Panic,
+                error(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "a validating service answered with a patch",
+                    Some(&uid),
+                ),
+            )
+        }
+        Ok(answer) => {
+            let outcome = match (answer.allowed, answer.patched) {
+                (false, _) => RequestOutcome::Denied,
+                (true, true) => RequestOutcome::Patched,
+                (true, false) => RequestOutcome::Allowed,
+            };
+            (outcome, json(StatusCode::OK, answer.body))
+        }
+        Err(join) => {
+            let message = if join.is_panic() {
+                crate::supervise::panic_message(join.into_panic().as_ref())
+            } else {
+                "the handler was cancelled".to_owned()
+            };
+            tracing::error!(%uid, "a handler panicked: {message}");
+            (
+                RequestOutcome::Panic,
+                error(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "the service failed on this request",
+                    Some(&uid),
+                ),
+            )
+        }
+    }
+}

@@ -1,0 +1,117 @@
+//! Why the server could not start, or why a watched file could not be taken in.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use thiserror::Error;
+
+/// A problem found while starting the server or reloading one of its files.
+///
+/// At start every variant stops the start; on a reload ([`ServeError::Read`],
+/// [`ServeError::Pem`], [`ServeError::Key`], [`ServeError::Groups`]) the previous value stays in use and the error
+/// is logged and counted.
+#[derive(Debug, Error)]
+pub enum ServeError {
+    /// Two services registered with one path.
+    #[error("duplicate service path {path}")]
+    DuplicatePath {
+        /// The path both services claim.
+        path: String,
+    },
+    /// `--enabled-admission` or `server.enabled_admission` names a path no service has.
+    #[error("enabled admission {path:?} is not a service (the services are {known})")]
+    UnknownPath {
+        /// The path as given.
+        path: String,
+        /// Every registered path, comma-separated.
+        known: String,
+    },
+    /// `--enabled-admission` or `server.enabled_admission` lists no path.
+    #[error("enabled admission lists no service (leave it unset to serve every service)")]
+    NothingEnabled,
+    /// A file could not be read.
+    #[error("reading {}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why not.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A PEM file without the item it should hold, or one that does not parse.
+    #[error("{}: expected {what}", path.display())]
+    Pem {
+        /// The file.
+        path: PathBuf,
+        /// What it should hold: a certificate chain, a private key, CA certificates.
+        what: &'static str,
+        /// What reading it found.
+        #[source]
+        source: rustls_pki_types::pem::Error,
+    },
+    /// A private key the TLS library cannot use, or one that does not match its certificate.
+    #[error("{}: the private key cannot serve {}", key.display(), cert.display())]
+    Key {
+        /// The key file.
+        key: PathBuf,
+        /// The certificate file.
+        cert: PathBuf,
+        /// Why not.
+        #[source]
+        source: rustls::Error,
+    },
+    /// A CA bundle with certificates that cannot serve as trust anchors.
+    #[error("{}: {unusable} of the CA certificates cannot be used", path.display())]
+    UnusableCa {
+        /// The file.
+        path: PathBuf,
+        /// How many cannot.
+        unusable: usize,
+    },
+    /// A CA bundle client certificates cannot be checked against.
+    #[error("{}: not a usable client CA bundle", path.display())]
+    ClientCa {
+        /// The file.
+        path: PathBuf,
+        /// Why not.
+        #[source]
+        source: rustls::server::VerifierBuilderError,
+    },
+    /// The resource groups file is not a valid `AdmissionConfiguration`; the YAML error names
+    /// the line.
+    #[error("{}", path.display())]
+    Groups {
+        /// The file.
+        path: PathBuf,
+        /// Where and why parsing stopped.
+        #[source]
+        source: serde_yaml_ng::Error,
+    },
+    /// The bearer token file holds no token.
+    #[error("{}: no token in the file", path.display())]
+    EmptyToken {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A file system watch could not be set up.
+    #[error("watching {}", path.display())]
+    Watch {
+        /// The directory.
+        path: PathBuf,
+        /// Why not.
+        #[source]
+        source: notify::Error,
+    },
+    /// A listener could not bind its address.
+    #[error("cannot listen on {address}")]
+    Listen {
+        /// The address.
+        address: SocketAddr,
+        /// What binding returned.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The TLS configuration could not be built (no protocol version the provider supports).
+    #[error("building the TLS configuration")]
+    Tls(#[source] rustls::Error),
+}

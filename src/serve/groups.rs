@@ -1,0 +1,378 @@
+//! Resource groups: Volcano's `AdmissionConfiguration` file, read at start, re-read when it
+//! changes, and applied to pods by `/pods/mutate`.
+//!
+//! A Volcano user's file works unchanged:
+//!
+//! ```yaml
+//! resourceGroups:
+//!   - resourceGroup: gpu
+//!     object: {key: namespace, value: [ml-training]}
+//!     schedulerName: volcano
+//!     labels: {accelerator: nvidia}
+//!     tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
+//!     affinity: '{"nodeAffinity": {...}}'
+//! ```
+//!
+//! `object.key` is `namespace`, `annotation` or `label` (this server's addition); each
+//! `annotation` or `label` value is a `key: value` pair, and the group takes a pod that carries
+//! any of them. Without an `object`, a group takes the pods annotated
+//! `volcano.sh/resource-group: <resourceGroup>`, as Volcano does. The first group that takes a
+//! pod wins.
+//!
+//! Unlike Volcano, the file is strict: an unknown field, an unknown `object.key`, an `affinity`
+//! that is no Kubernetes affinity or a label Kubernetes would refuse is an error naming its line,
+//! at start (the start fails) and on a reload (the previous groups stay).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use k8s_openapi::api::core::v1::{Affinity, Toleration};
+use serde::{Deserialize, Deserializer};
+use serde_json::{Map, Value};
+
+use super::ServeError;
+use super::watch::{LastRead, Watch};
+use crate::admission::{label_value_problem, qualified_name_problem};
+use crate::metrics::{Reloaded, ServerMetrics};
+
+/// The annotation a group without an `object` matches on: Volcano's default.
+pub const DEFAULT_ANNOTATION: &str = "volcano.sh/resource-group";
+
+/// The whole file.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct File {
+    #[serde(default)]
+    resource_groups: Vec<Group>,
+}
+
+/// One resource group: which pods it takes and what it puts on them.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Group {
+    /// The group's name, matched by the default annotation.
+    resource_group: String,
+    #[serde(default)]
+    object: Option<Object>,
+    /// Set as the pod's `schedulerName` when not empty.
+    #[serde(default)]
+    scheduler_name: String,
+    /// Appended to the pod's tolerations, skipping those it already has.
+    #[serde(default, deserialize_with = "tolerations")]
+    tolerations: Vec<Toleration>,
+    /// Merged into the pod's node selector; the group's values win.
+    #[serde(default, deserialize_with = "labels")]
+    labels: BTreeMap<String, String>,
+    /// Set when the pod has no affinity; a JSON document in a string, as Volcano has it.
+    #[serde(default, deserialize_with = "affinity")]
+    affinity: Option<Value>,
+}
+
+/// Which pods a group takes.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Object {
+    key: ObjectKey,
+    #[serde(default)]
+    value: Vec<String>,
+}
+
+/// What `object.value` is compared with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum ObjectKey {
+    Namespace,
+    Annotation,
+    Label,
+}
+
+/// What a group is compared with: a pod's namespace (its own, else the request's), labels and
+/// annotations.
+#[derive(Debug, Clone, Copy)]
+pub struct PodKeys<'a> {
+    /// The namespace the pod is created in.
+    pub namespace: &'a str,
+    /// The pod's labels.
+    pub labels: &'a BTreeMap<String, String>,
+    /// The pod's annotations.
+    pub annotations: &'a BTreeMap<String, String>,
+}
+
+impl Group {
+    /// Whether this group takes the pod.
+    pub fn takes(&self, pod: PodKeys<'_>) -> bool {
+        let Some(object) = &self.object else {
+            return pod.annotations.get(DEFAULT_ANNOTATION) == Some(&self.resource_group);
+        };
+        let pairs = |map: &BTreeMap<String, String>| {
+            object.value.iter().any(|pair| {
+                split_pair(pair)
+                    .is_some_and(|(key, value)| map.get(key).map(String::as_str) == Some(value))
+            })
+        };
+        match object.key {
+            ObjectKey::Namespace => object
+                .value
+                .iter()
+                .any(|namespace| namespace == pod.namespace),
+            ObjectKey::Annotation => pairs(pod.annotations),
+            ObjectKey::Label => pairs(pod.labels),
+        }
+    }
+
+    /// The group's name.
+    pub fn name(&self) -> &str {
+        &self.resource_group
+    }
+
+    /// Puts the group's fields on `pod`, a pod object as JSON: the node selector merged, the
+    /// tolerations appended, the affinity set when the pod has none, the scheduler name set.
+    pub fn apply(&self, pod: &mut Value) {
+        let Some(object) = pod.as_object_mut() else {
+            return;
+        };
+        let spec = object
+            .entry("spec")
+            .or_insert_with(|| Value::Object(Map::new()));
+        let Some(spec) = spec.as_object_mut() else {
+            return;
+        };
+        if !self.labels.is_empty() {
+            let selector = object_entry(spec, "nodeSelector");
+            for (key, value) in &self.labels {
+                selector.insert(key.clone(), Value::String(value.clone()));
+            }
+        }
+        if !self.tolerations.is_empty() {
+            let entry = spec
+                .entry("tolerations")
+                .or_insert_with(|| Value::Array(Vec::new()));
+            if !entry.is_array() {
+                *entry = Value::Array(Vec::new());
+            }
+            if let Value::Array(present) = entry {
+                for toleration in &self.tolerations {
+                    let toleration = serde_json::to_value(toleration)
+                        .expect("a toleration of strings and an integer always serializes");
+                    if !present.contains(&toleration) {
+                        present.push(toleration);
+                    }
+                }
+            }
+        }
+        if let Some(affinity) = &self.affinity {
+            if spec.get("affinity").is_none_or(Value::is_null) {
+                spec.insert("affinity".to_owned(), affinity.clone());
+            }
+        }
+        if !self.scheduler_name.is_empty() {
+            spec.insert(
+                "schedulerName".to_owned(),
+                Value::String(self.scheduler_name.clone()),
+            );
+        }
+    }
+}
+
+/// The object at `key` in `map`, made an empty one when absent or not an object.
+fn object_entry<'a>(map: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<String, Value> {
+    let entry = map.entry(key).or_insert_with(|| Value::Object(Map::new()));
+    if !entry.is_object() {
+        *entry = Value::Object(Map::new());
+    }
+    entry.as_object_mut().expect("made an object just above")
+}
+
+/// `key: value` as Volcano writes an annotation match, the spaces around either trimmed.
+fn split_pair(pair: &str) -> Option<(&str, &str)> {
+    let (key, value) = pair.split_once(':')?;
+    Some((key.trim(), value.trim()))
+}
+
+/// The resource groups in force, swapped whole on a reload: readers take a snapshot without
+/// waiting, and a reload never waits for readers.
+#[derive(Debug, Clone)]
+pub struct ResourceGroups {
+    current: Arc<ArcSwap<Vec<Group>>>,
+    /// Keeps the file watched for as long as any clone is alive.
+    _watch: Option<Arc<Watch>>,
+}
+
+impl ResourceGroups {
+    /// Groups that never change: for tests, and for a server without a groups file (none).
+    pub fn fixed(groups: Vec<Group>) -> ResourceGroups {
+        ResourceGroups {
+            current: Arc::new(ArcSwap::from_pointee(groups)),
+            _watch: None,
+        }
+    }
+
+    /// Reads `path` and watches it, re-reading it when it changes (or every `poll`).
+    ///
+    /// A reload that parses replaces the groups and counts `ok`; one that does not keeps the
+    /// previous groups, logs why and counts `error`. Call it inside a tokio runtime.
+    ///
+    /// # Errors
+    /// [`ServeError::Read`] or [`ServeError::Groups`] (naming the line) when the file cannot be
+    /// read or parsed now; [`ServeError::Watch`] when its directory cannot be watched.
+    pub fn watch(
+        path: &Path,
+        poll: Duration,
+        metrics: ServerMetrics,
+    ) -> Result<ResourceGroups, ServeError> {
+        let text = read(path)?;
+        let groups = parse(path, &text)?;
+        let current = Arc::new(ArcSwap::from_pointee(groups));
+        let reload = Reload {
+            path: path.to_owned(),
+            last: LastRead::new(text),
+            current: Arc::clone(&current),
+            metrics,
+        };
+        let watch = Watch::start(&[path], poll, move || reload.run())?;
+        Ok(ResourceGroups {
+            current,
+            _watch: Some(Arc::new(watch)),
+        })
+    }
+
+    /// The groups now in force.
+    pub fn snapshot(&self) -> Arc<Vec<Group>> {
+        self.current.load_full()
+    }
+}
+
+/// What a reload of the groups file needs.
+struct Reload {
+    path: PathBuf,
+    last: LastRead<String>,
+    current: Arc<ArcSwap<Vec<Group>>>,
+    metrics: ServerMetrics,
+}
+
+impl Reload {
+    fn run(&self) {
+        let text = match read(&self.path) {
+            Ok(text) => text,
+            Err(error) => {
+                // A file being replaced can be missing for a moment; the next event or poll
+                // reads it again.
+                tracing::warn!(
+                    "resource groups kept: {}",
+                    crate::admission::error_chain(&error)
+                );
+                return;
+            }
+        };
+        if !self.last.is_new(&text) {
+            return;
+        }
+        match parse(&self.path, &text) {
+            Ok(groups) => {
+                tracing::info!(
+                    path = %self.path.display(),
+                    groups = groups.len(),
+                    "resource groups reloaded"
+                );
+                self.current.store(Arc::new(groups));
+                self.metrics.reloaded(Reloaded::ResourceGroups, true);
+            }
+            Err(error) => {
+                tracing::error!(
+                    "resource groups kept, the new file is not valid: {}",
+                    crate::admission::error_chain(&error)
+                );
+                self.metrics.reloaded(Reloaded::ResourceGroups, false);
+            }
+        }
+    }
+}
+
+fn read(path: &Path) -> Result<String, ServeError> {
+    std::fs::read_to_string(path).map_err(|source| ServeError::Read {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// Parses the text of an `AdmissionConfiguration` file.
+///
+/// # Errors
+/// [`ServeError::Groups`], whose source names the line.
+pub fn parse(path: &Path, text: &str) -> Result<Vec<Group>, ServeError> {
+    let file: Option<File> =
+        serde_yaml_ng::from_str(text).map_err(|source| ServeError::Groups {
+            path: path.to_owned(),
+            source,
+        })?;
+    Ok(file.unwrap_or_default().resource_groups)
+}
+
+fn tolerations<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<Toleration>, D::Error> {
+    let tolerations = Vec::<Toleration>::deserialize(deserializer)?;
+    for toleration in &tolerations {
+        let operator = toleration.operator.as_deref().unwrap_or("Equal");
+        if !matches!(operator, "Equal" | "Exists") {
+            return Err(serde::de::Error::custom(format!(
+                "tolerations: operator {operator:?} is not Equal or Exists"
+            )));
+        }
+        if let Some(effect) = toleration.effect.as_deref() {
+            if !matches!(effect, "" | "NoSchedule" | "PreferNoSchedule" | "NoExecute") {
+                return Err(serde::de::Error::custom(format!(
+                    "tolerations: effect {effect:?} is not NoSchedule, PreferNoSchedule or NoExecute"
+                )));
+            }
+        }
+        if operator == "Exists"
+            && toleration
+                .value
+                .as_deref()
+                .is_some_and(|value| !value.is_empty())
+        {
+            return Err(serde::de::Error::custom(
+                "tolerations: an Exists toleration has no value",
+            ));
+        }
+    }
+    Ok(tolerations)
+}
+
+fn labels<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<BTreeMap<String, String>, D::Error> {
+    let labels = BTreeMap::<String, String>::deserialize(deserializer)?;
+    for (key, value) in &labels {
+        if let Some(problem) = qualified_name_problem(key) {
+            return Err(serde::de::Error::custom(format!(
+                "labels: key {key:?}: {problem}"
+            )));
+        }
+        if let Some(problem) = label_value_problem(value) {
+            return Err(serde::de::Error::custom(format!(
+                "labels: value {value:?} of {key:?}: {problem}"
+            )));
+        }
+    }
+    Ok(labels)
+}
+
+fn affinity<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, D::Error> {
+    let text = Option::<String>::deserialize(deserializer)?;
+    let Some(text) = text.filter(|text| !text.trim().is_empty()) else {
+        return Ok(None);
+    };
+    let value: Value = serde_json::from_str(&text).map_err(|error| {
+        serde::de::Error::custom(format!("affinity: not a JSON document: {error}"))
+    })?;
+    if !value.is_object() {
+        return Err(serde::de::Error::custom("affinity: not a JSON object"));
+    }
+    Affinity::deserialize(&value).map_err(|error| {
+        serde::de::Error::custom(format!("affinity: not a Kubernetes affinity: {error}"))
+    })?;
+    Ok(Some(value))
+}

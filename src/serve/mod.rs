@@ -1,0 +1,75 @@
+//! The webhook server (`serve`): Volcano's webhook manager done again, on hyper and rustls.
+//!
+//! One HTTPS server answers Kubernetes `admission.k8s.io/v1` AdmissionReviews for pods and
+//! Dexaflow's own DAG check, with certificates and resource groups re-read while it runs, and
+//! runs as replicas that share nothing but their files.
+//!
+//! | Volcano's part | here |
+//! |---|---|
+//! | `router.AdmissionService`, the `init()` registry | [`Service`], [`Registry`] (a value; a duplicate path is an error), [`Router`] |
+//! | `--enabled-admission` | [`Registry::route`] (an unknown or empty list fails the start), [`parse_enabled`] |
+//! | `router.Serve` | the one serve function in `answer.rs` (method, media type, body cap, strict decoding, `?timeout=`, panics) |
+//! | `pods/mutate` | [`pods::Mutation`] with [`ResourceGroups`] |
+//! | `pods/validate` | [`pods::Validation`] |
+//! | `jobflows/validate`'s DAG check | [`dags::DagValidation`] |
+//! | `config.WatchAdmissionConf` | [`ResourceGroups::watch`]: a bad file keeps the last good one |
+//! | TLS read once at start | certificates re-read on change (a Secret's `..data` swap included) |
+//!
+//! Every service is a [`Handler`] registered as a value: [`builtin`] registers the built-in
+//! ones, and another (such as `/tasks/admit`) is one more [`Registry::register`].
+//!
+//! This module uses `admission`, `supervise` and `metrics`, never `dispatch`.
+
+mod answer;
+pub mod dags;
+mod error;
+mod groups;
+pub mod pods;
+mod registry;
+pub mod review;
+mod server;
+mod settings;
+mod tls;
+mod watch;
+
+pub use answer::{DEFAULT_TIMEOUT, MAX_TIMEOUT};
+pub use error::ServeError;
+pub use groups::{DEFAULT_ANNOTATION, Group, PodKeys, ResourceGroups, parse as parse_groups};
+pub use registry::{Answer, Handler, Kind, Registry, Router, Service, parse_enabled};
+pub use server::Server;
+pub use settings::{Settings, TlsFiles};
+
+use crate::metrics::ServerMetrics;
+
+/// The built-in services: `/pods/mutate` (with the resource groups of
+/// `settings.resource_groups_file`, watched, or none), `/pods/validate` and `/dags/validate`.
+/// Call it inside a tokio runtime.
+///
+/// # Errors
+/// [`ServeError::Read`] or [`ServeError::Groups`] (naming the line) when the groups file cannot
+/// be used, [`ServeError::Watch`] when it cannot be watched.
+pub fn builtin(settings: &Settings, metrics: &ServerMetrics) -> Result<Registry, ServeError> {
+    let groups = match &settings.resource_groups_file {
+        Some(path) => ResourceGroups::watch(path, settings.poll_interval, metrics.clone())?,
+        None => ResourceGroups::fixed(Vec::new()),
+    };
+    Registry::new()
+        .register(Service::new(
+            pods::MUTATE_PATH,
+            Kind::Mutating,
+            pods::Mutation::new(groups),
+        ))?
+        .register(Service::new(
+            pods::VALIDATE_PATH,
+            Kind::Validating,
+            pods::Validation::new(
+                settings.scheduler_names.iter().cloned(),
+                settings.trusted_users.iter().cloned(),
+            ),
+        ))?
+        .register(Service::new(
+            dags::PATH,
+            Kind::Validating,
+            dags::DagValidation,
+        ))
+}

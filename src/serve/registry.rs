@@ -1,0 +1,267 @@
+//! The registry of services and the router built from it at start: no global state, a duplicate
+//! path is an error, and only the enabled paths are routed.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tokio::time::Instant;
+
+use super::ServeError;
+use crate::metrics::{ServerMetrics, ServiceMetrics};
+
+/// Kubernetes' two kinds of admission webhook: what a service may answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Answers allowed or not, never with a patch: the serve function refuses to send a patch
+    /// from a validating service, as the API server would refuse to take it.
+    Validating,
+    /// May answer with a patch.
+    Mutating,
+}
+
+impl Kind {
+    /// The kind as logs show it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Validating => "validating",
+            Kind::Mutating => "mutating",
+        }
+    }
+}
+
+/// What a handler answers: the response body and what it decided, for the metrics and for the
+/// serve function's check that a validating service sends no patch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer<R> {
+    /// The response, serialized as the JSON body of a 200.
+    pub body: R,
+    /// Whether the request was allowed.
+    pub allowed: bool,
+    /// Whether the response carries a patch.
+    pub patched: bool,
+}
+
+/// One service's logic: a typed request in, a typed answer out. The serve function does the
+/// HTTP around it (method, media type, body cap, strict decoding, deadline, panics).
+///
+/// Implement it for a service of your own and register it with [`Service::new`].
+pub trait Handler: Send + Sync + 'static {
+    /// The request body, decoded strictly with `serde_json` (trailing data and duplicate
+    /// fields are errors; unknown fields as the type says).
+    type Request: DeserializeOwned + Send + 'static;
+    /// The response body.
+    type Response: Serialize + Send + 'static;
+
+    /// The request's uid, echoed in the error answer when the handler panics.
+    fn uid(request: &Self::Request) -> &str;
+
+    /// Answers `request`; `deadline` is a little before the caller's own timeout, and the serve
+    /// function stops waiting for the answer then.
+    fn handle(
+        &self,
+        request: Self::Request,
+        deadline: Instant,
+    ) -> impl Future<Output = Answer<Self::Response>> + Send;
+}
+
+/// A request decoded and ready to run: its uid and the handler's future.
+pub(crate) struct Started {
+    pub(crate) uid: String,
+    pub(crate) answer: Pin<Box<dyn Future<Output = Answer<Vec<u8>>> + Send>>,
+}
+
+/// A handler with its request and response types erased, so that services of different types
+/// share one registry.
+pub(crate) trait Endpoint: Send + Sync {
+    /// Decodes `body` strictly and builds the handler's future; the handler itself runs only
+    /// when the future is polled.
+    fn start(self: Arc<Self>, body: &[u8], deadline: Instant) -> Result<Started, String>;
+}
+
+impl<H: Handler> Endpoint for H {
+    fn start(self: Arc<Self>, body: &[u8], deadline: Instant) -> Result<Started, String> {
+        let request: H::Request =
+            serde_json::from_slice(body).map_err(|error| error.to_string())?;
+        let uid = H::uid(&request).to_owned();
+        let answer = Box::pin(async move {
+            let answer = self.handle(request, deadline).await;
+            Answer {
+                body: serde_json::to_vec(&answer.body)
+                    .expect("a response of plain fields always serializes"),
+                allowed: answer.allowed,
+                patched: answer.patched,
+            }
+        });
+        Ok(Started { uid, answer })
+    }
+}
+
+/// One admission service: a path, a kind and a handler.
+#[derive(Clone)]
+pub struct Service {
+    path: String,
+    kind: Kind,
+    endpoint: Arc<dyn Endpoint>,
+}
+
+impl std::fmt::Debug for Service {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Service")
+            .field("path", &self.path)
+            .field("kind", &self.kind)
+            .finish()
+    }
+}
+
+impl Service {
+    /// A service answering `path` with `handler`.
+    pub fn new(path: impl Into<String>, kind: Kind, handler: impl Handler) -> Service {
+        Service {
+            path: path.into(),
+            kind,
+            endpoint: Arc::new(handler),
+        }
+    }
+
+    /// The path it answers, such as `/pods/mutate`.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// Whether it validates or mutates.
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+}
+
+/// Every service the server could serve, in registration order; built in `main` (or a test)
+/// and turned into a [`Router`] at start.
+#[derive(Debug, Default, Clone)]
+pub struct Registry {
+    services: Vec<Service>,
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn new() -> Registry {
+        Registry::default()
+    }
+
+    /// Adds `service`.
+    ///
+    /// # Errors
+    /// [`ServeError::DuplicatePath`] when a service already answers its path.
+    pub fn register(mut self, service: Service) -> Result<Registry, ServeError> {
+        if self.services.iter().any(|known| known.path == service.path) {
+            return Err(ServeError::DuplicatePath { path: service.path });
+        }
+        self.services.push(service);
+        Ok(self)
+    }
+
+    /// The registered services, in registration order.
+    pub fn services(&self) -> &[Service] {
+        &self.services
+    }
+
+    /// The router for the `enabled` paths, or for every service when `enabled` is `None`, with
+    /// each route's metric handles built from `metrics`.
+    ///
+    /// # Errors
+    /// [`ServeError::NothingEnabled`] for an empty list, [`ServeError::UnknownPath`] for a path
+    /// no service answers.
+    pub fn route(
+        self,
+        enabled: Option<&[String]>,
+        metrics: &ServerMetrics,
+    ) -> Result<Router, ServeError> {
+        let chosen: Vec<Service> = match enabled {
+            None => self.services,
+            Some([]) => return Err(ServeError::NothingEnabled),
+            Some(paths) => {
+                let mut chosen = Vec::new();
+                for path in paths {
+                    let Some(service) = self.services.iter().find(|known| known.path == *path)
+                    else {
+                        let known: Vec<&str> = self
+                            .services
+                            .iter()
+                            .map(|known| known.path.as_str())
+                            .collect();
+                        return Err(ServeError::UnknownPath {
+                            path: path.clone(),
+                            known: known.join(", "),
+                        });
+                    };
+                    if !chosen.iter().any(|known: &Service| known.path == *path) {
+                        chosen.push(service.clone());
+                    }
+                }
+                chosen
+            }
+        };
+        let routes = chosen
+            .into_iter()
+            .map(|service| {
+                let route = Route {
+                    kind: service.kind,
+                    endpoint: service.endpoint,
+                    metrics: metrics.service(&service.path),
+                };
+                (service.path, route)
+            })
+            .collect();
+        Ok(Router { routes })
+    }
+}
+
+/// The services being served, by path; immutable once built.
+pub struct Router {
+    routes: HashMap<String, Route>,
+}
+
+impl std::fmt::Debug for Router {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut paths: Vec<&String> = self.routes.keys().collect();
+        paths.sort();
+        f.debug_struct("Router").field("paths", &paths).finish()
+    }
+}
+
+impl Router {
+    /// The served paths, sorted, with their kinds.
+    pub fn paths(&self) -> Vec<(&str, Kind)> {
+        let mut paths: Vec<(&str, Kind)> = self
+            .routes
+            .iter()
+            .map(|(path, route)| (path.as_str(), route.kind))
+            .collect();
+        paths.sort_unstable_by_key(|(path, _)| *path);
+        paths
+    }
+
+    pub(crate) fn get(&self, path: &str) -> Option<&Route> {
+        self.routes.get(path)
+    }
+}
+
+/// One served path: its kind, its endpoint and its metric handles.
+pub(crate) struct Route {
+    pub(crate) kind: Kind,
+    pub(crate) endpoint: Arc<dyn Endpoint>,
+    pub(crate) metrics: ServiceMetrics,
+}
+
+/// Splits a comma-separated list of paths, trimming each and dropping empty items, as
+/// `--enabled-admission` is written.
+pub fn parse_enabled(list: &str) -> Vec<String> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|path| !path.is_empty())
+        .map(str::to_owned)
+        .collect()
+}

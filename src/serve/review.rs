@@ -1,0 +1,223 @@
+//! Kubernetes' `admission.k8s.io/v1` AdmissionReview, as the API server sends it and as it
+//! reads the answer.
+//!
+//! Only v1 is accepted. The envelope's `apiVersion` and `kind` must be exactly
+//! `admission.k8s.io/v1` and `AdmissionReview`; the request's fields are typed, and fields this
+//! version does not know are ignored, as the API server's own decoder does, so that a newer
+//! API server's additions never make every admission fail.
+
+use std::collections::BTreeMap;
+
+use base64::Engine;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::time::Instant;
+
+use super::registry::{Answer, Handler};
+
+/// The only AdmissionReview version accepted, echoed in every answer.
+pub const REVIEW_API_VERSION: &str = "admission.k8s.io/v1";
+
+/// An AdmissionReview the API server sent.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Review {
+    /// Always [`REVIEW_API_VERSION`].
+    pub api_version: ReviewVersion,
+    /// Always `AdmissionReview`.
+    pub kind: ReviewKind,
+    /// What is being admitted.
+    pub request: ReviewRequest,
+}
+
+/// The `apiVersion` of a review: only v1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ReviewVersion {
+    /// `admission.k8s.io/v1`.
+    #[serde(rename = "admission.k8s.io/v1")]
+    V1,
+}
+
+/// The `kind` of a review.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ReviewKind {
+    /// `AdmissionReview`.
+    AdmissionReview,
+}
+
+/// The request inside a review.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReviewRequest {
+    /// The id the answer must echo.
+    pub uid: String,
+    /// The object's kind, such as `{"group": "", "version": "v1", "kind": "Pod"}`.
+    pub kind: GroupVersionKind,
+    /// The namespace the object is created in; empty for cluster-scoped objects.
+    #[serde(default)]
+    pub namespace: String,
+    /// `CREATE`, `UPDATE`, `DELETE` or `CONNECT`.
+    pub operation: String,
+    /// Who asked.
+    pub user_info: UserInfo,
+    /// The object being admitted (absent on DELETE).
+    #[serde(default)]
+    pub object: Option<Value>,
+}
+
+/// A group, version and kind.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct GroupVersionKind {
+    /// Empty for the core group.
+    #[serde(default)]
+    pub group: String,
+    /// Such as `v1`.
+    pub version: String,
+    /// Such as `Pod`.
+    pub kind: String,
+}
+
+/// The user a request comes from.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct UserInfo {
+    /// Such as `system:serviceaccount:dexaflow:dispatcher`.
+    #[serde(default)]
+    pub username: String,
+}
+
+/// An answer to a review.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReviewAnswer {
+    /// The request's version, echoed.
+    pub api_version: ReviewVersion,
+    /// `AdmissionReview`.
+    pub kind: ReviewKind,
+    /// The answer.
+    pub response: ReviewResponse,
+}
+
+/// The response inside an answer.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReviewResponse {
+    /// The request's uid, echoed.
+    pub uid: String,
+    /// Whether the object is admitted.
+    pub allowed: bool,
+    /// Why not, when not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<Status>,
+    /// `JSONPatch`, only when there is a patch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub patch_type: Option<&'static str>,
+    /// The JSON Patch, base64, only when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub patch: Option<String>,
+}
+
+/// The `status` of a refusal: Kubernetes' `metav1.Status`, as much of it as the API server shows.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Status {
+    /// Shown to the user who made the request.
+    pub message: String,
+    /// `Forbidden` or `BadRequest`.
+    pub reason: &'static str,
+    /// 403 or 400.
+    pub code: u16,
+    /// Always empty.
+    pub metadata: BTreeMap<String, String>,
+    /// Always `Failure`.
+    pub status: &'static str,
+}
+
+impl ReviewAnswer {
+    /// Allowed, unchanged.
+    pub fn allow(request: &ReviewRequest) -> ReviewAnswer {
+        ReviewAnswer::new(request, true, None, None)
+    }
+
+    /// Allowed with `patch`, a JSON Patch document, sent base64 with its `patchType`; without
+    /// operations it is a plain allow, with neither field.
+    pub fn patch(request: &ReviewRequest, patch: &json_patch::Patch) -> ReviewAnswer {
+        if patch.0.is_empty() {
+            return ReviewAnswer::allow(request);
+        }
+        let json = serde_json::to_vec(patch).expect("a JSON Patch always serializes");
+        let encoded = base64::engine::general_purpose::STANDARD.encode(json);
+        ReviewAnswer::new(request, true, None, Some(encoded))
+    }
+
+    /// Refused because of what the object is (403, `Forbidden`).
+    pub fn forbid(request: &ReviewRequest, message: String) -> ReviewAnswer {
+        let status = Status {
+            message,
+            reason: "Forbidden",
+            code: 403,
+            metadata: BTreeMap::new(),
+            status: "Failure",
+        };
+        ReviewAnswer::new(request, false, Some(status), None)
+    }
+
+    /// Refused because the review is not one this service answers (400, `BadRequest`).
+    pub fn bad_request(request: &ReviewRequest, message: String) -> ReviewAnswer {
+        let status = Status {
+            message,
+            reason: "BadRequest",
+            code: 400,
+            metadata: BTreeMap::new(),
+            status: "Failure",
+        };
+        ReviewAnswer::new(request, false, Some(status), None)
+    }
+
+    fn new(
+        request: &ReviewRequest,
+        allowed: bool,
+        status: Option<Status>,
+        patch: Option<String>,
+    ) -> ReviewAnswer {
+        ReviewAnswer {
+            api_version: ReviewVersion::V1,
+            kind: ReviewKind::AdmissionReview,
+            response: ReviewResponse {
+                uid: request.uid.clone(),
+                allowed,
+                status,
+                patch_type: patch.as_ref().map(|_| "JSONPatch"),
+                patch,
+            },
+        }
+    }
+
+    /// Whether the answer carries a patch.
+    pub fn is_patched(&self) -> bool {
+        self.response.patch.is_some()
+    }
+}
+
+/// A service that answers AdmissionReviews at once, without waiting on anything: every such
+/// service is a [`Handler`] of reviews.
+pub trait Reviewer: Send + Sync + 'static {
+    /// The answer to `request`.
+    fn review(&self, request: &ReviewRequest) -> ReviewAnswer;
+}
+
+impl<R: Reviewer> Handler for R {
+    type Request = Review;
+    type Response = ReviewAnswer;
+
+    fn uid(review: &Review) -> &str {
+        &review.request.uid
+    }
+
+    async fn handle(&self, review: Review, _deadline: Instant) -> Answer<ReviewAnswer> {
+        let answer = self.review(&review.request);
+        Answer {
+            allowed: answer.response.allowed,
+            patched: answer.is_patched(),
+            body: answer,
+        }
+    }
+}

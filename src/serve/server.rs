@@ -1,0 +1,297 @@
+//! The listeners: HTTPS for the services, plain HTTP for the probes, and graceful shutdown.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use http::{Request, Response, StatusCode};
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio_rustls::TlsAcceptor;
+
+use super::ServeError;
+use super::answer::{Shared, answer};
+use super::registry::Router;
+use super::settings::Settings;
+use super::tls::{Certificates, server_config};
+use crate::metrics::ServerMetrics;
+
+/// How long a client may take to complete the TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a client may take to send a request's head (slowloris), controller-runtime's
+/// figure rounded.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A started server: both listeners bound, certificates and services loaded, ready.
+///
+/// Drive it with [`Server::run_until`]; dropping it instead stops accepting at once.
+#[derive(Debug)]
+pub struct Server {
+    address: SocketAddr,
+    probe_address: Option<SocketAddr>,
+    ready: Arc<AtomicBool>,
+    stop_accepting: watch::Sender<bool>,
+    accept: tokio::task::JoinHandle<GracefulShutdown>,
+    probes: Option<tokio::task::JoinHandle<()>>,
+    grace: Duration,
+    _certificates: Certificates,
+}
+
+impl Server {
+    /// Loads the certificates (watched from here on), checks the bearer token file, binds both
+    /// listeners and starts serving `router`'s services. Readiness is true from here on. Call it inside a multi-threaded tokio
+    /// runtime.
+    ///
+    /// # Errors
+    /// Any [`ServeError`]: a bad certificate, key, CA bundle or token file, or an address that
+    /// cannot be bound.
+    pub async fn start(
+        settings: &Settings,
+        router: Router,
+        metrics: ServerMetrics,
+    ) -> Result<Server, ServeError> {
+        if let Some(path) = &settings.bearer_token_file {
+            check_token(path)?;
+        }
+        let certificates =
+            Certificates::watch(&settings.tls, settings.poll_interval, metrics.clone())?;
+        let tls = server_config(
+            Arc::clone(&certificates.resolver),
+            settings.client_ca_file.as_deref(),
+            settings.http2,
+        )?;
+        for (path, kind) in router.paths() {
+            tracing::info!(path, kind = kind.as_str(), "serving");
+        }
+        let shared = Arc::new(Shared {
+            router,
+            max_body_bytes: settings.max_body_bytes,
+            metrics,
+        });
+        let listener = bind(settings.listen).await?;
+        let address = listener.local_addr().map_err(|source| ServeError::Listen {
+            address: settings.listen,
+            source,
+        })?;
+        let ready = Arc::new(AtomicBool::new(false));
+        let (probes, probe_address) = match settings.probe_listen {
+            Some(listen) => {
+                let listener = bind(listen).await?;
+                let bound = listener.local_addr().map_err(|source| ServeError::Listen {
+                    address: listen,
+                    source,
+                })?;
+                let task = tokio::spawn(serve_probes(listener, Arc::clone(&ready)));
+                (Some(task), Some(bound))
+            }
+            None => (None, None),
+        };
+        let (stop_accepting, stopped) = watch::channel(false);
+        let mut builder = auto::Builder::new(TokioExecutor::new());
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(HEADER_READ_TIMEOUT);
+        let builder = if settings.http2 {
+            builder
+        } else {
+            builder.http1_only()
+        };
+        let accept = tokio::spawn(accept(
+            listener,
+            TlsAcceptor::from(tls),
+            Arc::new(builder),
+            shared,
+            stopped,
+        ));
+        ready.store(true, Ordering::SeqCst);
+        tracing::info!(%address, "webhook server ready");
+        Ok(Server {
+            address,
+            probe_address,
+            ready,
+            stop_accepting,
+            accept,
+            probes,
+            grace: settings.shutdown_grace,
+            _certificates: certificates,
+        })
+    }
+
+    /// The HTTPS listener's address (the port chosen when `listen` asked for port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// The probe listener's address, when there is one.
+    pub fn probe_addr(&self) -> Option<SocketAddr> {
+        self.probe_address
+    }
+
+    /// Serves until `shutdown` completes, then shuts down gracefully: readiness goes false,
+    /// the listener stops accepting, and requests in flight get the grace period to finish
+    /// (connections still open after it are left to end with the runtime). Returns how many connections were still
+    /// open when the grace period ran out.
+    ///
+    /// # Cancel safety
+    /// Dropping the future before `shutdown` completes stops accepting at once, without grace.
+    pub async fn run_until(mut self, shutdown: impl Future<Output = ()>) -> usize {
+        shutdown.await;
+        self.ready.store(false, Ordering::SeqCst);
+        tracing::info!("shutting down: not ready, no new connections");
+        let _ = self.stop_accepting.send(true);
+        let left = match (&mut self.accept).await {
+            Ok(graceful) => {
+                let open = graceful.count();
+                match tokio::time::timeout(self.grace, graceful.shutdown()).await {
+                    Ok(()) => 0,
+                    Err(_) => {
+                        tracing::warn!(open, "grace period over; closing connections still open");
+                        open
+                    }
+                }
+            }
+            Err(error) => {
+                tracing::error!("the accept loop ended early: {error}");
+                0
+            }
+        };
+        if let Some(probes) = self.probes.take() {
+            probes.abort();
+        }
+        tracing::info!("webhook server stopped");
+        left
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.accept.abort();
+        if let Some(probes) = &self.probes {
+            probes.abort();
+        }
+    }
+}
+
+async fn bind(address: SocketAddr) -> Result<TcpListener, ServeError> {
+    TcpListener::bind(address)
+        .await
+        .map_err(|source| ServeError::Listen { address, source })
+}
+
+fn check_token(path: &std::path::Path) -> Result<(), ServeError> {
+    let token = std::fs::read_to_string(path).map_err(|source| ServeError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    if token.trim().is_empty() {
+        return Err(ServeError::EmptyToken {
+            path: path.to_owned(),
+        });
+    }
+    Ok(())
+}
+
+/// Accepts connections until told to stop; returns the handle that drains those still open.
+async fn accept(
+    listener: TcpListener,
+    acceptor: TlsAcceptor,
+    builder: Arc<auto::Builder<TokioExecutor>>,
+    shared: Arc<Shared>,
+    mut stopped: watch::Receiver<bool>,
+) -> GracefulShutdown {
+    let graceful = GracefulShutdown::new();
+    loop {
+        let (stream, peer) = tokio::select! {
+            _ = stopped.changed() => break,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    // Out of file descriptors, say: back off a little instead of spinning.
+                    tracing::warn!("accepting a connection: {error}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let acceptor = acceptor.clone();
+        let builder = Arc::clone(&builder);
+        let shared = Arc::clone(&shared);
+        let watcher = graceful.watcher();
+        tokio::spawn(async move {
+            let stream =
+                match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                    Ok(Ok(stream)) => stream,
+                    Ok(Err(error)) => {
+                        tracing::debug!(%peer, "TLS handshake failed: {error}");
+                        return;
+                    }
+                    Err(_) => {
+                        tracing::debug!(%peer, "TLS handshake timed out");
+                        return;
+                    }
+                };
+            let service = service_fn(move |request: Request<Incoming>| {
+                let shared = Arc::clone(&shared);
+                async move { Ok::<_, Infallible>(answer(shared, request).await) }
+            });
+            let connection = builder.serve_connection(TokioIo::new(stream), service);
+            if let Err(error) = watcher.watch(connection).await {
+                tracing::debug!(%peer, "connection ended: {error}");
+            }
+        });
+    }
+    graceful
+}
+
+/// Serves `/healthz` (always 200 while the process runs) and `/readyz` (200 when ready, 503
+/// otherwise) over plain HTTP/1.1.
+async fn serve_probes(listener: TcpListener, ready: Arc<AtomicBool>) {
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(error) => {
+                tracing::warn!("accepting a probe connection: {error}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let ready = Arc::clone(&ready);
+        tokio::spawn(async move {
+            let service = service_fn(move |request: Request<Incoming>| {
+                let ready = ready.load(Ordering::SeqCst);
+                async move { Ok::<_, Infallible>(probe(request.uri().path(), ready)) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT)
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+fn probe(path: &str, ready: bool) -> Response<Full<Bytes>> {
+    let (status, text) = match path {
+        "/healthz" => (StatusCode::OK, "ok\n"),
+        "/readyz" if ready => (StatusCode::OK, "ready\n"),
+        "/readyz" => (StatusCode::SERVICE_UNAVAILABLE, "not ready\n"),
+        _ => (StatusCode::NOT_FOUND, "not found\n"),
+    };
+    let mut response = Response::new(Full::new(Bytes::from_static(text.as_bytes())));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}

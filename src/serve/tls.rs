@@ -1,0 +1,224 @@
+//! TLS: the serving certificate, re-read when its files change, behind a resolver rustls asks
+//! on every handshake; and the optional client CA for mutual TLS.
+//!
+//! A new pair replaces the old one only when both files parse and the key matches the
+//! certificate; otherwise the old pair keeps serving and the failure is logged and counted.
+//! Connections already open keep the certificate they were made with.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use rustls::ServerConfig;
+use rustls::crypto::CryptoProvider;
+use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
+use rustls::sign::CertifiedKey;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+
+use super::ServeError;
+use super::settings::TlsFiles;
+use super::watch::{LastRead, Watch};
+use crate::admission::error_chain;
+use crate::metrics::{Reloaded, ServerMetrics};
+
+/// The crypto provider every TLS configuration here uses: ring.
+pub(crate) fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// The serving certificate in force; rustls asks it on every handshake.
+#[derive(Debug)]
+pub(crate) struct Resolver {
+    current: ArcSwap<CertifiedKey>,
+}
+
+impl ResolvesServerCert for Resolver {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.current.load_full())
+    }
+}
+
+/// The serving certificate, watched: holds the resolver and keeps its files watched.
+#[derive(Debug)]
+pub(crate) struct Certificates {
+    pub(crate) resolver: Arc<Resolver>,
+    _watch: Watch,
+}
+
+impl Certificates {
+    /// Loads the pair in `files` and watches both files. Call it inside a tokio runtime.
+    ///
+    /// # Errors
+    /// [`ServeError::Read`], [`ServeError::Pem`] or [`ServeError::Key`] when the pair cannot be
+    /// used now; [`ServeError::Watch`] when a directory cannot be watched.
+    pub(crate) fn watch(
+        files: &TlsFiles,
+        poll: Duration,
+        metrics: ServerMetrics,
+    ) -> Result<Certificates, ServeError> {
+        let provider = provider();
+        let bytes = read_pair(files)?;
+        let key = certified_key(files, &bytes, &provider)?;
+        let resolver = Arc::new(Resolver {
+            current: ArcSwap::from_pointee(key),
+        });
+        let reload = Reload {
+            files: files.clone(),
+            provider,
+            last: LastRead::new(bytes),
+            resolver: Arc::clone(&resolver),
+            metrics,
+        };
+        let watch = Watch::start(
+            &[files.cert_file.as_path(), files.key_file.as_path()],
+            poll,
+            move || reload.run(),
+        )?;
+        Ok(Certificates {
+            resolver,
+            _watch: watch,
+        })
+    }
+}
+
+/// The bytes of the certificate file and of the key file.
+type PairBytes = (Vec<u8>, Vec<u8>);
+
+struct Reload {
+    files: TlsFiles,
+    provider: Arc<CryptoProvider>,
+    last: LastRead<PairBytes>,
+    resolver: Arc<Resolver>,
+    metrics: ServerMetrics,
+}
+
+impl Reload {
+    fn run(&self) {
+        let bytes = match read_pair(&self.files) {
+            Ok(bytes) => bytes,
+            Err(error) => {
+                // During a rotation a file can be missing for a moment; the next event or poll
+                // reads it again.
+                tracing::warn!("serving certificate kept: {}", error_chain(&error));
+                return;
+            }
+        };
+        if !self.last.is_new(&bytes) {
+            return;
+        }
+        match certified_key(&self.files, &bytes, &self.provider) {
+            Ok(key) => {
+                self.resolver.current.store(Arc::new(key));
+                tracing::info!(
+                    cert = %self.files.cert_file.display(),
+                    "serving certificate reloaded"
+                );
+                self.metrics.reloaded(Reloaded::Certificate, true);
+            }
+            Err(error) => {
+                tracing::error!(
+                    "serving certificate kept, the new pair is not usable: {}",
+                    error_chain(&error)
+                );
+                self.metrics.reloaded(Reloaded::Certificate, false);
+            }
+        }
+    }
+}
+
+fn read_file(path: &Path) -> Result<Vec<u8>, ServeError> {
+    std::fs::read(path).map_err(|source| ServeError::Read {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+fn read_pair(files: &TlsFiles) -> Result<PairBytes, ServeError> {
+    Ok((read_file(&files.cert_file)?, read_file(&files.key_file)?))
+}
+
+fn certificates(
+    path: &Path,
+    pem: &[u8],
+    what: &'static str,
+) -> Result<Vec<CertificateDer<'static>>, ServeError> {
+    let pem_error = |source| ServeError::Pem {
+        path: path.to_owned(),
+        what,
+        source,
+    };
+    let chain = CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(pem_error)?;
+    if chain.is_empty() {
+        return Err(pem_error(rustls_pki_types::pem::Error::NoItemsFound));
+    }
+    Ok(chain)
+}
+
+/// The certified key the pair makes, the key checked against the certificate.
+fn certified_key(
+    files: &TlsFiles,
+    (cert, key): &PairBytes,
+    provider: &CryptoProvider,
+) -> Result<CertifiedKey, ServeError> {
+    let chain = certificates(&files.cert_file, cert, "a PEM certificate chain")?;
+    let key = PrivateKeyDer::from_pem_slice(key).map_err(|source| ServeError::Pem {
+        path: files.key_file.clone(),
+        what: "a PEM private key",
+        source,
+    })?;
+    CertifiedKey::from_der(chain, key, provider).map_err(|source| ServeError::Key {
+        key: files.key_file.clone(),
+        cert: files.cert_file.clone(),
+        source,
+    })
+}
+
+/// The server's TLS configuration: the certificate from `resolver`, client certificates
+/// checked against `client_ca` when one is given, and ALPN offering HTTP/2 only when `http2`.
+///
+/// # Errors
+/// [`ServeError::Read`], [`ServeError::Pem`] or [`ServeError::ClientCa`] for a bad CA bundle;
+/// [`ServeError::Tls`] when the provider supports no safe protocol version.
+pub(crate) fn server_config(
+    resolver: Arc<Resolver>,
+    client_ca: Option<&Path>,
+    http2: bool,
+) -> Result<Arc<ServerConfig>, ServeError> {
+    let provider = provider();
+    let builder = ServerConfig::builder_with_provider(Arc::clone(&provider))
+        .with_safe_default_protocol_versions()
+        .map_err(ServeError::Tls)?;
+    let builder = match client_ca {
+        None => builder.with_no_client_auth(),
+        Some(path) => {
+            let mut roots = rustls::RootCertStore::empty();
+            let pem = read_file(path)?;
+            let (_, unusable) =
+                roots.add_parsable_certificates(certificates(path, &pem, "PEM CA certificates")?);
+            if unusable > 0 {
+                return Err(ServeError::UnusableCa {
+                    path: path.to_owned(),
+                    unusable,
+                });
+            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                .build()
+                .map_err(|source| ServeError::ClientCa {
+                    path: path.to_owned(),
+                    source,
+                })?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut config = builder.with_cert_resolver(resolver);
+    config.alpn_protocols = if http2 {
+        vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+    } else {
+        vec![b"http/1.1".to_vec()]
+    };
+    Ok(Arc::new(config))
+}

@@ -1,0 +1,186 @@
+//! The `server` section of the config file: every key read, every bad one named, and the other
+//! commands ignoring it.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use dexaflow_admission::config::Config;
+use dexaflow_admission::serve::{Settings, TlsFiles};
+
+const NO_ENV: [(String, String); 0] = [];
+
+fn load(text: &str, env: &[(&str, &str)]) -> Result<Settings, String> {
+    let dir = tempfile::tempdir().expect("a directory");
+    let path = dir.path().join("config.yaml");
+    std::fs::write(&path, text).expect("write");
+    let env = env
+        .iter()
+        .map(|(name, value)| (name.to_string(), value.to_string()));
+    Config::load_with_server(&path, env)
+        .map(|(_, settings)| settings)
+        .map_err(|errors| errors.to_string())
+}
+
+#[test]
+fn every_server_key_is_read() {
+    let settings = load(
+        r#"
+server:
+  listen: 0.0.0.0:9443
+  probe_listen: 127.0.0.1:8081
+  tls: {cert_file: /tls/tls.crt, key_file: /tls/tls.key, client_ca_file: /tls/ca.crt}
+  auth: {bearer_token_file: /secrets/token}
+  max_body_bytes: 1048576
+  enabled_admission: /pods/mutate, /pods/validate
+  resource_groups_file: /config/groups.yaml
+  scheduler_names: [volcano, kube-batch]
+  trusted_users: ["system:serviceaccount:dexaflow:dispatcher"]
+  http2: true
+  shutdown_grace: 20s
+"#,
+        &[],
+    )
+    .expect("a valid section");
+    let expected = Settings {
+        listen: "0.0.0.0:9443".parse().expect("an address"),
+        probe_listen: Some("127.0.0.1:8081".parse().expect("an address")),
+        tls: TlsFiles {
+            cert_file: PathBuf::from("/tls/tls.crt"),
+            key_file: PathBuf::from("/tls/tls.key"),
+        },
+        client_ca_file: Some(PathBuf::from("/tls/ca.crt")),
+        bearer_token_file: Some(PathBuf::from("/secrets/token")),
+        max_body_bytes: 1_048_576,
+        enabled_admission: Some(vec!["/pods/mutate".to_owned(), "/pods/validate".to_owned()]),
+        resource_groups_file: Some(PathBuf::from("/config/groups.yaml")),
+        scheduler_names: vec!["volcano".to_owned(), "kube-batch".to_owned()],
+        trusted_users: vec!["system:serviceaccount:dexaflow:dispatcher".to_owned()],
+        http2: true,
+        shutdown_grace: Duration::from_secs(20),
+        poll_interval: Settings::DEFAULT_POLL_INTERVAL,
+    };
+    assert_eq!(settings, expected);
+}
+
+#[test]
+fn unset_keys_take_their_defaults() {
+    let settings = load("server: {tls: {cert_file: c.pem, key_file: k.pem}}", &[]).expect("valid");
+    let defaults = Settings::new(TlsFiles {
+        cert_file: PathBuf::from("c.pem"),
+        key_file: PathBuf::from("k.pem"),
+    });
+    assert_eq!(settings, defaults);
+    assert_eq!(settings.listen, SocketAddr::from(([127, 0, 0, 1], 8443)));
+    assert_eq!(settings.max_body_bytes, 3 * 1024 * 1024);
+    assert_eq!(settings.scheduler_names, ["volcano"]);
+    assert!(!settings.http2);
+}
+
+#[test]
+fn the_certificate_files_are_required() {
+    let errors = load("metrics: {listen: 127.0.0.1:9464}", &[]).expect_err("no certificate");
+    assert!(
+        errors.contains("server.tls.cert_file is required when serving"),
+        "{errors}"
+    );
+    assert!(
+        errors.contains("server.tls.key_file is required when serving"),
+        "{errors}"
+    );
+}
+
+#[test]
+fn every_bad_key_is_named() {
+    let errors = load(
+        r#"
+server:
+  lisen: 127.0.0.1:1
+  listen: nowhere
+  tls: {cert_file: c.pem, key_file: ""}
+  max_body_bytes: 0
+  enabled_admission: []
+  http2: maybe
+  shutdown_grace: soon
+"#,
+        &[],
+    )
+    .expect_err("bad keys");
+    for wanted in [
+        "server.lisen: unknown key",
+        "server.listen: expected an address such as \"127.0.0.1:8443\", got \"nowhere\"",
+        "server.tls.key_file: expected a file path",
+        "server.max_body_bytes: expected an integer from 1 to 4294967295, got 0",
+        "server.enabled_admission: expected at least one path",
+        "server.http2: expected true or false",
+        "server.shutdown_grace: expected a duration",
+    ] {
+        assert!(errors.contains(wanted), "{wanted:?} missing from\n{errors}");
+    }
+    assert!(
+        !errors.contains("is required"),
+        "a bad key is not also missing:\n{errors}"
+    );
+}
+
+#[test]
+fn server_keys_have_environment_overrides() {
+    let settings = load(
+        "server: {tls: {cert_file: c.pem, key_file: k.pem}}",
+        &[
+            ("DEXAFLOW_SERVER_LISTEN", "127.0.0.1:9000"),
+            ("DEXAFLOW_SERVER_TRUSTED_USERS", "alice, bob"),
+            ("DEXAFLOW_SERVER_ENABLED_ADMISSION", "/pods/mutate"),
+        ],
+    )
+    .expect("valid");
+    assert_eq!(settings.listen, SocketAddr::from(([127, 0, 0, 1], 9000)));
+    assert_eq!(settings.trusted_users, ["alice", "bob"]);
+    assert_eq!(
+        settings.enabled_admission,
+        Some(vec!["/pods/mutate".to_owned()])
+    );
+}
+
+#[test]
+fn other_commands_ignore_the_server_section() {
+    let text = "server: {lisen: nowhere, tls: 7}\nscheduler: {dispatch: {workers: 3}}\n";
+    let config = Config::from_yaml_str(text, NO_ENV).expect("the server section is not theirs");
+    assert_eq!(config.dispatch.workers, 3);
+    assert!(!config.to_yaml().contains("server"));
+}
+
+#[test]
+fn a_bad_key_outside_the_server_section_is_reported_with_the_servers() {
+    let errors = load(
+        "server: {tls: {cert_file: c.pem, key_file: k.pem}, http2: 1}\nscheduler: {dispatch: {workers: x}}\n",
+        &[],
+    )
+    .expect_err("two bad keys");
+    assert!(errors.contains("scheduler.dispatch.workers"), "{errors}");
+    assert!(errors.contains("server.http2"), "{errors}");
+}
+
+#[test]
+fn the_example_serve_config_is_valid() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/serve.yaml");
+    let (config, settings) = Config::load_with_server(&path, NO_ENV).expect("the example is valid");
+    assert_eq!(
+        settings.resource_groups_file,
+        Some(PathBuf::from("examples/resource-groups.yaml"))
+    );
+    assert_eq!(
+        config.metrics_listen,
+        SocketAddr::from(([127, 0, 0, 1], 9465))
+    );
+    let groups = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/resource-groups.yaml"),
+    )
+    .expect("the example groups");
+    let groups = dexaflow_admission::serve::parse_groups(
+        Path::new("examples/resource-groups.yaml"),
+        &groups,
+    )
+    .expect("the example groups are valid");
+    assert_eq!(groups.len(), 4);
+}

@@ -1,0 +1,304 @@
+//! What the `serve_*` tests share: certificates made in the test, a server on 127.0.0.1 port
+//! 0, and a real HTTPS client (hyper over rustls).
+
+#![allow(dead_code)] // Each test binary uses its own part of this module.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use dexaflow_admission::metrics::ServerMetrics;
+use dexaflow_admission::serve::{self, Registry, Server, Settings, TlsFiles};
+use http::{Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Body, Bytes};
+use hyper_util::rt::TokioIo;
+use metrics_exporter_prometheus::PrometheusRecorder;
+use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair, SanType};
+use rustls::pki_types::{CertificateDer, ServerName};
+use serde_json::Value;
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+
+/// A CA that signs serving certificates, so that a client trusting it accepts every one.
+pub struct Authority {
+    key: KeyPair,
+    cert: rcgen::Certificate,
+}
+
+/// A serving certificate and its key, as PEM.
+pub struct Pair {
+    pub cert_pem: String,
+    pub key_pem: String,
+    pub der: CertificateDer<'static>,
+}
+
+impl Authority {
+    pub fn new() -> Authority {
+        let key = KeyPair::generate().expect("a key");
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let cert = params.self_signed(&key).expect("a CA certificate");
+        Authority { key, cert }
+    }
+
+    /// A certificate for `localhost` and 127.0.0.1.
+    pub fn issue(&self) -> Pair {
+        let key = KeyPair::generate().expect("a key");
+        let mut params = CertificateParams::new(vec!["localhost".to_owned()]).expect("params");
+        params
+            .subject_alt_names
+            .push(SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)));
+        let cert = params
+            .signed_by(&key, &self.cert, &self.key)
+            .expect("a signed certificate");
+        Pair {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+            der: cert.der().clone(),
+        }
+    }
+
+    /// The CA certificate as PEM.
+    pub fn pem(&self) -> String {
+        self.cert.pem()
+    }
+
+    pub fn der(&self) -> CertificateDer<'static> {
+        self.cert.der().clone()
+    }
+}
+
+impl Pair {
+    /// Writes `tls.crt` and `tls.key` into `dir`.
+    pub fn write_to(&self, dir: &Path) -> TlsFiles {
+        std::fs::write(dir.join("tls.crt"), &self.cert_pem).expect("write the certificate");
+        std::fs::write(dir.join("tls.key"), &self.key_pem).expect("write the key");
+        TlsFiles {
+            cert_file: dir.join("tls.crt"),
+            key_file: dir.join("tls.key"),
+        }
+    }
+}
+
+/// Settings for a server on 127.0.0.1 port 0, with a probe listener, for the given files.
+pub fn settings(tls: TlsFiles) -> Settings {
+    Settings {
+        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+        probe_listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
+        ..Settings::new(tls)
+    }
+}
+
+/// A running server and what the test needs to talk to it.
+pub struct Running {
+    pub server: Server,
+    pub client: Client,
+    pub dir: tempfile::TempDir,
+    pub authority: Authority,
+}
+
+/// Starts a server with the built-in services, `extra` registered after them, under
+/// `recorder` when given (so that the test can read its metrics).
+pub async fn start_with(
+    configure: impl FnOnce(&mut Settings, &Path),
+    extra: impl FnOnce(Registry) -> Registry,
+    recorder: Option<&PrometheusRecorder>,
+) -> Running {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let authority = Authority::new();
+    let files = authority.issue().write_to(dir.path());
+    let mut settings = settings(files);
+    configure(&mut settings, dir.path());
+    let build = || {
+        let metrics = ServerMetrics::register();
+        let registry = extra(serve::builtin(&settings, &metrics).expect("the built-in services"));
+        let router = registry
+            .route(settings.enabled_admission.as_deref(), &metrics)
+            .expect("the enabled services");
+        (metrics, router)
+    };
+    let (metrics, router) = match recorder {
+        Some(recorder) => metrics::with_local_recorder(recorder, build),
+        None => build(),
+    };
+    let server = Server::start(&settings, router, metrics)
+        .await
+        .expect("the server starts");
+    let client = Client::new(server.local_addr(), &authority.der());
+    Running {
+        server,
+        client,
+        dir,
+        authority,
+    }
+}
+
+/// Starts a server with the built-in services and default settings.
+pub async fn start() -> Running {
+    start_with(|_, _| {}, |registry| registry, None).await
+}
+
+/// A real HTTPS client: a new TLS connection per request, trusting one CA.
+#[derive(Clone)]
+pub struct Client {
+    address: SocketAddr,
+    connector: TlsConnector,
+}
+
+/// An answer as the client saw it.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: StatusCode,
+    pub headers: http::HeaderMap,
+    pub body: Bytes,
+    /// The certificate the server presented.
+    pub certificate: CertificateDer<'static>,
+}
+
+impl Answer {
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|error| panic!("not JSON ({error}): {:?}", self.body))
+    }
+
+    /// Asserts that the answer is a JSON error with `status` whose message contains `words`.
+    pub fn assert_error(&self, status: StatusCode, words: &str) {
+        assert_eq!(self.status, status, "{:?}", self.body);
+        assert_eq!(self.content_type(), "application/json");
+        let json = self.json();
+        let message = json["error"].as_str().unwrap_or_default();
+        assert!(message.contains(words), "{message:?} should say {words:?}");
+    }
+
+    pub fn content_type(&self) -> &str {
+        self.headers
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|value| value.to_str().ok())
+            .unwrap_or("")
+    }
+}
+
+impl Client {
+    pub fn new(address: SocketAddr, ca: &CertificateDer<'static>) -> Client {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(ca.clone()).expect("the CA");
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("TLS versions")
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        // Every request a full handshake, so that the certificate seen is the one served now
+        // (a resumed session shows the certificate of the session it resumes).
+        config.resumption = rustls::client::Resumption::disabled();
+        Client {
+            address,
+            connector: TlsConnector::from(Arc::new(config)),
+        }
+    }
+
+    /// A new TLS connection to the server.
+    pub async fn connect(&self) -> tokio_rustls::client::TlsStream<TcpStream> {
+        let tcp = TcpStream::connect(self.address).await.expect("connect");
+        self.connector
+            .connect(ServerName::try_from("localhost").expect("a name"), tcp)
+            .await
+            .expect("a TLS handshake")
+    }
+
+    /// Sends `request` over a new connection and reads the whole answer.
+    pub async fn send<B>(&self, request: Request<B>) -> Answer
+    where
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: std::error::Error + Send + Sync + 'static,
+    {
+        let tls = self.connect().await;
+        let certificate = tls.get_ref().1.peer_certificates().expect("a certificate")[0].clone();
+        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+            .await
+            .expect("an HTTP/1.1 handshake");
+        tokio::spawn(connection);
+        let response: Response<hyper::body::Incoming> =
+            sender.send_request(request).await.expect("an answer");
+        let (parts, body) = response.into_parts();
+        let body = body.collect().await.expect("the whole body").to_bytes();
+        Answer {
+            status: parts.status,
+            headers: parts.headers,
+            body,
+            certificate,
+        }
+    }
+
+    /// POSTs `body` as `application/json` to `path`.
+    pub async fn post(&self, path: &str, body: impl Into<Bytes>) -> Answer {
+        self.send(
+            Request::post(path)
+                .header(http::header::HOST, "localhost")
+                .header(http::header::CONTENT_TYPE, "application/json")
+                .body(Full::new(body.into()))
+                .expect("a request"),
+        )
+        .await
+    }
+
+    /// POSTs `value` as JSON to `path`.
+    pub async fn post_json(&self, path: &str, value: &Value) -> Answer {
+        self.post(path, serde_json::to_vec(value).expect("JSON"))
+            .await
+    }
+}
+
+/// Repeats `check` until it returns `Some`, up to 20 s: for changes a file watch delivers.
+pub async fn eventually<T, F: std::future::Future<Output = Option<T>>>(
+    what: &str,
+    mut check: impl FnMut() -> F,
+) -> T {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "gave up waiting for {what}"
+        );
+        tokio::task::yield_now().await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A plain-HTTP GET of `path` on `address` (the probe listener): its status.
+pub async fn probe(address: SocketAddr, path: &str) -> Option<StatusCode> {
+    let tcp = TcpStream::connect(address).await.ok()?;
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
+        .await
+        .ok()?;
+    tokio::spawn(connection);
+    let request = Request::get(path)
+        .header(http::header::HOST, "localhost")
+        .body(http_body_util::Empty::<Bytes>::new())
+        .ok()?;
+    let response = sender.send_request(request).await.ok()?;
+    Some(response.status())
+}
+
+/// The value of `series` in a Prometheus scrape.
+pub fn sample(scrape: &str, series: &str) -> Option<f64> {
+    scrape.lines().find_map(|line| {
+        let value = line.strip_prefix(series)?.strip_prefix(' ')?;
+        value.parse().ok()
+    })
+}
+
+/// A Prometheus recorder of the test's own, with no exporter.
+pub fn recorder() -> PrometheusRecorder {
+    metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder()
+}
+
+/// The directory a test keeps its files in.
+pub fn path_in(dir: &tempfile::TempDir, name: &str) -> PathBuf {
+    dir.path().join(name)
+}
