@@ -27,14 +27,20 @@
 //!   within microseconds of its deadline where tokio's millisecond timer would double a 1 ms
 //!   wait; its CPU time stands for the hooks' machines and is left out of the report.
 //!
-//! Modules: [`spec`] (the SPEC grammar and the synthetic hooks), [`timer`] (the hooks' timer
-//! thread), [`run`](mod@run) (the harness), [`report`] (the table and JSON), [`chart`] (the SVG
-//! charts of `--report DIR`), [`Counter`] (the harness's own observer).
+//! Modules: [`plan`] (what a run offers, through which hooks, and its validation), [`spec`]
+//! (the SPEC grammar and the synthetic hooks), [`timer`] (the hooks' timer thread),
+//! [`run`](mod@run) (a run from start to report), `driver` (offering and ticking, the open
+//! loop), `accounting` (what was offered and settled, and conservation), [`report`] (the table
+//! and JSON), [`chart`] (the SVG charts of `--report DIR`), [`Counter`] (the harness's own
+//! observer).
 
+mod accounting;
 pub mod chart;
 mod counter;
 mod cpu;
+mod driver;
 mod error;
+pub mod plan;
 pub mod report;
 pub mod run;
 pub mod spec;
@@ -43,7 +49,8 @@ pub mod timer;
 pub use counter::Counter;
 pub use cpu::process_cpu_time;
 pub use error::LoadTestError;
+pub use plan::{Amount, Plan, attempt};
 pub use report::{AttemptOutcome, BreakerTransitions, Latencies, Report, Throughput};
-pub use run::{Amount, Options, Plan, attempt, run, run_blocking};
+pub use run::{Options, run, run_blocking};
 pub use spec::{HookSpec, SpecError, Synthetic, parse_all};
 pub use timer::{HookTimer, TimerThread};
