@@ -297,6 +297,52 @@ async fn rate_offers_each_attempt_at_its_intended_start() {
 }
 
 #[actix::test]
+async fn an_attempt_that_is_due_is_offered_at_once_never_after_the_idle_limit() {
+    // A tenth of a second at 20,000 per second; the plan's idle limit is 1.12 s.
+    let mut plan = plan(2_000, &["noop"]);
+    plan.rate = 20_000.0;
+
+    let report = run(plan).await;
+
+    // The driver sleeps on tokio's timer, which wakes on whole milliseconds: an attempt is
+    // offered at most that long after it is due.
+    let lateness = &report.offer_lateness;
+    assert_eq!(lateness.count(), 2_000);
+    assert!(
+        lateness.max() <= Duration::from_millis(1),
+        "an attempt was offered {:?} after it was due",
+        lateness.max()
+    );
+    // The paused clock stands still while the synchronous path runs a noop hook, so an
+    // attempt's latency is its lateness: none waited for the idle limit.
+    let executed = report.outcome(AttemptOutcome::Executed);
+    assert_eq!(executed.count(), 2_000);
+    assert!(
+        executed.max() <= Duration::from_millis(1),
+        "{:?}",
+        executed.max()
+    );
+}
+
+#[actix::test]
+async fn the_harness_reads_settled_attempts_in_batches_rather_than_waking_for_each() {
+    let mut plan = plan(ATTEMPTS, &["sleep:1ms"]);
+    plan.buffer_size = 64;
+    plan.workers = 16;
+
+    let report = run(plan).await;
+
+    assert_eq!(report.settled, ATTEMPTS);
+    assert!(report.harness_wakes > 0);
+    assert!(
+        report.harness_wakes * 4 <= report.settled,
+        "{} wakes for {} settled attempts",
+        report.harness_wakes,
+        report.settled
+    );
+}
+
+#[actix::test]
 async fn duration_with_a_rate_offers_rate_times_duration_attempts() {
     let mut plan = plan(1, &["noop"]);
     plan.amount = Amount::For(Duration::from_secs(2));

@@ -24,6 +24,9 @@ const UNSETTLED: u64 = u64::MAX;
 struct Attempt {
     /// Microseconds from the start of the run to the intended start.
     intended: u64,
+    /// Microseconds from the start of the run to the offer: the intended start, or later when
+    /// the driver was late.
+    offered: u64,
     /// Microseconds from the start of the run to the final disposition, or [`UNSETTLED`].
     settled: u64,
     /// The final disposition (executed, refused or failed).
@@ -50,10 +53,12 @@ impl Ledger {
         self.settled
     }
 
-    /// Records the next attempt as offered, due `intended` microseconds after the start.
-    pub(super) fn offer(&mut self, intended: u64) {
+    /// Records the next attempt as due `intended` and offered `offered` microseconds after the
+    /// start.
+    pub(super) fn offer(&mut self, intended: u64, offered: u64) {
         self.attempts.push(Attempt {
             intended,
+            offered,
             settled: UNSETTLED,
             disposition: None,
         });
@@ -73,13 +78,15 @@ impl Ledger {
         }
     }
 
-    /// Accounts for every offered attempt against the store and builds the report.
+    /// Accounts for every offered attempt against the store and builds the report, with the
+    /// `cpu` time and the driver's `wakes` of the run.
     pub(super) fn report(
         &self,
         plan: Plan,
         store: &TaskStore,
         counter: &Counter,
         cpu: Option<Duration>,
+        wakes: u64,
     ) -> Report {
         let mut outcomes: Vec<(AttemptOutcome, Latencies)> = AttemptOutcome::ALL
             .iter()
@@ -108,6 +115,12 @@ impl Ledger {
             }
         });
         lost += seen.iter().filter(|seen| !**seen).count() as u64;
+        let mut offer_lateness = Latencies::new();
+        for attempt in &self.attempts {
+            offer_lateness.record(Duration::from_micros(
+                attempt.offered.saturating_sub(attempt.intended),
+            ));
+        }
         let last = self
             .attempts
             .iter()
@@ -141,6 +154,8 @@ impl Ledger {
             hook_calls: counter.hook_calls(),
             breaker: counter.breaker_transitions(),
             throughput,
+            offer_lateness,
+            harness_wakes: wakes,
         }
     }
 }

@@ -16,6 +16,13 @@ use crate::dispatch::{Dispatcher, Disposition, Offer, Settled, Tick, TickReport}
 
 /// The fewest attempts the harness lets wait in the store at once.
 const MIN_WINDOW: u64 = 256;
+/// The most settled attempts the driver reads at once.
+const SETTLED_BATCH: usize = 1024;
+
+/// `duration` in whole microseconds, short of the ledger's mark for an unsettled attempt.
+fn micros(duration: Duration) -> u64 {
+    u64::try_from(duration.as_micros()).unwrap_or(u64::MAX - 1)
+}
 
 /// Offers attempts as they come due, ticks the dispatcher while attempts wait in the store,
 /// and records every [`Settled`] event.
@@ -41,6 +48,8 @@ pub(super) struct Driver {
     returned: u64,
     ticking: bool,
     force_tick: bool,
+    // Times the driver woke (one round of its loop each).
+    wakes: u64,
     progress: Option<ProgressBar>,
 }
 
@@ -86,6 +95,7 @@ impl Driver {
             returned: 0,
             ticking: false,
             force_tick: false,
+            wakes: 0,
             progress,
         }
     }
@@ -99,29 +109,23 @@ impl Driver {
         &self.ledger
     }
 
-    fn micros_since_start(&self, at: Instant) -> u64 {
-        u64::try_from(at.duration_since(self.started).as_micros()).unwrap_or(u64::MAX - 1)
+    /// How many times the driver woke, for whatever reason: to offer, to tick, or to read a
+    /// batch of settled attempts.
+    pub(super) fn wakes(&self) -> u64 {
+        self.wakes
     }
 
-    /// How many attempts should have been offered by `now`, whatever the window.
-    fn due(&self, now: Instant) -> u64 {
-        let elapsed = now.duration_since(self.started);
-        if self.rate > 0.0 {
-            // Attempt i is due at i / rate seconds.
-            let due = (elapsed.as_secs_f64() * self.rate).floor() as u64 + 1;
-            match self.amount {
-                Amount::Attempts(attempts) => due.min(attempts),
-                Amount::For(duration) => {
-                    due.min((duration.as_secs_f64() * self.rate).ceil() as u64)
-                }
-            }
-        } else {
-            match self.amount {
-                Amount::Attempts(attempts) => attempts,
-                Amount::For(duration) if elapsed < duration => u64::MAX,
-                Amount::For(_) => self.offered(),
-            }
-        }
+    fn micros_since_start(&self, at: Instant) -> u64 {
+        micros(at.duration_since(self.started))
+    }
+
+    /// When attempt `index` is due, counted from the start of the run: `index / rate` seconds
+    /// (never, past the end of the clock); `None` with `--rate 0`, where an attempt is due as
+    /// soon as the window has room for it. The one place that says when an attempt is due:
+    /// offering, its intended start and the driver's next wake all read it.
+    fn due_after(&self, index: u64) -> Option<Duration> {
+        (self.rate > 0.0)
+            .then(|| Duration::try_from_secs_f64(index as f64 / self.rate).unwrap_or(Duration::MAX))
     }
 
     /// Whether every attempt of the plan has been offered.
@@ -138,13 +142,23 @@ impl Driver {
         }
     }
 
-    /// When the next attempt comes due, if it is not due yet and the window has room for it.
+    /// Whether the next attempt of the plan is due by `now` and the window has room for it.
+    fn is_next_due(&self, now: Instant) -> bool {
+        !self.is_offering_done(now)
+            && self.room() > 0
+            && self
+                .due_after(self.offered())
+                .is_none_or(|after| after <= now.duration_since(self.started))
+    }
+
+    /// When the next attempt comes due, if the window has room for it: at or before `now` when
+    /// it is due already (the driver then wakes at once), `None` when only a settled attempt
+    /// can make room.
     fn next_due(&self, now: Instant) -> Option<Instant> {
-        if self.rate <= 0.0 || self.is_offering_done(now) || self.room() == 0 {
+        if self.is_offering_done(now) || self.room() == 0 {
             return None;
         }
-        let at = self.started + Duration::from_secs_f64(self.offered() as f64 / self.rate);
-        (at > now).then_some(at)
+        self.started.checked_add(self.due_after(self.offered())?)
     }
 
     fn room(&self) -> u64 {
@@ -154,26 +168,18 @@ impl Driver {
 
     /// Offers the attempts due by `now` that fit the window.
     async fn offer_due(&mut self, now: Instant) -> Result<(), LoadTestError> {
-        let count = self
-            .due(now)
-            .saturating_sub(self.offered())
-            .min(self.room());
-        if count == 0 {
-            return Ok(());
-        }
-        let first = self.offered();
-        let offered_at = self.micros_since_start(now);
-        let mut tasks = Vec::with_capacity(count as usize);
-        for index in first..first + count {
-            let intended = if self.rate > 0.0 {
-                (index as f64 / self.rate * 1e6) as u64
-            } else {
-                offered_at
-            };
-            self.ledger.offer(intended);
+        let offered_at = now.duration_since(self.started);
+        let mut tasks = Vec::new();
+        while self.is_next_due(now) {
+            let index = self.offered();
+            let intended = self.due_after(index).unwrap_or(offered_at);
+            self.ledger.offer(micros(intended), micros(offered_at));
             tasks.push(self.task(index));
         }
-        self.pending += count;
+        if tasks.is_empty() {
+            return Ok(());
+        }
+        self.pending += tasks.len() as u64;
         match self.dispatcher.send(Offer(tasks)).await {
             Ok(Ok(_)) => Ok(()),
             _ => Err(LoadTestError::DispatcherStopped),
@@ -247,6 +253,14 @@ impl Driver {
         }
     }
 
+    /// Records a batch of settled attempts, all seen now.
+    fn record_all(&mut self, batch: &mut Vec<Settled>) {
+        let now = Instant::now();
+        for settled in batch.drain(..) {
+            self.record(settled, now);
+        }
+    }
+
     /// Offers, ticks and records until every offered attempt has settled, or nothing happened
     /// for three idle limits in a row after the last offer.
     pub(super) async fn drive(
@@ -254,16 +268,18 @@ impl Driver {
         events: &mut mpsc::UnboundedReceiver<Settled>,
     ) -> Result<(), LoadTestError> {
         let (reports_tx, mut reports) = mpsc::unbounded_channel();
+        let mut batch = Vec::with_capacity(SETTLED_BATCH);
         self.started = Instant::now();
         let mut idle_rounds = 0;
         loop {
+            self.wakes += 1;
             while let Ok(report) = reports.try_recv() {
                 self.ticked(report)?;
             }
-            while let Ok(settled) = events.try_recv() {
-                self.record(settled, Instant::now());
-            }
             let now = Instant::now();
+            while let Ok(settled) = events.try_recv() {
+                self.record(settled, now);
+            }
             self.offer_due(now).await?;
             if !self.ticking && self.is_tick_worth_it() {
                 self.tick(&reports_tx);
@@ -271,7 +287,6 @@ impl Driver {
             if let Some(bar) = &self.progress {
                 bar.set_position(self.ledger.settled());
             }
-            let now = Instant::now();
             if self.is_offering_done(now)
                 && self.ledger.settled() == self.offered()
                 && !self.ticking
@@ -279,10 +294,12 @@ impl Driver {
                 return Ok(());
             }
             let idle_at = now + self.idle_limit;
+            // An attempt that is due already makes the sleep end at once.
             let wake_at = self.next_due(now).map_or(idle_at, |due| due.min(idle_at));
             tokio::select! {
-                Some(settled) = events.recv() => {
-                    self.record(settled, Instant::now());
+                // Every settled attempt there is, up to a batch: 0 only once the channel closed.
+                1.. = events.recv_many(&mut batch, SETTLED_BATCH) => {
+                    self.record_all(&mut batch);
                     idle_rounds = 0;
                 }
                 Some(report) = reports.recv() => {

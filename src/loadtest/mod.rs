@@ -13,7 +13,13 @@
 //!   (twice the buffer plus the workers, and at least 256) waits in the task store at once;
 //!   later ones wait in the harness, still timed from their intended start. With `--rate 0`
 //!   latency therefore mostly measures that queue; use a rate below capacity to measure the
-//!   latency of the dispatch path itself.
+//!   latency of the dispatch path itself. An attempt that is due is offered at once: the
+//!   driver sleeps until the next one is due, or not at all when it already is. It wakes on
+//!   tokio's millisecond timer, so it offers up to a millisecond late; the report gives that
+//!   lateness apart ([`Report::offer_lateness`]), the harness's share of every latency.
+//! - **Batched reading.** The driver reads settled attempts as many at a time as have
+//!   arrived, never waking once for each; the report counts its wakes
+//!   ([`Report::harness_wakes`]).
 //! - **Retry window zero.** A held or unavailable attempt fails at its first offer instead of
 //!   being offered again for 15 minutes, and is reported as `held` or `unavailable`
 //!   ([`AttemptOutcome`]). Deferred attempts (a full buffer) stay scheduled and are offered

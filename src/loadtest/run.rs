@@ -119,7 +119,9 @@ pub async fn run(options: Options) -> Result<Report, LoadTestError> {
         handed_back = drain.handed_back,
         "loadtest dispatcher drained"
     );
-    Ok(driver.ledger().report(plan, &store, &counter, cpu))
+    Ok(driver
+        .ledger()
+        .report(plan, &store, &counter, cpu, driver.wakes()))
 }
 
 /// The CPU time of the process but for the hooks' `timer` thread, which stands for the hooks'
