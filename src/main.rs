@@ -3,8 +3,10 @@
 
 use std::io::IsTerminal;
 use std::net::SocketAddr;
+use std::num::{IntErrorKind, ParseIntError};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -63,24 +65,51 @@ enum Command {
 }
 
 /// The flags of `loadtest`.
+///
+/// Every numeric flag takes a value that starts with `-` (`allow_hyphen_values`), so that
+/// `--rate -5` reaches the value's own check, with the error `--rate=-5` gets, instead of
+/// clap taking `-5` for an unknown flag.
 #[derive(Debug, Args)]
 struct LoadtestArgs {
     /// How many attempts to offer (default 10000).
-    #[arg(long, value_name = "N", conflicts_with = "duration")]
+    #[arg(
+        long,
+        value_name = "N",
+        conflicts_with = "duration",
+        value_parser = parse_whole::<u64>,
+        allow_hyphen_values = true,
+    )]
     attempts: Option<u64>,
     /// Offer attempts for this long instead of a fixed number (such as "30s").
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, allow_hyphen_values = true)]
     duration: Option<Duration>,
     /// Attempts per second, offered open loop: each attempt's latency runs from its intended
     /// start, so a stall is not hidden. 0 offers them as fast as the dispatcher settles them.
-    #[arg(long, value_name = "R", default_value_t = 0.0)]
+    #[arg(
+        long,
+        value_name = "R",
+        default_value_t = 0.0,
+        allow_hyphen_values = true
+    )]
     rate: f64,
     /// The dispatch buffer's capacity (scheduler.dispatch.buffer_size); 0 runs the hook chain
     /// synchronously on the tick.
-    #[arg(long, value_name = "B", default_value_t = 0)]
+    #[arg(
+        long,
+        value_name = "B",
+        default_value_t = 0,
+        value_parser = parse_whole::<usize>,
+        allow_hyphen_values = true,
+    )]
     buffer_size: usize,
     /// Admission workers draining the buffer (scheduler.dispatch.workers).
-    #[arg(long, value_name = "W", default_value_t = 1)]
+    #[arg(
+        long,
+        value_name = "W",
+        default_value_t = 1,
+        value_parser = parse_whole::<usize>,
+        allow_hyphen_values = true,
+    )]
     workers: usize,
     /// A synthetic hook, repeatable, in chain order: noop, sleep:DUR, jitter:MIN..MAX, or
     /// error:P, panic:P, timeout:P, hold:P, refuse:P, change:P with P a probability from 0 to 1
@@ -88,30 +117,72 @@ struct LoadtestArgs {
     #[arg(long = "hook", value_name = "SPEC")]
     hooks: Vec<String>,
     /// How many tenants the attempts are spread over, round robin.
-    #[arg(long, value_name = "K", default_value_t = 1)]
+    #[arg(
+        long,
+        value_name = "K",
+        default_value_t = 1,
+        value_parser = parse_whole::<usize>,
+        allow_hyphen_values = true,
+    )]
     tenants: usize,
     /// The most one hook call may take (execution.admission.timeout).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "500ms")]
+    #[arg(
+        long,
+        value_name = "DURATION",
+        value_parser = parse_duration,
+        default_value = "500ms",
+        allow_hyphen_values = true,
+    )]
     timeout: Duration,
     /// The most the whole chain may take per attempt (execution.admission.chain_timeout).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "2s")]
+    #[arg(
+        long,
+        value_name = "DURATION",
+        value_parser = parse_duration,
+        default_value = "2s",
+        allow_hyphen_values = true,
+    )]
     chain_timeout: Duration,
     /// Consecutive failures that open a hook's breaker (execution.admission.breaker.failures).
-    #[arg(long, value_name = "N", default_value_t = 5)]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 5,
+        value_parser = parse_whole::<u32>,
+        allow_hyphen_values = true,
+    )]
     breaker_failures: u32,
     /// The first time an open breaker skips its hook (execution.admission.breaker.backoff).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "1s")]
+    #[arg(
+        long,
+        value_name = "DURATION",
+        value_parser = parse_duration,
+        default_value = "1s",
+        allow_hyphen_values = true,
+    )]
     breaker_backoff: Duration,
     /// The longest time an open breaker skips its hook
     /// (execution.admission.breaker.max_backoff).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "60s")]
+    #[arg(
+        long,
+        value_name = "DURATION",
+        value_parser = parse_duration,
+        default_value = "60s",
+        allow_hyphen_values = true,
+    )]
     breaker_max_backoff: Duration,
     /// Admit an attempt unchanged when a hook errors, times out, panics or is skipped
     /// (execution.admission.fail_open).
     #[arg(long)]
     fail_open: bool,
     /// Seeds the synthetic hooks' random draws, so that a run can be repeated.
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 1,
+        value_parser = parse_whole::<u64>,
+        allow_hyphen_values = true,
+    )]
     seed: u64,
     /// Also write the JSON report and SVG charts (latency per outcome, throughput over time)
     /// into this directory.
@@ -129,6 +200,17 @@ struct LoadtestArgs {
 fn parse_duration(text: &str) -> Result<Duration, String> {
     humantime::parse_duration(text.trim())
         .map_err(|_| format!("expected a duration such as \"500ms\", got {text:?}"))
+}
+
+/// A whole number for a count flag: clap's own parser answers `-5` with "invalid digit found
+/// in string", which says neither what the flag takes nor that the sign is the trouble.
+fn parse_whole<T: FromStr<Err = ParseIntError>>(text: &str) -> Result<T, String> {
+    text.trim()
+        .parse()
+        .map_err(|error: ParseIntError| match error.kind() {
+            IntErrorKind::PosOverflow => format!("{text:?} is too large"),
+            _ => format!("expected a whole number, 0 or more, got {text:?}"),
+        })
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -523,3 +523,53 @@ fn loadtest_command_with_a_negative_rate_fails_naming_the_flag() {
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("--rate: "));
 }
+
+#[test]
+fn a_negative_value_gets_the_same_error_after_a_space_as_after_an_equals_sign() {
+    let stderr = |args: &[&str]| {
+        let output = Command::new(BINARY)
+            .arg("loadtest")
+            .args(args)
+            .output()
+            .expect("runs");
+        assert!(!output.status.success(), "{args:?} succeeded");
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    for (flag, value) in [
+        ("--attempts", "-5"),
+        ("--duration", "-5s"),
+        ("--rate", "-5"),
+        ("--buffer-size", "-5"),
+        ("--workers", "-5"),
+        ("--tenants", "-5"),
+        ("--timeout", "-5ms"),
+        ("--chain-timeout", "-5ms"),
+        ("--breaker-failures", "-5"),
+        ("--breaker-backoff", "-5ms"),
+        ("--breaker-max-backoff", "-5ms"),
+        ("--seed", "-5"),
+    ] {
+        let spaced = stderr(&[flag, value]);
+        let joined = stderr(&[&format!("{flag}={value}")]);
+
+        assert_eq!(spaced, joined, "{flag} {value}");
+        assert!(spaced.contains(flag), "{flag}: {spaced}");
+        assert!(!spaced.contains("unexpected argument"), "{flag}: {spaced}");
+    }
+}
+
+#[test]
+fn a_negative_count_is_refused_as_no_whole_number_before_anything_runs() {
+    let output = Command::new(BINARY)
+        .args(["loadtest", "--workers", "-5"])
+        .output()
+        .expect("runs");
+
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("'--workers <W>': expected a whole number, 0 or more, got \"-5\""),
+        "{stderr}"
+    );
+    assert!(output.stdout.is_empty(), "a report was printed");
+}
