@@ -375,12 +375,15 @@ fn loadtest(args: LoadtestArgs) -> Result<(), String> {
         },
         seed: args.seed,
     };
-    // A bad plan fails naming its flag before the exporter takes its address. The synthetic
-    // hooks are named inside the harness: their breaker gauges appear when a breaker first
-    // changes.
+    // A bad plan fails naming its flag before the exporter takes its address.
     plan.validate().map_err(|error| error_chain(&error))?;
     let listen = args.metrics_listen.unwrap_or(metrics::DEFAULT_LISTEN);
-    let metrics = start_metrics(listen, "--metrics-listen", [])?;
+    let hook_names = plan.hook_names();
+    let metrics = start_metrics(
+        listen,
+        "--metrics-listen",
+        hook_names.iter().map(String::as_str),
+    )?;
     let options = Options {
         plan,
         show_progress: std::io::stderr().is_terminal(),

@@ -225,6 +225,16 @@ impl Plan {
         (waits && self.hook_timer == HookTimer::Thread).then(TimerThread::start)
     }
 
+    /// The names of the plan's synthetic hooks, in chain order, before any is built: the
+    /// metrics exporter shows each hook's breaker from the start.
+    pub fn hook_names(&self) -> Vec<String> {
+        self.hooks
+            .iter()
+            .enumerate()
+            .map(|(position, spec)| spec.hook_name(position))
+            .collect()
+    }
+
     /// The synthetic hooks of the plan, in chain order, each seeded from the plan's seed;
     /// `sleep` and `jitter` wait on `timer`, or on tokio's timer without one.
     pub fn synthetic_hooks(&self, timer: Option<&TimerThread>) -> Vec<Arc<dyn Hook>> {

@@ -203,6 +203,12 @@ impl HookSpec {
             HookSpec::Change(_) => "change",
         }
     }
+
+    /// The name of the hook this SPEC makes at `position` of the chain: `<kind>#<position>`
+    /// (`error#0`), so that reasons and breaker reports say which hook of the chain it was.
+    pub fn hook_name(&self, position: usize) -> String {
+        format!("{}#{position}", self.kind())
+    }
 }
 
 impl fmt::Display for HookSpec {
@@ -238,10 +244,8 @@ pub fn parse_all<S: AsRef<str>>(specs: &[S]) -> Result<Vec<HookSpec>, SpecError>
     specs.iter().map(|spec| spec.as_ref().parse()).collect()
 }
 
-/// The hook a [`HookSpec`] describes, answering from its own seeded random generator.
-///
-/// Its name is `<kind>#<position>` (`error#0`), so that reasons and breaker reports say which hook
-/// of the chain it was.
+/// The hook a [`HookSpec`] describes, answering from its own seeded random generator, named
+/// as [`HookSpec::hook_name`] says.
 #[derive(Debug)]
 pub struct Synthetic {
     name: String,
@@ -260,7 +264,7 @@ impl Synthetic {
             .wrapping_mul(0x9e37_79b9_7f4a_7c15)
             .wrapping_add(position as u64);
         Synthetic {
-            name: format!("{}#{position}", spec.kind()),
+            name: spec.hook_name(position),
             spec,
             rng: Mutex::new(fastrand::Rng::with_seed(seed)),
             timer: None,
