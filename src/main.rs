@@ -111,9 +111,10 @@ struct LoadtestArgs {
         allow_hyphen_values = true,
     )]
     workers: usize,
-    /// A synthetic hook, repeatable, in chain order: noop, sleep:DUR, jitter:MIN..MAX, or
-    /// error:P, panic:P, timeout:P, hold:P, refuse:P, change:P with P a probability from 0 to 1
-    /// (the hook misbehaves that way with probability P and admits otherwise).
+    /// A synthetic hook, repeatable, in chain order: noop, sleep:DUR, jitter:MIN..MAX,
+    /// spin:DUR (keeps the CPU busy for DUR, a CPU-bound hook), or error:P, panic:P, timeout:P,
+    /// hold:P, refuse:P, change:P with P a probability from 0 to 1 (the hook misbehaves that
+    /// way with probability P and admits otherwise).
     #[arg(long = "hook", value_name = "SPEC")]
     hooks: Vec<String>,
     /// How many tenants the attempts are spread over, round robin.

@@ -133,6 +133,23 @@ fn sleep_hook_on_the_timer_thread_never_answers_early_and_the_run_still_reports_
 }
 
 #[actix::test]
+async fn spin_hook_burns_its_duration_of_the_wall_clock_without_waiting_on_tokio() {
+    let started = std::time::Instant::now();
+    let report = run(plan(20, &["spin:2ms"])).await;
+    let wall = started.elapsed();
+
+    assert_eq!(report.count(AttemptOutcome::Executed), 20);
+    assert_eq!(report.calls(Outcome::Admit), 20);
+    assert!(
+        wall >= Duration::from_millis(40),
+        "20 spins of 2 ms took {wall:?}"
+    );
+    // The paused clock jumps ahead whenever every task waits on a timer: it never did, so the
+    // hook never slept, and tokio's clock did not shorten the spin either.
+    assert_eq!(report.elapsed, Duration::ZERO);
+}
+
+#[actix::test]
 async fn jitter_hook_answers_within_its_range() {
     let report = run(plan(500, &["jitter:2ms..6ms"])).await;
 
@@ -410,6 +427,7 @@ fn every_spec_kind_parses_and_prints_back() {
         "noop",
         "sleep:1ms",
         "jitter:1ms..5ms",
+        "spin:20us",
         "error:0.1",
         "panic:0.5",
         "timeout:1",
@@ -448,6 +466,11 @@ fn bad_specs_name_the_flag_and_the_spec() {
             "expected a duration such as \"1ms\", got \"fast\"",
         ),
         ("sleep", "expected a duration after"),
+        ("spin", "expected a duration after"),
+        (
+            "spin:hot",
+            "expected a duration such as \"1ms\", got \"hot\"",
+        ),
         ("jitter:5ms..1ms", "the minimum is above the maximum"),
         ("jitter:5ms", "expected MIN..MAX"),
         ("noop:1", "noop takes no value"),
