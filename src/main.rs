@@ -3,8 +3,10 @@
 
 use std::io::{IsTerminal, Write as _};
 use std::net::SocketAddr;
+use std::num::{IntErrorKind, ParseIntError};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -78,59 +80,104 @@ enum Command {
 }
 
 /// The flags of `loadtest`.
+///
+/// Every numeric flag takes a value that starts with `-` (`allow_hyphen_values`), so that
+/// `--rate -5` reaches the value's own check, with the error `--rate=-5` gets, instead of
+/// clap taking `-5` for an unknown flag.
 #[derive(Debug, Args)]
 struct LoadtestArgs {
     /// How many attempts to offer (default 10000).
-    #[arg(long, value_name = "N", conflicts_with = "duration")]
+    #[arg(
+        long,
+        value_name = "N",
+        conflicts_with = "duration",
+        value_parser = parse_whole::<u64>,
+        allow_hyphen_values = true,
+    )]
     attempts: Option<u64>,
     /// Offer attempts for this long instead of a fixed number (such as "30s").
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, allow_hyphen_values = true)]
     duration: Option<Duration>,
     /// Attempts per second, offered open loop: each attempt's latency runs from its intended
     /// start, so a stall is not hidden. 0 offers them as fast as the dispatcher settles them.
-    #[arg(long, value_name = "R", default_value_t = 0.0)]
+    #[arg(
+        long,
+        value_name = "R",
+        default_value_t = 0.0,
+        allow_hyphen_values = true
+    )]
     rate: f64,
     /// The dispatch buffer's capacity (scheduler.dispatch.buffer_size); 0 runs the hook chain
     /// synchronously on the tick.
-    #[arg(long, value_name = "B", default_value_t = 0)]
+    #[arg(
+        long,
+        value_name = "B",
+        default_value_t = 0,
+        value_parser = parse_whole::<usize>,
+        allow_hyphen_values = true,
+    )]
     buffer_size: usize,
     /// Admission workers draining the buffer (scheduler.dispatch.workers).
-    #[arg(long, value_name = "W", default_value_t = 1)]
+    #[arg(
+        long,
+        value_name = "W",
+        default_value_t = 1,
+        value_parser = parse_whole::<usize>,
+        allow_hyphen_values = true,
+    )]
     workers: usize,
-    /// A synthetic hook, repeatable, in chain order: noop, sleep:DUR, jitter:MIN..MAX, or
-    /// error:P, panic:P, timeout:P, hold:P, refuse:P, change:P with P a probability from 0 to 1
-    /// (the hook misbehaves that way with probability P and admits otherwise).
+    /// A synthetic hook, repeatable, in chain order: noop, sleep:DUR, jitter:MIN..MAX,
+    /// spin:DUR (keeps the CPU busy for DUR, a CPU-bound hook), or error:P, panic:P, timeout:P,
+    /// hold:P, refuse:P, change:P with P a probability from 0 to 1 (the hook misbehaves that
+    /// way with probability P and admits otherwise).
     #[arg(long = "hook", value_name = "SPEC")]
     hooks: Vec<String>,
     /// How many tenants the attempts are spread over, round robin.
-    #[arg(long, value_name = "K", default_value_t = 1)]
+    #[arg(
+        long,
+        value_name = "K",
+        default_value_t = 1,
+        value_parser = parse_whole::<usize>,
+        allow_hyphen_values = true,
+    )]
     tenants: usize,
     /// The most one hook call may take (execution.admission.timeout).
     #[arg(long, value_name = "DURATION", value_parser = parse_default_duration,
-          default_value_t = supervise::Settings::default().timeout.into())]
+          default_value_t = supervise::Settings::default().timeout.into(),
+          allow_hyphen_values = true)]
     timeout: humantime::Duration,
     /// The most the whole chain may take per attempt (execution.admission.chain_timeout).
     #[arg(long, value_name = "DURATION", value_parser = parse_default_duration,
-          default_value_t = supervise::Settings::default().chain_timeout.into())]
+          default_value_t = supervise::Settings::default().chain_timeout.into(),
+          allow_hyphen_values = true)]
     chain_timeout: humantime::Duration,
     /// Consecutive failures that open a hook's breaker (execution.admission.breaker.failures).
-    #[arg(long, value_name = "N", default_value_t = BreakerSettings::default().failures)]
+    #[arg(long, value_name = "N", default_value_t = BreakerSettings::default().failures,
+          value_parser = parse_whole::<u32>, allow_hyphen_values = true)]
     breaker_failures: u32,
     /// The first time an open breaker skips its hook (execution.admission.breaker.backoff).
     #[arg(long, value_name = "DURATION", value_parser = parse_default_duration,
-          default_value_t = BreakerSettings::default().backoff.into())]
+          default_value_t = BreakerSettings::default().backoff.into(),
+          allow_hyphen_values = true)]
     breaker_backoff: humantime::Duration,
     /// The longest time an open breaker skips its hook
     /// (execution.admission.breaker.max_backoff).
     #[arg(long, value_name = "DURATION", value_parser = parse_default_duration,
-          default_value_t = BreakerSettings::default().max_backoff.into())]
+          default_value_t = BreakerSettings::default().max_backoff.into(),
+          allow_hyphen_values = true)]
     breaker_max_backoff: humantime::Duration,
     /// Admit an attempt unchanged when a hook errors, times out, panics or is skipped
     /// (execution.admission.fail_open).
     #[arg(long)]
     fail_open: bool,
     /// Seeds the synthetic hooks' random draws, so that a run can be repeated.
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 1,
+        value_parser = parse_whole::<u64>,
+        allow_hyphen_values = true,
+    )]
     seed: u64,
     /// Also write the JSON report and SVG charts (latency per outcome, throughput over time)
     /// into this directory.
@@ -154,6 +201,17 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
 /// default through `Display`, which `humantime::Duration` has and `Duration` lacks.
 fn parse_default_duration(text: &str) -> Result<humantime::Duration, String> {
     parse_duration(text).map(humantime::Duration::from)
+}
+
+/// A whole number for a count flag: clap's own parser answers `-5` with "invalid digit found
+/// in string", which says neither what the flag takes nor that the sign is the trouble.
+fn parse_whole<T: FromStr<Err = ParseIntError>>(text: &str) -> Result<T, String> {
+    text.trim()
+        .parse()
+        .map_err(|error: ParseIntError| match error.kind() {
+            IntErrorKind::PosOverflow => format!("{text:?} is too large"),
+            _ => format!("expected a whole number, 0 or more, got {text:?}"),
+        })
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -383,12 +441,15 @@ fn loadtest(args: LoadtestArgs) -> Result<(), String> {
         },
         seed: args.seed,
     };
-    // A bad plan fails naming its flag before the exporter takes its address. The synthetic
-    // hooks are named inside the harness: their breaker gauges appear when a breaker first
-    // changes.
+    // A bad plan fails naming its flag before the exporter takes its address.
     plan.validate().map_err(|error| error_chain(&error))?;
     let listen = args.metrics_listen.unwrap_or(metrics::DEFAULT_LISTEN);
-    let metrics = start_metrics(listen, "--metrics-listen", [])?;
+    let hook_names = plan.hook_names();
+    let metrics = start_metrics(
+        listen,
+        "--metrics-listen",
+        hook_names.iter().map(String::as_str),
+    )?;
     let options = Options {
         plan,
         show_progress: std::io::stderr().is_terminal(),

@@ -133,6 +133,23 @@ fn sleep_hook_on_the_timer_thread_never_answers_early_and_the_run_still_reports_
 }
 
 #[actix::test]
+async fn spin_hook_burns_its_duration_of_the_wall_clock_without_waiting_on_tokio() {
+    let started = std::time::Instant::now();
+    let report = run(plan(20, &["spin:2ms"])).await;
+    let wall = started.elapsed();
+
+    assert_eq!(report.count(AttemptOutcome::Executed), 20);
+    assert_eq!(report.calls(Outcome::Admit), 20);
+    assert!(
+        wall >= Duration::from_millis(40),
+        "20 spins of 2 ms took {wall:?}"
+    );
+    // The paused clock jumps ahead whenever every task waits on a timer: it never did, so the
+    // hook never slept, and tokio's clock did not shorten the spin either.
+    assert_eq!(report.elapsed, Duration::ZERO);
+}
+
+#[actix::test]
 async fn jitter_hook_answers_within_its_range() {
     let report = run(plan(500, &["jitter:2ms..6ms"])).await;
 
@@ -297,6 +314,52 @@ async fn rate_offers_each_attempt_at_its_intended_start() {
 }
 
 #[actix::test]
+async fn an_attempt_that_is_due_is_offered_at_once_never_after_the_idle_limit() {
+    // A tenth of a second at 20,000 per second; the plan's idle limit is 1.12 s.
+    let mut plan = plan(2_000, &["noop"]);
+    plan.rate = 20_000.0;
+
+    let report = run(plan).await;
+
+    // The driver sleeps on tokio's timer, which wakes on whole milliseconds: an attempt is
+    // offered at most that long after it is due.
+    let lateness = &report.offer_lateness;
+    assert_eq!(lateness.count(), 2_000);
+    assert!(
+        lateness.max() <= Duration::from_millis(1),
+        "an attempt was offered {:?} after it was due",
+        lateness.max()
+    );
+    // The paused clock stands still while the synchronous path runs a noop hook, so an
+    // attempt's latency is its lateness: none waited for the idle limit.
+    let executed = report.outcome(AttemptOutcome::Executed);
+    assert_eq!(executed.count(), 2_000);
+    assert!(
+        executed.max() <= Duration::from_millis(1),
+        "{:?}",
+        executed.max()
+    );
+}
+
+#[actix::test]
+async fn the_harness_reads_settled_attempts_in_batches_rather_than_waking_for_each() {
+    let mut plan = plan(ATTEMPTS, &["sleep:1ms"]);
+    plan.buffer_size = 64;
+    plan.workers = 16;
+
+    let report = run(plan).await;
+
+    assert_eq!(report.settled, ATTEMPTS);
+    assert!(report.harness_wakes > 0);
+    assert!(
+        report.harness_wakes * 4 <= report.settled,
+        "{} wakes for {} settled attempts",
+        report.harness_wakes,
+        report.settled
+    );
+}
+
+#[actix::test]
 async fn duration_with_a_rate_offers_rate_times_duration_attempts() {
     let mut plan = plan(1, &["noop"]);
     plan.amount = Amount::For(Duration::from_secs(2));
@@ -364,6 +427,7 @@ fn every_spec_kind_parses_and_prints_back() {
         "noop",
         "sleep:1ms",
         "jitter:1ms..5ms",
+        "spin:20us",
         "error:0.1",
         "panic:0.5",
         "timeout:1",
@@ -402,6 +466,11 @@ fn bad_specs_name_the_flag_and_the_spec() {
             "expected a duration such as \"1ms\", got \"fast\"",
         ),
         ("sleep", "expected a duration after"),
+        ("spin", "expected a duration after"),
+        (
+            "spin:hot",
+            "expected a duration such as \"1ms\", got \"hot\"",
+        ),
         ("jitter:5ms..1ms", "the minimum is above the maximum"),
         ("jitter:5ms", "expected MIN..MAX"),
         ("noop:1", "noop takes no value"),
@@ -476,4 +545,54 @@ fn loadtest_command_with_a_negative_rate_fails_naming_the_flag() {
 
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("--rate: "));
+}
+
+#[test]
+fn a_negative_value_gets_the_same_error_after_a_space_as_after_an_equals_sign() {
+    let stderr = |args: &[&str]| {
+        let output = Command::new(BINARY)
+            .arg("loadtest")
+            .args(args)
+            .output()
+            .expect("runs");
+        assert!(!output.status.success(), "{args:?} succeeded");
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    for (flag, value) in [
+        ("--attempts", "-5"),
+        ("--duration", "-5s"),
+        ("--rate", "-5"),
+        ("--buffer-size", "-5"),
+        ("--workers", "-5"),
+        ("--tenants", "-5"),
+        ("--timeout", "-5ms"),
+        ("--chain-timeout", "-5ms"),
+        ("--breaker-failures", "-5"),
+        ("--breaker-backoff", "-5ms"),
+        ("--breaker-max-backoff", "-5ms"),
+        ("--seed", "-5"),
+    ] {
+        let spaced = stderr(&[flag, value]);
+        let joined = stderr(&[&format!("{flag}={value}")]);
+
+        assert_eq!(spaced, joined, "{flag} {value}");
+        assert!(spaced.contains(flag), "{flag}: {spaced}");
+        assert!(!spaced.contains("unexpected argument"), "{flag}: {spaced}");
+    }
+}
+
+#[test]
+fn a_negative_count_is_refused_as_no_whole_number_before_anything_runs() {
+    let output = Command::new(BINARY)
+        .args(["loadtest", "--workers", "-5"])
+        .output()
+        .expect("runs");
+
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("'--workers <W>': expected a whole number, 0 or more, got \"-5\""),
+        "{stderr}"
+    );
+    assert!(output.stdout.is_empty(), "a report was printed");
 }

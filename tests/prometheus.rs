@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use dexaflow_admission::metrics::{AT_CAPACITY_TOTAL, OUTCOMES_TOTAL};
+use dexaflow_admission::metrics::{AT_CAPACITY_TOTAL, BREAKER_STATE, OUTCOMES_TOTAL};
 use serde_json::Value;
 
 const BINARY: &str = env!("CARGO_BIN_EXE_dexaflow-admission");
@@ -647,4 +647,49 @@ fn a_loadtest_exporter_address_in_use_fails_naming_the_flag_and_the_address() {
         "{stderr}"
     );
     assert!(output.stdout.is_empty(), "ran the load test anyway");
+}
+
+#[test]
+fn a_loadtest_scrape_has_every_hooks_breaker_gauge_at_zero_before_any_breaker_changes() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let exporter = free_port();
+    // Neither hook ever fails, so neither breaker changes: only registration makes the gauges.
+    let mut loadtest = Running::start(
+        "dexaflow-admission loadtest",
+        Command::new(BINARY)
+            .args(["loadtest", "--duration", "10m", "--rate", "1"])
+            .args(["--hook", "noop", "--hook", "refuse:0"])
+            .arg("--metrics-listen")
+            .arg(exporter.to_string()),
+        dir.path().join("loadtest.log"),
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let scraped = loop {
+        loadtest.assert_running();
+        if let Ok((200, body)) = get(exporter, "/metrics") {
+            break body;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the exporter did not answer within 30 s; the log ends:\n{}",
+            loadtest.log_tail()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+
+    for hook in ["noop#0", "refuse#1"] {
+        assert_eq!(
+            sample(&scraped, &format!("{BREAKER_STATE}{{hook=\"{hook}\"}}")),
+            Some(0.0),
+            "{hook}: {scraped}"
+        );
+    }
+    let gauges = scraped
+        .lines()
+        .filter(|line| line.starts_with(&format!("{BREAKER_STATE}{{")))
+        .count();
+    assert_eq!(
+        gauges, 2,
+        "a gauge for a hook the run does not have: {scraped}"
+    );
 }

@@ -13,7 +13,13 @@
 //!   (twice the buffer plus the workers, and at least 256) waits in the task store at once;
 //!   later ones wait in the harness, still timed from their intended start. With `--rate 0`
 //!   latency therefore mostly measures that queue; use a rate below capacity to measure the
-//!   latency of the dispatch path itself.
+//!   latency of the dispatch path itself. An attempt that is due is offered at once: the
+//!   driver sleeps until the next one is due, or not at all when it already is. It wakes on
+//!   tokio's millisecond timer, so it offers up to a millisecond late; the report gives that
+//!   lateness apart ([`Report::offer_lateness`]), the harness's share of every latency.
+//! - **Batched reading.** The driver reads settled attempts as many at a time as have
+//!   arrived, never waking once for each; the report counts its wakes
+//!   ([`Report::harness_wakes`]).
 //! - **Retry window zero.** A held or unavailable attempt fails at its first offer instead of
 //!   being offered again for 15 minutes, and is reported as `held` or `unavailable`
 //!   ([`AttemptOutcome`]). Deferred attempts (a full buffer) stay scheduled and are offered
@@ -27,14 +33,20 @@
 //!   within microseconds of its deadline where tokio's millisecond timer would double a 1 ms
 //!   wait; its CPU time stands for the hooks' machines and is left out of the report.
 //!
-//! Modules: [`spec`] (the SPEC grammar and the synthetic hooks), [`timer`] (the hooks' timer
-//! thread), [`run`](mod@run) (the harness), [`report`] (the table and JSON), [`chart`] (the SVG
-//! charts of `--report DIR`), [`Counter`] (the harness's own observer).
+//! Modules: [`plan`] (what a run offers, through which hooks, and its validation), [`spec`]
+//! (the SPEC grammar and the synthetic hooks), [`timer`] (the hooks' timer thread),
+//! [`run`](mod@run) (a run from start to report), `driver` (offering and ticking, the open
+//! loop), `accounting` (what was offered and settled, and conservation), [`report`] (the table
+//! and JSON), [`chart`] (the SVG charts of `--report DIR`), [`Counter`] (the harness's own
+//! observer).
 
+mod accounting;
 pub mod chart;
 mod counter;
 mod cpu;
+mod driver;
 mod error;
+pub mod plan;
 pub mod report;
 pub mod run;
 pub mod spec;
@@ -43,7 +55,8 @@ pub mod timer;
 pub use counter::Counter;
 pub use cpu::process_cpu_time;
 pub use error::LoadTestError;
+pub use plan::{Amount, Plan, attempt};
 pub use report::{AttemptOutcome, BreakerTransitions, Latencies, Report, Throughput};
-pub use run::{Amount, Options, Plan, attempt, run, run_blocking};
+pub use run::{Options, run, run_blocking};
 pub use spec::{HookSpec, SpecError, Synthetic, parse_all};
 pub use timer::{HookTimer, TimerThread};

@@ -236,6 +236,13 @@ pub struct Report {
     pub breaker: BreakerTransitions,
     /// Attempts settled over time.
     pub throughput: Throughput,
+    /// How long after its intended start the harness offered each attempt: the harness's own
+    /// share of each latency (its timer wakes on whole milliseconds), not the dispatch path's.
+    /// Zero with `--rate 0`, where an attempt is due when it is offered.
+    pub offer_lateness: Latencies,
+    /// How many times the harness's driver woke during the run (to offer, to tick, or to read a
+    /// batch of settled attempts): far fewer than the attempts, since it reads in batches.
+    pub harness_wakes: u64,
 }
 
 impl Report {
@@ -326,6 +333,8 @@ impl Report {
             "deferred_at_capacity": self.deferred_at_capacity,
             "outcomes": outcomes,
             "hook_calls": hook_calls,
+            "offer_lateness": latencies(&self.offer_lateness),
+            "harness_wakes": self.harness_wakes,
             "breaker_transitions": {
                 "open": self.breaker.open,
                 "half_open": self.breaker.half_open,
@@ -370,6 +379,15 @@ impl Report {
             self.settled_twice
         );
         let _ = writeln!(out, "deferred at capacity  {}", self.deferred_at_capacity);
+        let lateness = &self.offer_lateness;
+        let _ = writeln!(
+            out,
+            "harness               offered late by p50 {}, p99 {}, max {}; woke {} times",
+            human(lateness.quantile(0.5)),
+            human(lateness.quantile(0.99)),
+            human(lateness.max()),
+            self.harness_wakes
+        );
         let _ = writeln!(
             out,
             "breaker transitions   {} open, {} half-open, {} closed",

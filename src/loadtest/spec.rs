@@ -5,6 +5,7 @@
 //! | `noop` | admits at once |
 //! | `sleep:DUR` | admits after `DUR`, such as `sleep:1ms`, timed by [`super::timer`] |
 //! | `jitter:MIN..MAX` | admits after a uniformly drawn time from `MIN` to `MAX` |
+//! | `spin:DUR` | burns `DUR` of the wall clock on the CPU, then admits: a CPU-bound hook |
 //! | `error:P` | returns an error with probability `P`, else admits |
 //! | `panic:P` | panics with probability `P`, else admits |
 //! | `timeout:P` | never answers with probability `P` (the supervision timeout ends the call), else admits |
@@ -45,6 +46,10 @@ pub enum HookSpec {
         /// The longest wait.
         max: Duration,
     },
+    /// `spin:DUR`: keeps the CPU busy for this long of the wall clock, then admits, as a
+    /// CPU-bound hook (policy evaluation, an operator's own Rust) would: what parallelism can
+    /// speed up, where `sleep` can only be overlapped.
+    Spin(Duration),
     /// `error:P`: an error with this probability.
     Error(f64),
     /// `panic:P`: a panic with this probability.
@@ -65,7 +70,7 @@ pub enum SpecError {
     /// The part before `:` is no kind of hook.
     #[error(
         "--hook {spec:?}: unknown hook {kind:?}; expected noop, sleep:DUR, jitter:MIN..MAX, \
-         error:P, panic:P, timeout:P, hold:P, refuse:P or change:P"
+         spin:DUR, error:P, panic:P, timeout:P, hold:P, refuse:P or change:P"
     )]
     UnknownKind {
         /// The whole value.
@@ -154,6 +159,12 @@ impl FromStr for HookSpec {
                 }
                 Ok(HookSpec::Jitter { min, max })
             }
+            "spin" => {
+                let value = value.ok_or_else(|| {
+                    shape("expected a duration after \":\", such as \"spin:20us\"")
+                })?;
+                Ok(HookSpec::Spin(parse_duration(spec, value)?))
+            }
             "error" => Ok(HookSpec::Error(probability(value)?)),
             "panic" => Ok(HookSpec::Panic(probability(value)?)),
             "timeout" => Ok(HookSpec::Timeout(probability(value)?)),
@@ -195,6 +206,7 @@ impl HookSpec {
             HookSpec::Noop => "noop",
             HookSpec::Sleep(_) => "sleep",
             HookSpec::Jitter { .. } => "jitter",
+            HookSpec::Spin(_) => "spin",
             HookSpec::Error(_) => "error",
             HookSpec::Panic(_) => "panic",
             HookSpec::Timeout(_) => "timeout",
@@ -202,6 +214,12 @@ impl HookSpec {
             HookSpec::Refuse(_) => "refuse",
             HookSpec::Change(_) => "change",
         }
+    }
+
+    /// The name of the hook this SPEC makes at `position` of the chain: `<kind>#<position>`
+    /// (`error#0`), so that reasons and breaker reports say which hook of the chain it was.
+    pub fn hook_name(&self, position: usize) -> String {
+        format!("{}#{position}", self.kind())
     }
 }
 
@@ -211,7 +229,7 @@ impl fmt::Display for HookSpec {
         let kind = self.kind();
         match self {
             HookSpec::Noop => f.write_str(kind),
-            HookSpec::Sleep(duration) => {
+            HookSpec::Sleep(duration) | HookSpec::Spin(duration) => {
                 write!(f, "{kind}:{}", humantime::format_duration(*duration))
             }
             HookSpec::Jitter { min, max } => write!(
@@ -238,10 +256,8 @@ pub fn parse_all<S: AsRef<str>>(specs: &[S]) -> Result<Vec<HookSpec>, SpecError>
     specs.iter().map(|spec| spec.as_ref().parse()).collect()
 }
 
-/// The hook a [`HookSpec`] describes, answering from its own seeded random generator.
-///
-/// Its name is `<kind>#<position>` (`error#0`), so that reasons and breaker reports say which hook
-/// of the chain it was.
+/// The hook a [`HookSpec`] describes, answering from its own seeded random generator, named
+/// as [`HookSpec::hook_name`] says.
 #[derive(Debug)]
 pub struct Synthetic {
     name: String,
@@ -260,7 +276,7 @@ impl Synthetic {
             .wrapping_mul(0x9e37_79b9_7f4a_7c15)
             .wrapping_add(position as u64);
         Synthetic {
-            name: format!("{}#{position}", spec.kind()),
+            name: spec.hook_name(position),
             spec,
             rng: Mutex::new(fastrand::Rng::with_seed(seed)),
             timer: None,
@@ -325,6 +341,17 @@ fn synthetic_changes() -> Changes {
     changes
 }
 
+/// Keeps this thread's CPU busy until `duration` of the wall clock has passed.
+///
+/// It reads std's clock, not tokio's: the spin stands for work done, which takes real time
+/// whatever tokio's clock says, and a paused tokio clock would never let the loop end.
+fn spin(duration: Duration) {
+    let started = std::time::Instant::now();
+    while started.elapsed() < duration {
+        std::hint::spin_loop();
+    }
+}
+
 /// Panics with `synthetic panic` while the hook's future is polled.
 ///
 /// `resume_unwind` unwinds like a panic without calling the panic hook, so that a run with many
@@ -344,6 +371,10 @@ impl Hook for Synthetic {
             HookSpec::Noop => admit(),
             HookSpec::Sleep(duration) => self.admit_after(duration),
             HookSpec::Jitter { min, max } => self.admit_after(self.uniform(min, max)),
+            HookSpec::Spin(duration) => Box::pin(async move {
+                spin(duration);
+                Ok(Decision::Admit)
+            }),
             HookSpec::Error(p) if self.draws(p) => Box::pin(std::future::ready(Err(
                 HookError::Failed("synthetic error".to_owned()),
             ))),

@@ -1,0 +1,321 @@
+//! The accounting of a run: what was offered and when it was due, what settled and when, and
+//! at the end, every offered attempt checked against the task store (conservation).
+
+use std::time::Duration;
+
+use super::counter::Counter;
+use super::plan::{Plan, attempt_index};
+use super::report::{AttemptOutcome, Latencies, Report, Throughput};
+use super::spec::CHANGED_KEY;
+use crate::dispatch::task::State;
+use crate::dispatch::{Disposition, TaskInstance, TaskStore};
+
+/// The prefix of a refusal's failure reason (the pipeline's `dispatch refused: `).
+const REFUSED: &str = "dispatch refused: ";
+/// The failure reason of a hold whose retry window is spent.
+const HELD: &str = "dispatch_failed: admission hold: ";
+/// The failure reason of an unavailable hook whose retry window is spent.
+const UNAVAILABLE: &str = "dispatch_failed: admission hook unavailable: ";
+/// Marks an attempt with no final disposition yet.
+const UNSETTLED: u64 = u64::MAX;
+
+/// What the harness knows of one attempt.
+#[derive(Debug, Clone, Copy)]
+struct Attempt {
+    /// Microseconds from the start of the run to the intended start.
+    intended: u64,
+    /// Microseconds from the start of the run to the offer: the intended start, or later when
+    /// the driver was late.
+    offered: u64,
+    /// Microseconds from the start of the run to the final disposition, or [`UNSETTLED`].
+    settled: u64,
+    /// The final disposition (executed, refused or failed).
+    disposition: Option<Disposition>,
+}
+
+/// Every attempt offered so far, with its intended start and its final disposition.
+#[derive(Debug, Default)]
+pub(super) struct Ledger {
+    attempts: Vec<Attempt>,
+    // Attempts settled once.
+    settled: u64,
+    settled_twice: u64,
+}
+
+impl Ledger {
+    /// How many attempts were offered.
+    pub(super) fn offered(&self) -> u64 {
+        self.attempts.len() as u64
+    }
+
+    /// How many attempts reached a final disposition.
+    pub(super) fn settled(&self) -> u64 {
+        self.settled
+    }
+
+    /// Records the next attempt as due `intended` and offered `offered` microseconds after the
+    /// start.
+    pub(super) fn offer(&mut self, intended: u64, offered: u64) {
+        self.attempts.push(Attempt {
+            intended,
+            offered,
+            settled: UNSETTLED,
+            disposition: None,
+        });
+    }
+
+    /// Records the final disposition of attempt `index`, seen `at` microseconds after the
+    /// start; a second one counts as settled twice.
+    pub(super) fn settle(&mut self, index: usize, disposition: Disposition, at: u64) {
+        if let Some(attempt) = self.attempts.get_mut(index) {
+            if attempt.disposition.is_some() {
+                self.settled_twice += 1;
+            } else {
+                attempt.disposition = Some(disposition);
+                attempt.settled = at;
+                self.settled += 1;
+            }
+        }
+    }
+
+    /// Accounts for every offered attempt against the store and builds the report, with the
+    /// `cpu` time and the driver's `wakes` of the run.
+    pub(super) fn report(
+        &self,
+        plan: Plan,
+        store: &TaskStore,
+        counter: &Counter,
+        cpu: Option<Duration>,
+        wakes: u64,
+    ) -> Report {
+        let mut outcomes: Vec<(AttemptOutcome, Latencies)> = AttemptOutcome::ALL
+            .iter()
+            .map(|outcome| (*outcome, Latencies::new()))
+            .collect();
+        let mut seen = vec![false; self.attempts.len()];
+        let (mut lost, mut executed_twice, mut handed_back) = (0, 0, 0);
+        store.for_each(|row| {
+            let Some(index) = attempt_index(&row.task.key.task_id) else {
+                return;
+            };
+            let Some(attempt) = self.attempts.get(index) else {
+                return;
+            };
+            seen[index] = true;
+            match account(row) {
+                Account::ExecutedTwice => executed_twice += 1,
+                Account::HandedBack if attempt.disposition.is_none() => handed_back += 1,
+                Account::Settled(outcome) if agrees(outcome, attempt.disposition) => {
+                    let latency = attempt.settled.saturating_sub(attempt.intended);
+                    outcomes[outcome.index()]
+                        .1
+                        .record(Duration::from_micros(latency));
+                }
+                _ => lost += 1,
+            }
+        });
+        lost += seen.iter().filter(|seen| !**seen).count() as u64;
+        let mut offer_lateness = Latencies::new();
+        for attempt in &self.attempts {
+            offer_lateness.record(Duration::from_micros(
+                attempt.offered.saturating_sub(attempt.intended),
+            ));
+        }
+        let last = self
+            .attempts
+            .iter()
+            .filter(|attempt| attempt.settled != UNSETTLED)
+            .map(|attempt| attempt.settled)
+            .max()
+            .unwrap_or(0);
+        let elapsed = Duration::from_micros(last);
+        let throughput = Throughput::of(
+            elapsed,
+            self.attempts
+                .iter()
+                .filter(|attempt| attempt.settled != UNSETTLED)
+                .map(|attempt| Duration::from_micros(attempt.settled)),
+            self.attempts
+                .iter()
+                .map(|attempt| Duration::from_micros(attempt.intended)),
+        );
+        Report {
+            plan,
+            offered: self.offered(),
+            settled: self.settled,
+            lost,
+            executed_twice,
+            settled_twice: self.settled_twice,
+            handed_back,
+            elapsed,
+            cpu,
+            deferred_at_capacity: counter.deferred_at_capacity(),
+            outcomes,
+            hook_calls: counter.hook_calls(),
+            breaker: counter.breaker_transitions(),
+            throughput,
+            offer_lateness,
+            harness_wakes: wakes,
+        }
+    }
+}
+
+/// Where a task instance stands at the end of a run.
+enum Account {
+    /// Final, with this outcome.
+    Settled(AttemptOutcome),
+    /// Still scheduled and not in flight: handed back, offered again by a later tick.
+    HandedBack,
+    /// Launched more than once.
+    ExecutedTwice,
+    /// Anything else.
+    Lost,
+}
+
+fn account(row: &TaskInstance) -> Account {
+    if row.executions > 1 {
+        return Account::ExecutedTwice;
+    }
+    match (row.state, row.executions, row.failure_reason.as_deref()) {
+        (State::Queued | State::Running | State::Success, 1, _) => {
+            let changed = row
+                .execution
+                .as_ref()
+                .is_some_and(|execution| execution.labels.contains_key(CHANGED_KEY));
+            Account::Settled(if changed {
+                AttemptOutcome::AdmitWith
+            } else {
+                AttemptOutcome::Executed
+            })
+        }
+        (State::Failed, 0, Some(reason)) => Account::Settled(if reason.starts_with(REFUSED) {
+            AttemptOutcome::Refused
+        } else if reason.starts_with(HELD) {
+            AttemptOutcome::Held
+        } else if reason.starts_with(UNAVAILABLE) {
+            AttemptOutcome::Unavailable
+        } else {
+            AttemptOutcome::Failed
+        }),
+        (State::Scheduled, 0, _) if !row.in_flight => Account::HandedBack,
+        _ => Account::Lost,
+    }
+}
+
+/// Whether the store's outcome agrees with the final disposition the pipeline reported.
+fn agrees(outcome: AttemptOutcome, disposition: Option<Disposition>) -> bool {
+    match outcome {
+        AttemptOutcome::Executed | AttemptOutcome::AdmitWith => {
+            disposition == Some(Disposition::Executed)
+        }
+        AttemptOutcome::Refused => disposition == Some(Disposition::Refused),
+        AttemptOutcome::Held | AttemptOutcome::Unavailable | AttemptOutcome::Failed => {
+            disposition == Some(Disposition::Failed)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::loadtest::plan::attempt;
+
+    fn row(state: State, executions: u32, reason: Option<&str>) -> TaskInstance {
+        TaskInstance {
+            task: Arc::new(attempt(0, "tenant-0")),
+            try_number: 1,
+            state,
+            failure_reason: reason.map(str::to_owned),
+            attempt_epoch: 1,
+            dispatch_attempts: 0,
+            next_dispatch_at: None,
+            waiting_since: None,
+            in_flight: false,
+            placement: None,
+            execution: None,
+            waited_for: None,
+            token_minted: executions > 0,
+            executions,
+            followed: false,
+        }
+    }
+
+    fn outcome(row: &TaskInstance) -> Option<AttemptOutcome> {
+        match account(row) {
+            Account::Settled(outcome) => Some(outcome),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn a_queued_row_executed_once_counts_as_executed() {
+        assert_eq!(
+            outcome(&row(State::Queued, 1, None)),
+            Some(AttemptOutcome::Executed)
+        );
+    }
+
+    #[test]
+    fn a_row_executed_twice_is_caught() {
+        assert!(matches!(
+            account(&row(State::Queued, 2, None)),
+            Account::ExecutedTwice
+        ));
+    }
+
+    #[test]
+    fn failure_reasons_tell_refused_held_and_unavailable_apart() {
+        let cases = [
+            ("dispatch refused: admission: no", AttemptOutcome::Refused),
+            (
+                "dispatch_failed: admission hold: later",
+                AttemptOutcome::Held,
+            ),
+            (
+                "dispatch_failed: admission hook unavailable: error#0: down",
+                AttemptOutcome::Unavailable,
+            ),
+            (
+                "dispatch_failed after 6 attempts: boom",
+                AttemptOutcome::Failed,
+            ),
+        ];
+        for (reason, expected) in cases {
+            assert_eq!(
+                outcome(&row(State::Failed, 0, Some(reason))),
+                Some(expected)
+            );
+        }
+    }
+
+    #[test]
+    fn a_failed_row_without_a_reason_is_lost() {
+        assert!(matches!(
+            account(&row(State::Failed, 0, None)),
+            Account::Lost
+        ));
+    }
+
+    #[test]
+    fn a_scheduled_row_in_flight_at_the_end_is_lost() {
+        let mut stranded = row(State::Scheduled, 0, None);
+        stranded.in_flight = true;
+        assert!(matches!(account(&stranded), Account::Lost));
+        assert!(matches!(
+            account(&row(State::Scheduled, 0, None)),
+            Account::HandedBack
+        ));
+    }
+
+    #[test]
+    fn a_settled_outcome_must_agree_with_the_reported_disposition() {
+        assert!(agrees(
+            AttemptOutcome::AdmitWith,
+            Some(Disposition::Executed)
+        ));
+        assert!(!agrees(AttemptOutcome::Refused, Some(Disposition::Failed)));
+        assert!(!agrees(AttemptOutcome::Executed, None));
+    }
+}

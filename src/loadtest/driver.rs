@@ -1,0 +1,332 @@
+//! The driver of a run: offers attempts open loop as they come due, ticks the dispatcher while
+//! attempts wait in the store, and hands every final disposition to the [`Ledger`].
+
+use std::time::Duration;
+
+use actix::Addr;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::LoadTestError;
+use super::accounting::Ledger;
+use super::plan::{Amount, Plan, attempt, attempt_index};
+use crate::dispatch::task::Task;
+use crate::dispatch::{Dispatcher, Disposition, Offer, Settled, Tick, TickReport};
+
+/// The fewest attempts the harness lets wait in the store at once.
+const MIN_WINDOW: u64 = 256;
+/// The most settled attempts the driver reads at once.
+const SETTLED_BATCH: usize = 1024;
+
+/// `duration` in whole microseconds, short of the ledger's mark for an unsettled attempt.
+fn micros(duration: Duration) -> u64 {
+    u64::try_from(duration.as_micros()).unwrap_or(u64::MAX - 1)
+}
+
+/// Offers attempts as they come due, ticks the dispatcher while attempts wait in the store,
+/// and records every [`Settled`] event.
+pub(super) struct Driver {
+    rate: f64,
+    amount: Amount,
+    buffered: bool,
+    buffer_size: u64,
+    workers: u64,
+    // The most attempts offered and not yet settled: keeps the store's scheduled rows (which
+    // each tick walks) bounded while the harness holds the attempts not offered yet. Their
+    // latency still counts from their intended start, so a stall shows.
+    window: u64,
+    idle_limit: Duration,
+    dispatcher: Addr<Dispatcher>,
+    tenants: Vec<String>,
+    started: Instant,
+    ledger: Ledger,
+    // Attempts scheduled in the store and not in flight, as far as the harness can tell.
+    pending: u64,
+    // Attempts ticks took into dispatch, and dispatches that ended (buffered: left the buffer).
+    taken: u64,
+    returned: u64,
+    ticking: bool,
+    force_tick: bool,
+    // Times the driver woke (one round of its loop each).
+    wakes: u64,
+    progress: Option<ProgressBar>,
+}
+
+impl Driver {
+    pub(super) fn new(plan: &Plan, dispatcher: Addr<Dispatcher>, show_progress: bool) -> Driver {
+        let buffer_size = plan.buffer_size as u64;
+        let workers = plan.workers.max(1) as u64;
+        // Enough for a synchronous tick to amortise its round trip, and for a buffered tick to
+        // refill the whole buffer with attempts to spare.
+        let window = MIN_WINDOW.max(2 * buffer_size + workers);
+        let progress = show_progress.then(|| {
+            let bar = match plan.amount {
+                Amount::Attempts(attempts) => {
+                    ProgressBar::with_draw_target(Some(attempts), ProgressDrawTarget::stderr())
+                }
+                Amount::For(_) => ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr()),
+            };
+            if let Ok(style) = ProgressStyle::with_template(
+                "{spinner} {elapsed_precise} [{bar:40}] {pos}/{len} settled ({per_sec})",
+            ) {
+                bar.set_style(style.progress_chars("=> "));
+            }
+            bar
+        });
+        Driver {
+            rate: plan.rate,
+            amount: plan.amount,
+            buffered: buffer_size > 0,
+            buffer_size,
+            workers,
+            window,
+            idle_limit: plan.supervise.chain_timeout
+                + plan.supervise.timeout
+                + Duration::from_secs(1),
+            dispatcher,
+            tenants: (0..plan.tenants)
+                .map(|tenant| format!("tenant-{tenant}"))
+                .collect(),
+            started: Instant::now(),
+            ledger: Ledger::default(),
+            pending: 0,
+            taken: 0,
+            returned: 0,
+            ticking: false,
+            force_tick: false,
+            wakes: 0,
+            progress,
+        }
+    }
+
+    fn offered(&self) -> u64 {
+        self.ledger.offered()
+    }
+
+    /// What was offered and settled so far.
+    pub(super) fn ledger(&self) -> &Ledger {
+        &self.ledger
+    }
+
+    /// How many times the driver woke, for whatever reason: to offer, to tick, or to read a
+    /// batch of settled attempts.
+    pub(super) fn wakes(&self) -> u64 {
+        self.wakes
+    }
+
+    fn micros_since_start(&self, at: Instant) -> u64 {
+        micros(at.duration_since(self.started))
+    }
+
+    /// When attempt `index` is due, counted from the start of the run: `index / rate` seconds
+    /// (never, past the end of the clock); `None` with `--rate 0`, where an attempt is due as
+    /// soon as the window has room for it. The one place that says when an attempt is due:
+    /// offering, its intended start and the driver's next wake all read it.
+    fn due_after(&self, index: u64) -> Option<Duration> {
+        (self.rate > 0.0)
+            .then(|| Duration::try_from_secs_f64(index as f64 / self.rate).unwrap_or(Duration::MAX))
+    }
+
+    /// Whether every attempt of the plan has been offered.
+    fn is_offering_done(&self, now: Instant) -> bool {
+        match self.amount {
+            Amount::Attempts(attempts) => self.offered() >= attempts,
+            Amount::For(duration) => {
+                if self.rate > 0.0 {
+                    self.offered() >= (duration.as_secs_f64() * self.rate).ceil() as u64
+                } else {
+                    now.duration_since(self.started) >= duration
+                }
+            }
+        }
+    }
+
+    /// Whether the next attempt of the plan is due by `now` and the window has room for it.
+    fn is_next_due(&self, now: Instant) -> bool {
+        !self.is_offering_done(now)
+            && self.room() > 0
+            && self
+                .due_after(self.offered())
+                .is_none_or(|after| after <= now.duration_since(self.started))
+    }
+
+    /// When the next attempt comes due, if the window has room for it: at or before `now` when
+    /// it is due already (the driver then wakes at once), `None` when only a settled attempt
+    /// can make room.
+    fn next_due(&self, now: Instant) -> Option<Instant> {
+        if self.is_offering_done(now) || self.room() == 0 {
+            return None;
+        }
+        self.started.checked_add(self.due_after(self.offered())?)
+    }
+
+    fn room(&self) -> u64 {
+        self.window
+            .saturating_sub(self.offered().saturating_sub(self.ledger.settled()))
+    }
+
+    /// Offers the attempts due by `now` that fit the window.
+    async fn offer_due(&mut self, now: Instant) -> Result<(), LoadTestError> {
+        let offered_at = now.duration_since(self.started);
+        let mut tasks = Vec::new();
+        while self.is_next_due(now) {
+            let index = self.offered();
+            let intended = self.due_after(index).unwrap_or(offered_at);
+            self.ledger.offer(micros(intended), micros(offered_at));
+            tasks.push(self.task(index));
+        }
+        if tasks.is_empty() {
+            return Ok(());
+        }
+        self.pending += tasks.len() as u64;
+        match self.dispatcher.send(Offer(tasks)).await {
+            Ok(Ok(_)) => Ok(()),
+            _ => Err(LoadTestError::DispatcherStopped),
+        }
+    }
+
+    fn task(&self, index: u64) -> Task {
+        attempt(
+            index,
+            &self.tenants[(index % self.tenants.len() as u64) as usize],
+        )
+    }
+
+    /// Whether a tick now would dispatch something worth the tick.
+    fn is_tick_worth_it(&self) -> bool {
+        if self.force_tick {
+            return true;
+        }
+        if self.pending == 0 {
+            return false;
+        }
+        if !self.buffered {
+            return true;
+        }
+        // Tick once a quarter of the buffer (or every waiting attempt) fits, so that a full
+        // buffer is not ticked at again and again while the workers catch up.
+        let in_dispatch = self.taken.saturating_sub(self.returned);
+        let room = (self.buffer_size + self.workers).saturating_sub(in_dispatch);
+        room >= (self.buffer_size / 4).max(1).min(self.pending)
+    }
+
+    fn tick(&mut self, reports: &mpsc::UnboundedSender<Option<TickReport>>) {
+        self.ticking = true;
+        self.force_tick = false;
+        let tick = self.dispatcher.send(Tick);
+        let reports = reports.clone();
+        actix::spawn(async move {
+            // The driver waits for this report; it is gone only when the driver returned.
+            let _ = reports.send(tick.await.ok());
+        });
+    }
+
+    fn ticked(&mut self, report: Option<TickReport>) -> Result<(), LoadTestError> {
+        self.ticking = false;
+        let report = report.ok_or(LoadTestError::DispatcherStopped)?;
+        let offered = report.offered as u64;
+        self.pending = self.pending.saturating_sub(offered);
+        self.taken += offered;
+        Ok(())
+    }
+
+    /// Records one offer's disposition, seen at `at`.
+    pub(super) fn record(&mut self, settled: Settled, at: Instant) {
+        let Some(index) = attempt_index(&settled.key.task_id) else {
+            return;
+        };
+        let settled_at = self.micros_since_start(at);
+        match settled.disposition {
+            Disposition::Executed | Disposition::Refused | Disposition::Failed => {
+                self.returned += 1;
+                self.ledger.settle(index, settled.disposition, settled_at);
+            }
+            // Handed back at the tick for a later one; counted by the observer.
+            Disposition::Deferred => {}
+            // Scheduled again: offered on a later tick.
+            Disposition::Waiting
+            | Disposition::Rejected
+            | Disposition::Backpressure
+            | Disposition::Cancelled => {
+                self.returned += 1;
+                self.pending += 1;
+            }
+            Disposition::Superseded => self.returned += 1,
+        }
+    }
+
+    /// Records a batch of settled attempts, all seen now.
+    fn record_all(&mut self, batch: &mut Vec<Settled>) {
+        let now = Instant::now();
+        for settled in batch.drain(..) {
+            self.record(settled, now);
+        }
+    }
+
+    /// Offers, ticks and records until every offered attempt has settled, or nothing happened
+    /// for three idle limits in a row after the last offer.
+    pub(super) async fn drive(
+        &mut self,
+        events: &mut mpsc::UnboundedReceiver<Settled>,
+    ) -> Result<(), LoadTestError> {
+        let (reports_tx, mut reports) = mpsc::unbounded_channel();
+        let mut batch = Vec::with_capacity(SETTLED_BATCH);
+        self.started = Instant::now();
+        let mut idle_rounds = 0;
+        loop {
+            self.wakes += 1;
+            while let Ok(report) = reports.try_recv() {
+                self.ticked(report)?;
+            }
+            let now = Instant::now();
+            while let Ok(settled) = events.try_recv() {
+                self.record(settled, now);
+            }
+            self.offer_due(now).await?;
+            if !self.ticking && self.is_tick_worth_it() {
+                self.tick(&reports_tx);
+            }
+            if let Some(bar) = &self.progress {
+                bar.set_position(self.ledger.settled());
+            }
+            if self.is_offering_done(now)
+                && self.ledger.settled() == self.offered()
+                && !self.ticking
+            {
+                return Ok(());
+            }
+            let idle_at = now + self.idle_limit;
+            // An attempt that is due already makes the sleep end at once.
+            let wake_at = self.next_due(now).map_or(idle_at, |due| due.min(idle_at));
+            tokio::select! {
+                // Every settled attempt there is, up to a batch: 0 only once the channel closed.
+                1.. = events.recv_many(&mut batch, SETTLED_BATCH) => {
+                    self.record_all(&mut batch);
+                    idle_rounds = 0;
+                }
+                Some(report) = reports.recv() => {
+                    self.ticked(report)?;
+                }
+                () = tokio::time::sleep_until(wake_at) => {
+                    if wake_at >= idle_at {
+                        // Nothing settled for a while: tick anyway, in case an attempt waits
+                        // that the harness does not know of, and give up after three rounds.
+                        idle_rounds += 1;
+                        self.force_tick = true;
+                        if idle_rounds >= 3 && self.is_offering_done(Instant::now()) {
+                            return Ok(());
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    pub(super) fn finish_progress(&self) {
+        if let Some(bar) = &self.progress {
+            bar.set_position(self.ledger.settled());
+            bar.finish_and_clear();
+        }
+    }
+}

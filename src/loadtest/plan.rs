@@ -1,0 +1,318 @@
+//! The plan of a run: how many attempts at what rate, the dispatcher's buffer and workers, the
+//! synthetic hooks and their supervision; what a flag could have set wrong; and the dispatcher
+//! settings, hooks and pipeline the plan stands for.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::LoadTestError;
+use super::spec::{HookSpec, Synthetic};
+use super::timer::{HookTimer, TimerThread};
+use crate::admission::{Chain, Hook, Resources};
+use crate::dispatch::executor::null::Null;
+use crate::dispatch::settings::{
+    Allowlist, ExecutorSettings, PolicySettings, ResourceDefaults, SourceMode, TokenSettings,
+};
+use crate::dispatch::task::{Task, TaskExecution, TaskKey};
+use crate::dispatch::token::Hs256Minter;
+use crate::dispatch::{Parts, Pipeline, Settings, Settled, TaskStore};
+use crate::supervise::{self, Observer, SupervisedChain};
+
+/// How many attempts a run offers.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Amount {
+    /// This many (`--attempts N`).
+    Attempts(u64),
+    /// As many as the rate allows for this long (`--duration D`).
+    For(Duration),
+}
+
+/// What a load test runs: the attempts, the dispatcher and the hook chain.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// How many attempts, or for how long.
+    pub amount: Amount,
+    /// Attempts per second, offered open loop at their intended start; 0 offers as fast as the
+    /// dispatcher takes them.
+    pub rate: f64,
+    /// `scheduler.dispatch.buffer_size`: 0 runs the chain on the tick.
+    pub buffer_size: usize,
+    /// `scheduler.dispatch.workers` (0 is taken as 1).
+    pub workers: usize,
+    /// The synthetic hooks, in chain order.
+    pub hooks: Vec<HookSpec>,
+    /// What `sleep` and `jitter` hooks wait on.
+    pub hook_timer: HookTimer,
+    /// How many tenants the attempts are spread over, round robin.
+    pub tenants: usize,
+    /// Timeouts, breakers and fail-open.
+    pub supervise: supervise::Settings,
+    /// Seeds the hooks' random draws and the token key.
+    pub seed: u64,
+}
+
+impl Default for Plan {
+    fn default() -> Plan {
+        Plan {
+            amount: Amount::Attempts(10_000),
+            rate: 0.0,
+            buffer_size: 0,
+            workers: 1,
+            hooks: Vec::new(),
+            hook_timer: HookTimer::Thread,
+            tenants: 1,
+            supervise: supervise::Settings::default(),
+            seed: 1,
+        }
+    }
+}
+
+impl Plan {
+    /// Checks the values a flag could have set wrong.
+    ///
+    /// # Errors
+    /// [`LoadTestError::Option`] naming the flag.
+    pub fn validate(&self) -> Result<(), LoadTestError> {
+        let bad = |flag, problem: &str| {
+            Err(LoadTestError::Option {
+                flag,
+                problem: problem.to_owned(),
+            })
+        };
+        match self.amount {
+            Amount::Attempts(0) => return bad("--attempts", "must be at least 1"),
+            Amount::For(duration) if duration.is_zero() => {
+                return bad("--duration", "must be longer than zero");
+            }
+            _ => {}
+        }
+        if !self.rate.is_finite() || self.rate < 0.0 {
+            return bad(
+                "--rate",
+                "must be a number of attempts per second, 0 or more",
+            );
+        }
+        if self.tenants == 0 {
+            return bad("--tenants", "must be at least 1");
+        }
+        if self.supervise.timeout.is_zero() {
+            return bad("--timeout", "must be longer than zero");
+        }
+        if self.supervise.chain_timeout.is_zero() {
+            return bad("--chain-timeout", "must be longer than zero");
+        }
+        if self.supervise.breaker.failures == 0 {
+            return bad("--breaker-failures", "must be at least 1");
+        }
+        if self.supervise.breaker.backoff > self.supervise.breaker.max_backoff {
+            return bad(
+                "--breaker-backoff",
+                "must not be longer than --breaker-max-backoff",
+            );
+        }
+        Ok(())
+    }
+
+    /// How many attempts the run offers, when that is known before it starts (at most ten
+    /// million: a hint, not a limit).
+    pub(super) fn expected_attempts(&self) -> Option<usize> {
+        let attempts = match self.amount {
+            Amount::Attempts(attempts) => attempts,
+            Amount::For(duration) if self.rate > 0.0 => {
+                (duration.as_secs_f64() * self.rate).ceil() as u64
+            }
+            Amount::For(_) => return None,
+        };
+        usize::try_from(attempts.min(10_000_000)).ok()
+    }
+
+    /// One line saying what is run.
+    pub fn describe(&self) -> String {
+        let amount = match self.amount {
+            Amount::Attempts(attempts) => format!("{attempts} attempts"),
+            Amount::For(duration) => format!("for {}", humantime::format_duration(duration)),
+        };
+        let rate = if self.rate > 0.0 {
+            format!("{} per second", self.rate)
+        } else {
+            "as fast as possible".to_owned()
+        };
+        let dispatch = if self.buffer_size == 0 {
+            "synchronous".to_owned()
+        } else {
+            format!(
+                "buffer {}, {} workers",
+                self.buffer_size,
+                self.workers.max(1)
+            )
+        };
+        let hooks = if self.hooks.is_empty() {
+            "no hook".to_owned()
+        } else {
+            self.hooks
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(" → ")
+        };
+        format!(
+            "{amount} {rate}, {dispatch}, {hooks}, {} tenants, seed {}",
+            self.tenants, self.seed
+        )
+    }
+
+    /// The plan as a JSON object (durations in seconds).
+    pub fn to_json(&self) -> Value {
+        let breaker = &self.supervise.breaker;
+        json!({
+            "attempts": match self.amount { Amount::Attempts(n) => Some(n), Amount::For(_) => None },
+            "duration_seconds": match self.amount { Amount::For(d) => Some(d.as_secs_f64()), Amount::Attempts(_) => None },
+            "rate": self.rate,
+            "buffer_size": self.buffer_size,
+            "workers": self.workers.max(1),
+            "hooks": self.hooks.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            "tenants": self.tenants,
+            "timeout_seconds": self.supervise.timeout.as_secs_f64(),
+            "chain_timeout_seconds": self.supervise.chain_timeout.as_secs_f64(),
+            "fail_open": self.supervise.fail_open,
+            "breaker_failures": breaker.failures,
+            "breaker_backoff_seconds": breaker.backoff.as_secs_f64(),
+            "breaker_max_backoff_seconds": breaker.max_backoff.as_secs_f64(),
+            "seed": self.seed,
+        })
+    }
+
+    /// The dispatcher settings of the run: the plan's buffer and workers, no unit, no
+    /// allowlists, the `null` executor, and a zero retry window, so that a held or unavailable
+    /// attempt fails at its first offer.
+    pub fn dispatch_settings(&self) -> Settings {
+        let mut rng = fastrand::Rng::with_seed(self.seed);
+        Settings {
+            buffer_size: self.buffer_size,
+            workers: self.workers.max(1),
+            // The harness ticks itself (`Ticking::Manual`).
+            loop_interval: Duration::from_secs(1),
+            retry_window: Duration::ZERO,
+            drain_timeout: self.supervise.chain_timeout + Duration::from_secs(1),
+            task_service_account: "dexaflow-task".to_owned(),
+            defaults: ResourceDefaults::default(),
+            unit: None,
+            allowlist: Allowlist::default(),
+            policy: PolicySettings::default(),
+            source_mode: SourceMode::default(),
+            warm_pools: true,
+            token: TokenSettings {
+                secret: (0..32).map(|_| rng.u8(..)).collect(),
+                ttl: Duration::from_secs(600),
+            },
+            executor: ExecutorSettings::Null,
+        }
+    }
+
+    /// The [`TimerThread`] the plan's `sleep` and `jitter` hooks wait on, started now; `None`
+    /// when it has no such hook or waits on [`HookTimer::Tokio`].
+    ///
+    /// # Panics
+    /// When the operating system cannot start the thread.
+    pub fn hook_timer_thread(&self) -> Option<TimerThread> {
+        let waits = self
+            .hooks
+            .iter()
+            .any(|spec| matches!(spec, HookSpec::Sleep(_) | HookSpec::Jitter { .. }));
+        (waits && self.hook_timer == HookTimer::Thread).then(TimerThread::start)
+    }
+
+    /// The names of the plan's synthetic hooks, in chain order, before any is built: the
+    /// metrics exporter shows each hook's breaker from the start.
+    pub fn hook_names(&self) -> Vec<String> {
+        self.hooks
+            .iter()
+            .enumerate()
+            .map(|(position, spec)| spec.hook_name(position))
+            .collect()
+    }
+
+    /// The synthetic hooks of the plan, in chain order, each seeded from the plan's seed;
+    /// `sleep` and `jitter` wait on `timer`, or on tokio's timer without one.
+    pub fn synthetic_hooks(&self, timer: Option<&TimerThread>) -> Vec<Arc<dyn Hook>> {
+        self.hooks
+            .iter()
+            .enumerate()
+            .map(|(position, spec)| {
+                let hook = Synthetic::new(*spec, position, self.seed);
+                let hook = match timer {
+                    Some(timer) => hook.waiting_on(timer.clone()),
+                    None => hook,
+                };
+                Arc::new(hook) as Arc<dyn Hook>
+            })
+            .collect()
+    }
+
+    /// The pipeline a run of this plan drives: its synthetic hooks (waiting on `timer`) under
+    /// supervision (one breaker actor each), the `null` executor and `store`. The benches use
+    /// it as it is.
+    ///
+    /// # Panics
+    /// Outside a running actix system (the breakers are actors).
+    pub fn pipeline(
+        &self,
+        store: TaskStore,
+        observer: Arc<dyn Observer>,
+        events: Option<mpsc::UnboundedSender<Settled>>,
+        timer: Option<&TimerThread>,
+    ) -> Pipeline {
+        let settings = Arc::new(self.dispatch_settings());
+        let chain = self
+            .synthetic_hooks(timer)
+            .into_iter()
+            .fold(Chain::new(settings.change_rules()), Chain::with_hook);
+        let chain = (!chain.is_empty())
+            .then(|| SupervisedChain::start(chain, &self.supervise, Arc::clone(&observer)));
+        Pipeline::new(Parts {
+            minter: Arc::new(Hs256Minter::new(settings.token.clone())),
+            settings,
+            store,
+            chain,
+            executor: Arc::new(Null),
+            observer,
+            events,
+        })
+    }
+}
+
+/// The attempt with index `index` of a load test: tenant `tenant`, DAG `loadtest`, run `run`,
+/// task `a<index>` (zero-padded to nine digits, so that the store's key order is the offer
+/// order), a `BashOperator` on a fixed image, and no resources or execution fields of its own.
+pub fn attempt(index: u64, tenant: &str) -> Task {
+    Task {
+        key: TaskKey {
+            tenant: tenant.to_owned(),
+            dag_id: "loadtest".to_owned(),
+            run_id: "run".to_owned(),
+            task_id: format!("a{index:09}"),
+        },
+        operator: "BashOperator".to_owned(),
+        image: IMAGE.to_owned(),
+        command: vec!["true".to_owned()],
+        env: BTreeMap::new(),
+        source: None,
+        staging: false,
+        pool_slots: 0,
+        resources: Resources::default(),
+        execution: TaskExecution::default(),
+        execution_timeout_seconds: None,
+    }
+}
+
+/// The image of every load-test attempt.
+const IMAGE: &str = "ghcr.io/dexaflow/loadtest:1";
+
+/// The index of the attempt whose task id is `a<index>`, as [`attempt`] names it.
+pub(super) fn attempt_index(task_id: &str) -> Option<usize> {
+    task_id.strip_prefix('a')?.parse().ok()
+}
