@@ -32,6 +32,7 @@ fn plan(attempts: u64, hooks: &[&str]) -> Plan {
                 jitter: 0.0,
                 ..BreakerSettings::default()
             },
+            hooks: Default::default(),
         },
         seed: 7,
         // The paused clock reaches tokio's timer, not the harness's timer thread.
@@ -377,16 +378,20 @@ fn every_spec_kind_parses_and_prints_back() {
 }
 
 #[test]
-fn webhook_spec_is_refused_as_not_implemented_yet() {
-    let error = "webhook:https://hooks.example.com/admit"
-        .parse::<HookSpec>()
-        .expect_err("not implemented");
+fn webhook_spec_names_the_url_and_round_trips() {
+    let spec = "webhook:https://hooks.example.com/admit?team=etl";
 
-    assert!(matches!(error, SpecError::WebhookNotImplemented { .. }));
+    let parsed = spec.parse::<HookSpec>().expect("a webhook spec");
+
     assert_eq!(
-        error.to_string(),
-        "--hook \"webhook:https://hooks.example.com/admit\": the webhook hook is not implemented yet"
+        parsed,
+        HookSpec::Webhook("https://hooks.example.com/admit?team=etl".to_owned())
     );
+    assert_eq!(parsed.to_string(), spec);
+    assert!(matches!(
+        "webhook".parse::<HookSpec>(),
+        Err(SpecError::Shape { .. })
+    ));
 }
 
 #[test]

@@ -192,11 +192,24 @@ impl<'c> ChainRun<'c> {
         &self.request
     }
 
-    /// Records the next hook's result and says how it counts.
+    /// Records the next hook's result and says how it counts, failing open when the chain does.
     ///
     /// # Panics
     /// When called after the chain has decided; drivers call it once per [`Self::next_hook`].
     pub fn record(&mut self, result: Result<Decision, HookError>) -> Recorded {
+        self.record_failing_open(result, self.chain.fail_open)
+    }
+
+    /// [`Self::record`] with the hook's own fail-open setting, for a driver that supervises each
+    /// hook with its own settings (a webhook's `fail_open`).
+    ///
+    /// # Panics
+    /// As [`Self::record`].
+    pub fn record_failing_open(
+        &mut self,
+        result: Result<Decision, HookError>,
+        fail_open: bool,
+    ) -> Recorded {
         let hook = self.next_hook().expect("record follows next_hook").clone();
         self.next += 1;
         let name = || hook.name().to_owned();
@@ -204,11 +217,17 @@ impl<'c> ChainRun<'c> {
         let outcome = match result {
             Ok(Decision::Admit) => Outcome::Admit,
             Ok(Decision::AdmitWith(changes)) => {
-                match self
-                    .chain
-                    .rules
+                let rules = &self.chain.rules;
+                let checked = rules
                     .check(&changes, hook.is_builtin(), &self.request)
-                {
+                    .and_then(|()| {
+                        if hook.is_remote() {
+                            rules.check_remote(&changes, &self.request)
+                        } else {
+                            Ok(())
+                        }
+                    });
+                match checked {
                     Ok(()) => {
                         apply_changes(&mut self.request, &changes);
                         self.changes.merge(changes);
@@ -244,7 +263,7 @@ impl<'c> ChainRun<'c> {
                     HookError::Panicked(_) => Outcome::Panic,
                     HookError::Skipped => Outcome::Skipped,
                 };
-                if self.chain.fail_open {
+                if fail_open {
                     failed_open = true;
                 } else {
                     self.verdict = Some(Verdict::Unavailable {

@@ -2,7 +2,8 @@
 //! turns the answers of every registered hook into one verdict per attempt.
 //!
 //! Nothing here does I/O, spawns, logs or knows about actors, HTTP or telemetry: the module returns
-//! facts, and the dispatcher and the supervisor act on them.
+//! facts, and the dispatcher and the supervisor act on them. It also holds the webhook's wire
+//! types, so that the client and any server share one definition of the protocol.
 //!
 //! | ADR 0100 | here |
 //! |---|---|
@@ -10,6 +11,7 @@
 //! | §3, §4, §7 what a hook may change | [`ChangeRules`], [`ChangeError`], [`apply_changes`] |
 //! | §5 reasons | [`clean_reason`] |
 //! | §6 the chain | [`Chain`], [`ChainRun`], [`Verdict`] |
+//! | §8 the webhook's wire format | [`RequestEnvelope`], [`AnswerEnvelope`], [`request_schema`], [`answer_schema`] |
 
 mod chain;
 mod changes;
@@ -21,6 +23,7 @@ mod quantity;
 mod reason;
 mod request;
 mod toleration;
+mod wire;
 
 pub use chain::{Chain, ChainRun, Recorded, Verdict};
 pub use changes::{ChangeError, ChangeRules, Field, MAX_ANNOTATIONS_BYTES, Unit, apply_changes};
@@ -35,3 +38,6 @@ pub use quantity::{QuantityError, parse_milli};
 pub use reason::{MAX_REASON_BYTES, clean_reason, error_chain, is_control_or_format};
 pub use request::{API_VERSION, Execution, Request, ResourceList, Resources};
 pub use toleration::{TaintEffect, Toleration, TolerationOperator};
+pub use wire::{
+    AnswerEnvelope, AnswerError, DecisionKind, RequestEnvelope, answer_schema, request_schema,
+};

@@ -85,8 +85,8 @@ pub struct Config {
     pub dispatch: dispatch::Settings,
     /// How every hook call is supervised (`execution.admission.*`).
     pub supervise: supervise::Settings,
-    /// The built-in hooks, in chain order (`execution.admission.hooks`); build them with
-    /// [`crate::hooks::build`].
+    /// The hooks, in chain order (`execution.admission.hooks`, then the webhook of
+    /// `execution.admission.webhook.url`); build them with [`crate::hooks::build`].
     pub hooks: Vec<HookSpec>,
     /// `metrics.listen`: where the Prometheus exporter listens.
     pub metrics_listen: SocketAddr,
@@ -374,7 +374,7 @@ impl Reader {
         let executor = self.executor();
         let warm_pools = self.warm_pools();
         let source_mode = self.source_mode();
-        let supervise = self.supervise();
+        let mut supervise = self.supervise();
         let allowlist = self.allowlist();
         let (secret, ttl) = self.token();
         let metrics_listen = self.metrics_listen();
@@ -395,7 +395,7 @@ impl Reader {
             executor: executor.executor,
         };
         // Hooks' changes are checked at boot against the same rules the chain applies.
-        let hooks = self.hooks(&dispatch.change_rules());
+        let hooks = self.hooks(&dispatch.change_rules(), &mut supervise);
         if !self.errors.is_empty() {
             return Err(ConfigErrors {
                 errors: self.errors,

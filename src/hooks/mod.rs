@@ -1,4 +1,4 @@
-//! Built-in policy hooks an operator declares in config, under `execution.admission.hooks`.
+//! The hooks an operator declares in config, under `execution.admission.hooks`.
 //!
 //! Each entry is tagged by `type`, has a `name` unique in the chain, and becomes one
 //! [`crate::admission::Hook`]; the chain runs them in the order they are listed, each seeing the
@@ -10,6 +10,7 @@
 //! | `placement` | [`Placement`]: Volcano-style resource groups, the first match wins | `AdmitWith` |
 //! | `freeze` | [`Freeze`]: a time window, per tenant | `Hold` |
 //! | `deny` | [`Deny`]: a match | `Refuse` |
+//! | `webhook` | [`Webhook`]: an HTTPS endpoint (ADR 0100 §8), see [`webhook`] | any |
 //!
 //! Which attempts a hook acts on is one shared rule, [`Matcher`].
 //!
@@ -32,17 +33,19 @@
 //!             set: {node_selector: {pool: gpu}, priority_class: high-priority}
 //! ```
 //!
-//! This module uses only [`crate::admission`]; config parsing and key names live in
-//! [`crate::config`].
+//! This module uses only [`crate::admission`] (and, for the webhook, its HTTP client); config
+//! parsing and key names live in [`crate::config`].
 
 mod deny;
 mod freeze;
 mod matcher;
 mod placement;
 mod spec;
+pub mod webhook;
 
 pub use deny::{Deny, DenySpec};
 pub use freeze::{Clock, Freeze, FreezeSpec, SystemClock, Window};
 pub use matcher::Matcher;
 pub use placement::{Placement, PlacementSpec, ResourceGroup};
 pub use spec::{HookSpec, SpecError, build, build_with_clock};
+pub use webhook::{Webhook, WebhookError, WebhookSpec};

@@ -11,13 +11,15 @@ use crate::admission::{Chain, Request, Verdict};
 
 /// A chain whose every call is supervised: breaker gate, timeout, panic recovery.
 ///
-/// Each call gets `min(timeout, what is left of chain_timeout)`, so several slow hooks cannot
-/// stall one attempt past the chain budget.
+/// Each call gets `min(its hook's timeout, what is left of chain_timeout)`, so several slow
+/// hooks cannot stall one attempt past the chain budget. A hook's timeout and fail-open are its
+/// own where [`Settings::hooks`] sets them (a webhook's), the admission settings otherwise.
 #[derive(Clone)]
 pub struct SupervisedChain {
     chain: Chain,
     hooks: Vec<Supervised>,
-    timeout: Duration,
+    // `own[i]`: the timeout and fail-open of `hooks[i]`.
+    own: Vec<(Duration, bool)>,
     chain_timeout: Duration,
     observer: Arc<dyn Observer>,
 }
@@ -26,7 +28,7 @@ impl std::fmt::Debug for SupervisedChain {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SupervisedChain")
             .field("hooks", &self.hooks)
-            .field("timeout", &self.timeout)
+            .field("own", &self.own)
             .field("chain_timeout", &self.chain_timeout)
             .finish()
     }
@@ -35,7 +37,8 @@ impl std::fmt::Debug for SupervisedChain {
 impl SupervisedChain {
     /// Starts one breaker per hook of `chain` on the current arbiter and supervises the chain.
     ///
-    /// `settings.fail_open` overrides the chain's own fail-open flag.
+    /// `settings.fail_open` overrides the chain's own fail-open flag. A hook that fails open by
+    /// its own setting while the admission setting does not is logged here, at boot.
     ///
     /// # Panics
     /// Outside a running actix system (the breakers are actors).
@@ -59,10 +62,24 @@ impl SupervisedChain {
                 Supervised::new(Arc::clone(hook), gate)
             })
             .collect();
+        let own = chain
+            .hooks()
+            .iter()
+            .map(|hook| {
+                let fail_open = settings.fail_open_of(hook.name());
+                if fail_open && !settings.fail_open {
+                    tracing::warn!(
+                        "hook {:?} fails open: an attempt whose call to it errors, times out, panics or is skipped by its breaker runs unchanged",
+                        hook.name()
+                    );
+                }
+                (settings.timeout_of(hook.name()), fail_open)
+            })
+            .collect();
         SupervisedChain {
             chain,
             hooks,
-            timeout: settings.timeout,
+            own,
             chain_timeout: settings.chain_timeout,
             observer,
         }
@@ -89,12 +106,11 @@ impl SupervisedChain {
         let mut run = self.chain.start(request);
         while run.next_hook().is_some() {
             let hook = &self.hooks[run.position()];
+            let (timeout, fail_open) = self.own[run.position()];
             let call_started = Instant::now();
-            let limit = self
-                .timeout
-                .min(budget_ends.saturating_duration_since(call_started));
+            let limit = timeout.min(budget_ends.saturating_duration_since(call_started));
             let result = hook.call(run.request(), limit).await;
-            let recorded = run.record(result);
+            let recorded = run.record_failing_open(result, fail_open);
             let elapsed = call_started.elapsed();
             self.observer.hook_call(recorded.outcome, elapsed);
             if recorded.failed_open {

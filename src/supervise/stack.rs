@@ -45,7 +45,11 @@ impl Supervised {
     /// Dropping the future drops the hook call and counts nothing toward the breaker.
     pub async fn call(&self, request: &Request, limit: Duration) -> Result<Decision, HookError> {
         let pass = self.gate.enter()?;
-        let result = timeout(limit, catch_panic(|| self.hook.admit(request))).await;
+        let result = timeout(
+            limit,
+            catch_panic(|| self.hook.admit_within(request, limit)),
+        )
+        .await;
         pass.finish(result.is_err());
         result
     }
