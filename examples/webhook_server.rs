@@ -105,6 +105,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (delay, started) = (args.delay, Instant::now());
     loop {
         let (tcp, _) = listener.accept().await?;
+        // An answer is a few small writes: send each at once rather than wait for an ACK.
+        tcp.set_nodelay(true)?;
         let acceptor = acceptor.clone();
         tokio::spawn(async move {
             let Ok(tls) = acceptor.accept(tcp).await else {

@@ -297,6 +297,8 @@ async fn accept(
         let Ok((tcp, _)) = listener.accept().await else {
             continue;
         };
+        // As a real server should: answers are not held back waiting for an ACK.
+        let _ = tcp.set_nodelay(true);
         let connection = connections.fetch_add(1, Ordering::SeqCst);
         let (acceptor, handler, seen) = (acceptor.clone(), Arc::clone(&handler), Arc::clone(&seen));
         tokio::spawn(async move {
