@@ -395,3 +395,20 @@ fn effective_config_shows_the_webhook_keys() {
     );
     assert!(yaml.contains("timeout: 300ms"), "{yaml}");
 }
+
+#[test]
+fn example_webhook_config_is_valid_once_the_example_server_wrote_its_certificate() {
+    let certs = Certs::new();
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/webhook.yaml"
+    ))
+    .expect("the example config");
+    assert!(text.contains("ca_bundle: target/webhook-ca.pem"));
+
+    let config = parse(&text.replace("target/webhook-ca.pem", &certs.ca.display().to_string()));
+
+    let webhook = webhook_of(&config, "webhook");
+    assert_eq!(webhook.url, "https://127.0.0.1:8443/admit");
+    assert_eq!(config.hooks.len(), 1);
+}

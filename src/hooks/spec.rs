@@ -198,7 +198,9 @@ impl HookSpec {
 /// The hooks `specs` declare, in the same order, on the system clock.
 ///
 /// Relative freeze windows start counting when this is called, so call it once at boot. The
-/// specs are expected to have passed [`HookSpec::check`], as `Config` does.
+/// specs are expected to have passed [`HookSpec::check`], as `Config` does; a webhook whose files
+/// can no longer be loaded is built all the same and fails every call naming the problem
+/// ([`Webhook::from_spec`]).
 pub fn build(specs: &[HookSpec]) -> Vec<Arc<dyn Hook>> {
     build_with_clock(specs, Arc::new(SystemClock))
 }
