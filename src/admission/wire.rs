@@ -284,8 +284,9 @@ pub enum AnswerError {
 }
 
 impl AnswerEnvelope {
-    /// The answer to the call `uid` that carries `decision`; it always passes
-    /// [`AnswerEnvelope::into_decision`]. This is how a webhook server answers.
+    /// The answer to the call `uid` that carries `decision`: how a webhook server answers. It
+    /// passes [`AnswerEnvelope::into_decision`] for `uid` unless a hold or refusal has a blank
+    /// reason.
     pub fn new(uid: impl Into<String>, decision: Decision) -> AnswerEnvelope {
         let kind = DecisionKind::of(&decision);
         let (reason, changes) = match decision {
