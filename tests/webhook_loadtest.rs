@@ -88,3 +88,26 @@ fn load_test_webhook_to_a_plain_http_host_that_is_not_loopback_fails_naming_the_
         "--hook: url: must be https unless its host is loopback (127.0.0.0/8, ::1 or localhost), got \"http://admission.example.com/admit\""
     );
 }
+
+#[test]
+fn loadtest_command_refuses_a_plain_http_webhook_to_another_host_before_any_call() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_dexaflow-admission"))
+        .args([
+            "loadtest",
+            "--attempts",
+            "10",
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--hook",
+            "webhook:http://admission.example.com/admit",
+        ])
+        .output()
+        .expect("runs");
+
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--hook: url: must be https unless its host is loopback"),
+        "{stderr}"
+    );
+}
