@@ -41,7 +41,7 @@ fn buffered(c: &mut Criterion) {
         // The same harness with the chain on the tick, for the buffered-against-synchronous
         // ratio.
         let synchronous = Plan {
-            hooks: vec![hook],
+            hooks: vec![hook.clone()],
             ..Plan::default()
         };
         group.bench_with_input("synchronous", &synchronous, |b, plan| {
@@ -52,7 +52,7 @@ fn buffered(c: &mut Criterion) {
                 let plan = Plan {
                     buffer_size,
                     workers,
-                    hooks: vec![hook],
+                    hooks: vec![hook.clone()],
                     ..Plan::default()
                 };
                 group.bench_with_input(

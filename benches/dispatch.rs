@@ -93,6 +93,7 @@ fn synchronous(c: &mut Criterion) {
                 max_backoff: Duration::from_secs(3600),
                 jitter: 0.0,
             },
+            hooks: Default::default(),
         },
     );
     c.bench_function("dispatch_hook_at_timeout_sync", |b| {

@@ -5,14 +5,16 @@
 //! # Layout
 //! - [`admission`]: the contract (ADR 0100 §1, §3, §4, §6, §7): [`admission::Request`],
 //!   [`admission::Decision`], [`admission::Changes`], the [`admission::Hook`] trait, the
-//!   [`admission::Chain`], the rules for changes and the reason cleaner. No actors or I/O.
+//!   [`admission::Chain`], the rules for changes, the reason cleaner and the webhook's wire
+//!   types (§8). No actors or I/O.
 //! - [`dispatch`]: the dispatch path (§2, §4, §5): the [`dispatch::Dispatcher`] actor, the
 //!   [`dispatch::Pipeline`] both drivers run, built-in refusals, token, placement, executors and
 //!   the task store.
 //! - [`supervise`]: every hook call under a timeout, panic recovery and a breaker actor per hook
 //!   (§5); the admission workers of buffered dispatch.
 //! - [`hooks`]: the built-in `placement`, `freeze` and `deny` hooks a config can declare, and
-//!   the executor policy (ADR 0063), the chain's last hook (§7).
+//!   the `webhook` hook that asks an HTTPS endpoint (§8), and the executor policy (ADR 0063),
+//!   the chain's last hook (§7).
 //! - [`metrics`]: the outcome-only metrics (§5, last bullet) as cached handles reported to
 //!   through [`supervise::Observer`], and the Prometheus exporter.
 //! - [`config`]: the YAML config, its validation and `DEXAFLOW_` overrides.

@@ -18,7 +18,7 @@ use dexaflow_admission::dispatch::executor;
 use dexaflow_admission::dispatch::run::{Install, run};
 use dexaflow_admission::dispatch::task::State;
 use dexaflow_admission::dispatch::token::Hs256Minter;
-use dexaflow_admission::loadtest::{self, Amount, HookTimer, Options, Plan};
+use dexaflow_admission::loadtest::{self, Amount, HookTimer, Options, Plan, WebhookFiles};
 use dexaflow_admission::metrics::{self, Metrics, ServerMetrics};
 use dexaflow_admission::serve::{self, Server};
 use dexaflow_admission::supervise::{self, BreakerSettings};
@@ -126,12 +126,20 @@ struct LoadtestArgs {
         allow_hyphen_values = true,
     )]
     workers: usize,
-    /// A synthetic hook, repeatable, in chain order: noop, sleep:DUR, jitter:MIN..MAX,
-    /// spin:DUR (keeps the CPU busy for DUR, a CPU-bound hook), or error:P, panic:P, timeout:P,
-    /// hold:P, refuse:P, change:P with P a probability from 0 to 1 (the hook misbehaves that
-    /// way with probability P and admits otherwise).
+    /// A hook, repeatable, in chain order: noop, sleep:DUR, jitter:MIN..MAX, spin:DUR (keeps
+    /// the CPU busy for DUR, a CPU-bound hook), or error:P, panic:P, timeout:P, hold:P,
+    /// refuse:P, change:P with P a probability from 0 to 1 (the hook misbehaves that way with
+    /// probability P and admits otherwise); or webhook:URL, the real webhook hook at URL (https,
+    /// or http to a loopback host).
     #[arg(long = "hook", value_name = "SPEC")]
     hooks: Vec<String>,
+    /// The PEM bundle of the certificate authorities every webhook:URL hook trusts (its
+    /// ca_bundle); the system's roots otherwise.
+    #[arg(long, value_name = "FILE")]
+    webhook_ca_bundle: Option<PathBuf>,
+    /// The file every webhook:URL hook reads its bearer token from (its bearer_token_file).
+    #[arg(long, value_name = "FILE")]
+    webhook_bearer_token_file: Option<PathBuf>,
     /// How many tenants the attempts are spread over, round robin.
     #[arg(
         long,
@@ -426,6 +434,10 @@ fn loadtest(args: LoadtestArgs) -> Result<(), String> {
         buffer_size: args.buffer_size,
         workers: args.workers,
         hooks,
+        webhook_files: WebhookFiles {
+            ca_bundle: args.webhook_ca_bundle,
+            bearer_token_file: args.webhook_bearer_token_file,
+        },
         hook_timer: HookTimer::Thread,
         tenants: args.tenants,
         supervise: supervise::Settings {
@@ -438,6 +450,7 @@ fn loadtest(args: LoadtestArgs) -> Result<(), String> {
                 max_backoff: args.breaker_max_backoff.into(),
                 ..BreakerSettings::default()
             },
+            hooks: Default::default(),
         },
         seed: args.seed,
     };

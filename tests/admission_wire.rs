@@ -1,14 +1,18 @@
-//! The JSON wire shape (ADR 0100 §8): `api_version: dexaflow.io/admission/v1`, snake_case
-//! fields, round trips, and strict decoding that refuses unknown fields at every level.
+//! The webhook wire format `dexaflow.io/admission/v1` (ADR 0100 §8): the request envelope (`uid`
+//! and every field of `Request` at the top level, snake_case) and the answer envelope
+//! (`api_version`, `uid`, `decision`, `reason`, `changes`), each decoded strictly, and the rules
+//! of an answer, each a typed error.
 
 mod common;
 
 use common::{equal_toleration, sample_request};
 use dexaflow_admission::admission::{
-    API_VERSION, Changes, Decision, Request, ResourceList, TaintEffect, Toleration,
-    TolerationOperator,
+    API_VERSION, AnswerEnvelope, AnswerError, Changes, Decision, DecisionKind, Request,
+    RequestEnvelope, ResourceList, TaintEffect, Toleration, TolerationOperator,
 };
 use serde_json::{Value, json};
+
+const UID: &str = "8d0f3a1e-5b7c-4d2a-9e61-0c4b7f2a9d13";
 
 /// A request with every field set, so that a round trip covers all of them.
 fn full_request() -> Request {
@@ -64,8 +68,9 @@ fn full_changes() -> Changes {
     changes
 }
 
-fn request_json() -> Value {
-    serde_json::to_value(full_request()).expect("a request always serializes")
+fn envelope_json() -> Value {
+    serde_json::to_value(RequestEnvelope::new(UID, full_request()))
+        .expect("an envelope always serializes")
 }
 
 /// Decodes `value` as a `T`, returning the error text when decoding fails.
@@ -73,61 +78,72 @@ fn decode<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, String> {
     serde_json::from_value(value).map_err(|error| error.to_string())
 }
 
+/// An answer to the call [`UID`] with `decision` and whatever else `extra` sets.
+fn answer(decision: &str, extra: Value) -> Value {
+    let mut answer = json!({"api_version": API_VERSION, "uid": UID, "decision": decision});
+    for (key, value) in extra.as_object().expect("extra is an object") {
+        answer[key] = value.clone();
+    }
+    answer
+}
+
+/// What the client makes of an answer: decoded, then checked against the call [`UID`].
+fn decide(answer: Value) -> Result<Result<Decision, AnswerError>, String> {
+    decode::<AnswerEnvelope>(answer).map(|envelope| envelope.into_decision(UID))
+}
+
 #[test]
-fn request_json_round_trips() {
+fn request_envelope_round_trips() {
+    let envelope = RequestEnvelope::new(UID, full_request());
+
+    let text = serde_json::to_string(&envelope).expect("an envelope always serializes");
+    let decoded: RequestEnvelope = serde_json::from_str(&text).expect("its own JSON decodes");
+
+    assert_eq!(decoded, envelope);
+}
+
+#[test]
+fn borrowed_wire_form_encodes_exactly_as_the_envelope() {
     let request = full_request();
 
-    let text = serde_json::to_string(&request).expect("a request always serializes");
-    let decoded: Request = serde_json::from_str(&text).expect("its own JSON decodes");
+    let borrowed = serde_json::to_string(&RequestEnvelope::wire(UID, &request)).expect("encodes");
+    let owned = serde_json::to_string(&RequestEnvelope::new(UID, request)).expect("encodes");
 
-    assert_eq!(decoded, request);
+    assert_eq!(borrowed, owned);
 }
 
 #[test]
-fn each_decision_round_trips() {
-    let decisions = [
-        Decision::Admit,
-        Decision::AdmitWith(full_changes()),
-        Decision::AdmitWith(Changes::default()),
-        Decision::Hold("frozen until 18:00".into()),
-        Decision::Refuse("tenant acme is over budget".into()),
-    ];
+fn request_envelope_puts_uid_and_every_request_field_at_the_top_level_in_snake_case() {
+    let json = envelope_json();
 
-    for decision in decisions {
-        let text = serde_json::to_string(&decision).expect("a decision always serializes");
-        let decoded: Decision = serde_json::from_str(&text).expect("its own JSON decodes");
-
-        assert_eq!(decoded, decision, "{text}");
-    }
-}
-
-#[test]
-fn request_carries_the_api_version() {
-    assert_eq!(API_VERSION, "dexaflow.io/admission/v1");
-    assert_eq!(Request::new("acme", "etl", "load").api_version, API_VERSION);
-    assert_eq!(request_json()["api_version"], "dexaflow.io/admission/v1");
-}
-
-#[test]
-fn request_field_names_are_snake_case() {
-    let json = request_json();
-
-    for key in [
-        "api_version",
-        "tenant",
-        "dag_id",
-        "run_id",
-        "task_id",
-        "try_number",
-        "operator",
-        "image",
-        "resources",
-        "execution",
-        "size",
-        "source_mode",
-    ] {
-        assert!(json.get(key).is_some(), "top-level {key}");
-    }
+    assert_eq!(json["api_version"], "dexaflow.io/admission/v1");
+    assert_eq!(json["uid"], UID);
+    let mut keys: Vec<&str> = json
+        .as_object()
+        .expect("an object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        [
+            "api_version",
+            "dag_id",
+            "execution",
+            "image",
+            "operator",
+            "resources",
+            "run_id",
+            "size",
+            "source_mode",
+            "task_id",
+            "tenant",
+            "try_number",
+            "uid",
+        ],
+        "no nesting under a `request` key, no other field"
+    );
     for key in [
         "service_account",
         "service_account_chosen",
@@ -140,22 +156,26 @@ fn request_field_names_are_snake_case() {
     ] {
         assert!(json["execution"].get(key).is_some(), "execution.{key}");
     }
-    assert_eq!(
-        json["resources"]["requests"]["ephemeral_storage"], "1Gi",
-        "resources.requests.ephemeral_storage"
-    );
+    assert_eq!(json["resources"]["requests"]["ephemeral_storage"], "1Gi");
     assert_eq!(
         json["execution"]["tolerations"][1]["toleration_seconds"],
         300
     );
-    for camel in ["dagId", "tryNumber", "apiVersion", "sourceMode"] {
-        assert!(json.get(camel).is_none(), "{camel}");
+}
+
+#[test]
+fn request_envelope_never_carries_the_environment_the_source_or_a_token() {
+    let json = envelope_json();
+
+    for key in ["env", "environment", "source", "command", "token", "secret"] {
+        assert!(json.get(key).is_none(), "{key}");
+        assert!(json["execution"].get(key).is_none(), "execution.{key}");
     }
 }
 
 #[test]
 fn toleration_uses_the_kubernetes_spelling_of_operator_and_effect() {
-    let json = request_json();
+    let json = envelope_json();
 
     assert_eq!(
         json["execution"]["tolerations"][1],
@@ -170,29 +190,127 @@ fn toleration_uses_the_kubernetes_spelling_of_operator_and_effect() {
 }
 
 #[test]
-fn decision_json_names_the_decision_and_carries_its_detail() {
-    let encode = |decision: &Decision| serde_json::to_value(decision).expect("serializes");
+fn request_envelope_with_an_unknown_top_level_field_is_rejected() {
+    let mut json = envelope_json();
+    json["namespace"] = json!("other");
 
-    assert_eq!(encode(&Decision::Admit), json!({"decision": "admit"}));
+    let error = decode::<RequestEnvelope>(json).expect_err("unknown field");
+
+    assert!(error.contains("unknown field `namespace`"), "{error}");
+}
+
+#[test]
+fn request_envelope_with_an_unknown_nested_field_is_rejected() {
+    let nested = [
+        ("/execution", "env"),
+        ("/resources", "gpus"),
+        ("/resources/requests", "nvidia_gpu"),
+        ("/execution/tolerations/0", "tolerationSeconds"),
+    ];
+    for (pointer, field) in nested {
+        let mut json = envelope_json();
+        json.pointer_mut(pointer)
+            .and_then(Value::as_object_mut)
+            .expect("the pointer names an object")
+            .insert(field.into(), json!("x"));
+
+        let error = decode::<RequestEnvelope>(json).expect_err("unknown field");
+
+        assert!(
+            error.contains(&format!("unknown field `{field}`")),
+            "{pointer}: {error}"
+        );
+    }
+}
+
+#[test]
+fn request_envelope_without_a_uid_or_a_request_field_is_rejected() {
+    for missing in ["uid", "api_version", "tenant", "try_number"] {
+        let mut json = envelope_json();
+        json.as_object_mut()
+            .expect("an object")
+            .remove(missing)
+            .expect("the field was there");
+
+        let error = decode::<RequestEnvelope>(json).expect_err("missing field");
+
+        assert!(
+            error.contains(&format!("missing field `{missing}`")),
+            "{missing}: {error}"
+        );
+    }
+}
+
+#[test]
+fn request_envelope_with_a_repeated_field_is_rejected() {
+    let text = serde_json::to_string(&envelope_json()).expect("encodes");
+    for repeated in [
+        format!(r#"{{"uid":"other",{}"#, &text[1..]),
+        format!(r#"{{"tenant":"other",{}"#, &text[1..]),
+    ] {
+        let error = serde_json::from_str::<RequestEnvelope>(&repeated).expect_err("repeated");
+
+        assert!(error.to_string().contains("duplicate field"), "{error}");
+    }
+}
+
+#[test]
+fn request_envelope_uid_must_be_text() {
+    let mut json = envelope_json();
+    json["uid"] = json!(42);
+
+    assert!(decode::<RequestEnvelope>(json).is_err());
+}
+
+#[test]
+fn each_decision_round_trips_through_its_answer() {
+    for decision in [
+        Decision::Admit,
+        Decision::AdmitWith(full_changes()),
+        Decision::AdmitWith(Changes::default()),
+        Decision::Hold("frozen until 18:00".into()),
+        Decision::Refuse("tenant acme is over budget".into()),
+    ] {
+        let text = serde_json::to_string(&AnswerEnvelope::new(UID, decision.clone()))
+            .expect("an answer always serializes");
+        let decoded: AnswerEnvelope = serde_json::from_str(&text).expect("its own JSON decodes");
+
+        assert_eq!(decoded.into_decision(UID), Ok(decision), "{text}");
+    }
+}
+
+#[test]
+fn answer_json_has_the_version_the_uid_the_decision_and_only_the_detail_it_needs() {
+    let encode =
+        |decision: Decision| serde_json::to_value(AnswerEnvelope::new(UID, decision)).expect("ok");
+
     assert_eq!(
-        encode(&Decision::Hold("wait".into())),
-        json!({"decision": "hold", "detail": "wait"})
+        encode(Decision::Admit),
+        json!({"api_version": API_VERSION, "uid": UID, "decision": "admit"})
     );
     assert_eq!(
-        encode(&Decision::Refuse("no".into())),
-        json!({"decision": "refuse", "detail": "no"})
+        encode(Decision::Hold("wait".into())),
+        json!({"api_version": API_VERSION, "uid": UID, "decision": "hold", "reason": "wait"})
     );
     assert_eq!(
-        encode(&Decision::AdmitWith(Changes::default())),
-        json!({"decision": "admit_with", "detail": {}}),
+        encode(Decision::Refuse("no".into())),
+        json!({"api_version": API_VERSION, "uid": UID, "decision": "refuse", "reason": "no"})
+    );
+    assert_eq!(
+        encode(Decision::AdmitWith(Changes::default())),
+        json!({"api_version": API_VERSION, "uid": UID, "decision": "admit_with", "changes": {}}),
         "unset changes are left out"
     );
 }
 
 #[test]
 fn changes_field_names_are_snake_case() {
-    let json = serde_json::to_value(Decision::AdmitWith(full_changes())).expect("serializes");
-    let detail = &json["detail"];
+    let json = serde_json::to_value(AnswerEnvelope::new(
+        UID,
+        Decision::AdmitWith(full_changes()),
+    ))
+    .expect("serializes");
+    let changes = &json["changes"];
 
     for key in [
         "node_selector",
@@ -204,122 +322,80 @@ fn changes_field_names_are_snake_case() {
         "runtime_class_name",
         "fill_limits",
     ] {
-        assert!(detail.get(key).is_some(), "detail.{key}");
+        assert!(changes.get(key).is_some(), "changes.{key}");
     }
-    assert_eq!(detail["fill_limits"]["ephemeral_storage"], "2Gi");
+    assert_eq!(changes["fill_limits"]["ephemeral_storage"], "2Gi");
 }
 
 #[test]
-fn webhook_answer_decodes_into_a_decision() {
-    let answer = json!({
-        "decision": "admit_with",
-        "detail": {
+fn webhook_answer_with_changes_decodes_into_admit_with() {
+    let answer = answer(
+        "admit_with",
+        json!({"changes": {
             "node_selector": {"pool": "gpu"},
             "tolerations": [{"key": "pool", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}],
-        },
-    });
+        }}),
+    );
 
-    let decoded: Decision = decode(answer).expect("a valid answer decodes");
+    let decision = decide(answer).expect("decodes").expect("valid");
 
     let mut expected = Changes {
         tolerations: vec![equal_toleration("pool", "gpu")],
         ..Changes::default()
     };
     expected.node_selector.insert("pool".into(), "gpu".into());
-    assert_eq!(decoded, Decision::AdmitWith(expected));
+    assert_eq!(decision, Decision::AdmitWith(expected));
 }
 
 #[test]
-fn request_with_an_unknown_top_level_field_is_rejected() {
-    let mut json = request_json();
-    json["namespace"] = json!("other");
-
-    let error = decode::<Request>(json).expect_err("unknown field");
-
-    assert!(error.contains("unknown field `namespace`"), "{error}");
-}
-
-#[test]
-fn request_with_an_unknown_nested_field_is_rejected() {
-    let nested = [
-        ("/execution", "env"),
-        ("/resources", "gpus"),
-        ("/resources/requests", "nvidia_gpu"),
-        ("/execution/tolerations/0", "tolerationSeconds"),
-    ];
-    for (pointer, field) in nested {
-        let mut json = request_json();
-        json.pointer_mut(pointer)
-            .and_then(Value::as_object_mut)
-            .expect("the pointer names an object")
-            .insert(field.into(), json!("x"));
-
-        let error = decode::<Request>(json).expect_err("unknown field");
+fn answer_with_an_unknown_field_is_rejected_at_every_level() {
+    for (answer, field) in [
+        (answer("admit", json!({"detail": "x"})), "detail"),
+        (answer("admit", json!({"allowed": true})), "allowed"),
+        (
+            answer("admit_with", json!({"changes": {"image": "x"}})),
+            "image",
+        ),
+        (
+            answer("admit_with", json!({"changes": {"nodeSelector": {}}})),
+            "nodeSelector",
+        ),
+        (
+            answer(
+                "admit_with",
+                json!({"changes": {"tolerations": [{"key": "pool", "operator": "Exists", "extra": true}]}}),
+            ),
+            "extra",
+        ),
+    ] {
+        let error = decide(answer.clone()).expect_err("unknown field");
 
         assert!(
             error.contains(&format!("unknown field `{field}`")),
-            "{pointer}: {error}"
+            "{answer}: {error}"
         );
     }
 }
 
 #[test]
-fn request_missing_a_field_is_rejected() {
-    let mut json = request_json();
-    json.as_object_mut()
-        .expect("a request is an object")
-        .remove("api_version");
+fn answer_without_its_version_uid_or_decision_is_rejected() {
+    for missing in ["api_version", "uid", "decision"] {
+        let mut answer = answer("admit", json!({}));
+        answer.as_object_mut().expect("an object").remove(missing);
 
-    let error = decode::<Request>(json).expect_err("missing field");
-
-    assert!(error.contains("missing field `api_version`"), "{error}");
-}
-
-#[test]
-fn decision_with_an_unknown_field_is_rejected() {
-    let answer = json!({"decision": "admit", "uid": "1234"});
-
-    let error = decode::<Decision>(answer).expect_err("unknown field");
-
-    assert!(error.contains(r#""uid""#), "{error}");
-}
-
-#[test]
-fn changes_with_an_unknown_field_are_rejected() {
-    for field in ["image", "resources", "namespace", "nodeSelector"] {
-        let answer = json!({"decision": "admit_with", "detail": {field: "x"}});
-
-        let error = decode::<Decision>(answer).expect_err("unknown field");
+        let error = decide(answer).expect_err("missing field");
 
         assert!(
-            error.contains(&format!("unknown field `{field}`")),
-            "{field}: {error}"
+            error.contains(&format!("missing field `{missing}`")),
+            "{missing}: {error}"
         );
     }
-}
-
-#[test]
-fn toleration_in_changes_with_an_unknown_field_is_rejected() {
-    let answer = json!({
-        "decision": "admit_with",
-        "detail": {"tolerations": [{"key": "pool", "operator": "Exists", "extra": true}]},
-    });
-
-    let error = decode::<Decision>(answer).expect_err("unknown field");
-
-    assert!(error.contains("unknown field `extra`"), "{error}");
 }
 
 #[test]
 fn unknown_decision_or_spelling_is_rejected() {
-    for answer in [
-        json!({"decision": "allow"}),
-        json!({"decision": "Admit"}),
-        json!({"decision": "admitWith", "detail": {}}),
-        json!({"decision": "refuse"}),
-        json!({"detail": "no"}),
-    ] {
-        assert!(decode::<Decision>(answer.clone()).is_err(), "{answer}");
+    for decision in ["allow", "Admit", "admitWith", "deny", ""] {
+        assert!(decide(answer(decision, json!({}))).is_err(), "{decision}");
     }
 }
 
@@ -330,8 +406,104 @@ fn unknown_toleration_operator_or_effect_is_rejected() {
         json!({"key": "pool", "operator": "In"}),
         json!({"key": "pool", "effect": "NoEvict"}),
     ] {
-        let answer = json!({"decision": "admit_with", "detail": {"tolerations": [toleration]}});
+        let answer = answer(
+            "admit_with",
+            json!({"changes": {"tolerations": [toleration]}}),
+        );
 
-        assert!(decode::<Decision>(answer.clone()).is_err(), "{answer}");
+        assert!(decide(answer.clone()).is_err(), "{answer}");
     }
+}
+
+#[test]
+fn answer_of_another_version_is_an_api_version_error() {
+    let mut answer = answer("admit", json!({}));
+    answer["api_version"] = json!("dexaflow.io/admission/v2");
+
+    assert_eq!(
+        decide(answer).expect("decodes"),
+        Err(AnswerError::ApiVersion {
+            got: "dexaflow.io/admission/v2".into()
+        })
+    );
+}
+
+#[test]
+fn answer_echoing_another_uid_is_a_uid_error() {
+    let mut answer = answer("admit", json!({}));
+    answer["uid"] = json!("someone-else");
+
+    assert_eq!(
+        decide(answer).expect("decodes"),
+        Err(AnswerError::Uid {
+            sent: UID.into(),
+            got: "someone-else".into()
+        })
+    );
+}
+
+#[test]
+fn hold_and_refuse_need_a_reason_that_is_not_blank() {
+    for decision in [DecisionKind::Hold, DecisionKind::Refuse] {
+        for extra in [
+            json!({}),
+            json!({"reason": null}),
+            json!({"reason": ""}),
+            json!({"reason": " \n\t"}),
+        ] {
+            assert_eq!(
+                decide(answer(decision.as_str(), extra.clone())).expect("decodes"),
+                Err(AnswerError::MissingReason { decision }),
+                "{decision} {extra}"
+            );
+        }
+    }
+}
+
+#[test]
+fn admit_and_admit_with_take_no_reason() {
+    for (decision, extra) in [
+        (DecisionKind::Admit, json!({"reason": "fine"})),
+        (
+            DecisionKind::AdmitWith,
+            json!({"reason": "", "changes": {}}),
+        ),
+    ] {
+        assert_eq!(
+            decide(answer(decision.as_str(), extra)).expect("decodes"),
+            Err(AnswerError::UnexpectedReason { decision })
+        );
+    }
+}
+
+#[test]
+fn admit_with_needs_changes() {
+    for extra in [json!({}), json!({"changes": null})] {
+        assert_eq!(
+            decide(answer("admit_with", extra)).expect("decodes"),
+            Err(AnswerError::MissingChanges)
+        );
+    }
+}
+
+#[test]
+fn only_admit_with_takes_changes() {
+    for (decision, extra) in [
+        (DecisionKind::Admit, json!({"changes": {}})),
+        (DecisionKind::Hold, json!({"reason": "wait", "changes": {}})),
+        (DecisionKind::Refuse, json!({"reason": "no", "changes": {}})),
+    ] {
+        assert_eq!(
+            decide(answer(decision.as_str(), extra)).expect("decodes"),
+            Err(AnswerError::UnexpectedChanges { decision })
+        );
+    }
+}
+
+#[test]
+fn absent_or_null_reason_and_changes_are_the_same() {
+    assert_eq!(
+        decide(answer("admit", json!({"reason": null, "changes": null}))).expect("decodes"),
+        Ok(Decision::Admit)
+    );
 }

@@ -1121,7 +1121,7 @@ fn unknown_keys_are_reported_at_every_level() {
 colour: blue
 scheduler: {tick: 1, dispatch: {size: 1}}
 executor: {kind: lite, defaults: {cpu: 1}, unit: {gpu: 1}, lite: {dir: x}, kubernetes: {context: y}}
-execution: {pools: 1, source_mode: {digest: z}, admission: {retries: 1, breaker: {jitter: 0.5}, webhook: {url: x}}}
+execution: {pools: 1, source_mode: {digest: z}, admission: {retries: 1, breaker: {jitter: 0.5}, webhook: {uri: x}}}
 execution_allowlist: {volumes: []}
 auth: {agent_token_transport: envvar}
 metrics: {port: 9464}
@@ -1142,7 +1142,7 @@ metrics: {port: 9464}
         "execution.source_mode.digest",
         "execution.admission.retries",
         "execution.admission.breaker.jitter",
-        "execution.admission.webhook",
+        "execution.admission.webhook.uri",
         "execution_allowlist.volumes",
         "auth.agent_token_transport",
         "metrics.port",

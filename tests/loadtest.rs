@@ -32,6 +32,7 @@ fn plan(attempts: u64, hooks: &[&str]) -> Plan {
                 jitter: 0.0,
                 ..BreakerSettings::default()
             },
+            hooks: Default::default(),
         },
         seed: 7,
         // The paused clock reaches tokio's timer, not the harness's timer thread.
@@ -441,16 +442,20 @@ fn every_spec_kind_parses_and_prints_back() {
 }
 
 #[test]
-fn webhook_spec_is_refused_as_not_implemented_yet() {
-    let error = "webhook:https://hooks.example.com/admit"
-        .parse::<HookSpec>()
-        .expect_err("not implemented");
+fn webhook_spec_names_the_url_and_round_trips() {
+    let spec = "webhook:https://hooks.example.com/admit?team=etl";
 
-    assert!(matches!(error, SpecError::WebhookNotImplemented { .. }));
+    let parsed = spec.parse::<HookSpec>().expect("a webhook spec");
+
     assert_eq!(
-        error.to_string(),
-        "--hook \"webhook:https://hooks.example.com/admit\": the webhook hook is not implemented yet"
+        parsed,
+        HookSpec::Webhook("https://hooks.example.com/admit?team=etl".to_owned())
     );
+    assert_eq!(parsed.to_string(), spec);
+    assert!(matches!(
+        "webhook".parse::<HookSpec>(),
+        Err(SpecError::Shape { .. })
+    ));
 }
 
 #[test]
@@ -516,22 +521,14 @@ fn loadtest_command_prints_one_json_object_and_exits_zero() {
 #[test]
 fn loadtest_command_with_a_bad_spec_fails_naming_the_flag() {
     let output = Command::new(BINARY)
-        .args([
-            "loadtest",
-            "--attempts",
-            "10",
-            "--hook",
-            "webhook:https://example.com",
-        ])
+        .args(["loadtest", "--attempts", "10", "--hook", "nope:1"])
         .output()
         .expect("runs");
 
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        stderr.contains(
-            "--hook \"webhook:https://example.com\": the webhook hook is not implemented yet"
-        ),
+        stderr.contains("--hook \"nope:1\": unknown hook \"nope\""),
         "{stderr}"
     );
 }

@@ -232,11 +232,24 @@ impl<'c> ChainRun<'c> {
         &self.request
     }
 
-    /// Records the next hook's result and says how it counts.
+    /// Records the next hook's result and says how it counts, failing open when the chain does.
     ///
     /// # Panics
     /// When called after the chain has decided; drivers call it once per [`Self::next_hook`].
     pub fn record(&mut self, result: Result<Decision, HookError>) -> Recorded {
+        self.record_failing_open(result, self.chain.fail_open)
+    }
+
+    /// [`Self::record`] with the hook's own fail-open setting, for a driver that supervises each
+    /// hook with its own settings (a webhook's `fail_open`).
+    ///
+    /// # Panics
+    /// As [`Self::record`].
+    pub fn record_failing_open(
+        &mut self,
+        result: Result<Decision, HookError>,
+        fail_open: bool,
+    ) -> Recorded {
         let hook = self.next_hook().expect("record follows next_hook").clone();
         let privilege = self.chain.privileges[self.next];
         self.next += 1;
@@ -245,7 +258,17 @@ impl<'c> ChainRun<'c> {
         let outcome = match result {
             Ok(Decision::Admit) => Outcome::Admit,
             Ok(Decision::AdmitWith(changes)) => {
-                match self.chain.rules.check(&changes, privilege, &self.request) {
+                let rules = &self.chain.rules;
+                let checked = rules
+                    .check(&changes, privilege, &self.request)
+                    .and_then(|()| {
+                        if hook.is_remote() {
+                            rules.check_remote(&changes, &self.request)
+                        } else {
+                            Ok(())
+                        }
+                    });
+                match checked {
                     Ok(()) => {
                         apply_changes(&mut self.request, &changes);
                         self.changes.merge(changes);
@@ -282,7 +305,7 @@ impl<'c> ChainRun<'c> {
                     HookError::Skipped => Outcome::Skipped,
                     HookError::BudgetSpent(_) => Outcome::BudgetSpent,
                 };
-                if self.chain.fail_open {
+                if fail_open {
                     failed_open = true;
                 } else {
                     self.verdict = Some(Verdict::Unavailable {

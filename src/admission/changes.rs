@@ -130,6 +130,15 @@ pub enum ChangeError {
         /// The service account.
         name: String,
     },
+    /// A remote hook (a webhook) set a service account while
+    /// `execution_allowlist.service_accounts` is not set (ADR 0100 §8).
+    #[error(
+        "service account {name:?} may be set by a webhook only when execution_allowlist.service_accounts is set"
+    )]
+    RemoteServiceAccount {
+        /// The service account.
+        name: String,
+    },
     /// A priority class outside `execution_allowlist.priority_classes`.
     #[error("priority class {name:?} is not in execution_allowlist.priority_classes")]
     PriorityClassNotAllowed {
@@ -241,6 +250,27 @@ impl ChangeRules {
             )?;
         }
         Ok(())
+    }
+
+    /// Checks what a remote hook ([`super::Hook::is_remote`], a webhook) may not change beyond
+    /// [`ChangeRules::check`]: the service account, unless `execution_allowlist.service_accounts`
+    /// is set, so that whoever controls the endpoint cannot move a task onto any service account
+    /// of the namespace (ADR 0100 §8). Setting the default task service account, or the one the
+    /// attempt already has, changes no privilege and stays allowed.
+    ///
+    /// # Errors
+    /// [`ChangeError::RemoteServiceAccount`].
+    pub fn check_remote(&self, changes: &Changes, request: &Request) -> Result<(), ChangeError> {
+        match &changes.service_account {
+            Some(name)
+                if self.service_accounts.is_none()
+                    && name != &self.default_service_account
+                    && name != &request.execution.service_account =>
+            {
+                Err(ChangeError::RemoteServiceAccount { name: name.clone() })
+            }
+            _ => Ok(()),
+        }
     }
 
     fn check_fill(

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{ResourceList, Toleration};
@@ -10,16 +11,10 @@ use super::{ResourceList, Toleration};
 ///
 /// A `Refuse` is permanent and fails the task; a `Hold` is temporary and re-offers the attempt
 /// until the retry window is spent. Both are the hook working, so neither counts toward its
-/// breaker. The JSON form is the webhook's answer shape.
+/// breaker. On the webhook wire it travels as an [`super::AnswerEnvelope`].
 // A decision is moved once per hook call; boxing the changes would cost an allocation there.
 #[allow(clippy::large_enum_variant)]
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(
-    tag = "decision",
-    content = "detail",
-    rename_all = "snake_case",
-    deny_unknown_fields
-)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
     /// Run the attempt as it is.
     Admit,
@@ -36,7 +31,7 @@ pub enum Decision {
 /// Never the image, command, environment, namespace or resources. `runtime_class_name` and
 /// `fill_limits` are for privileged hooks only (see [`super::Privilege`]); any other hook that
 /// sets them is refused.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Changes {
     /// Merged into the node selector; the hook's keys win.

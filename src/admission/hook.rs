@@ -52,6 +52,34 @@ pub trait Hook: Send + Sync {
     /// The dispatcher drops the future when the dispatch is cancelled (shutdown, an ended tick);
     /// a hook must not rely on running to completion.
     fn admit<'a>(&'a self, request: &'a Request) -> HookFuture<'a>;
+
+    /// Decides on one attempt that the caller gives `limit` to answer.
+    ///
+    /// The supervisor calls this, with `limit` the call's own deadline: the hook's timeout or
+    /// what is left of the chain budget, whichever is shorter. It drops the call at that limit
+    /// whatever the hook does, so the default ignores `limit` and calls [`Hook::admit`]. A hook
+    /// that asks a remote server overrides it to tell the server the deadline, as the webhook
+    /// does with `?timeout=`, so that the server can give up before the caller does.
+    ///
+    /// # Errors
+    /// As [`Hook::admit`].
+    ///
+    /// # Cancel safety
+    /// As [`Hook::admit`].
+    fn admit_within<'a>(&'a self, request: &'a Request, limit: Duration) -> HookFuture<'a> {
+        let _ = limit;
+        self.admit(request)
+    }
+
+    /// Whether the hook's answers come from outside this process, from whoever controls an
+    /// endpoint (the webhook): such a hook may change the service account only when
+    /// `execution_allowlist.service_accounts` is set (ADR 0100 §8; see
+    /// [`super::ChangeRules::check_remote`]).
+    ///
+    /// It only ever narrows what a hook may change, so a hook that answers `true` gains nothing.
+    fn is_remote(&self) -> bool {
+        false
+    }
 }
 
 /// What a registered hook may change beyond what every hook may (ADR 0100 §7).

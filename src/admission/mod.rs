@@ -2,7 +2,8 @@
 //! turns the answers of every registered hook into one verdict per attempt.
 //!
 //! Nothing here does I/O, spawns, logs or knows about actors, HTTP or telemetry: the module returns
-//! facts, and the dispatcher and the supervisor act on them.
+//! facts, and the dispatcher and the supervisor act on them. It also holds the webhook's wire
+//! types, so that the client and any server share one definition of the protocol.
 //!
 //! | ADR 0100 | here |
 //! |---|---|
@@ -13,6 +14,7 @@
 //! | §5 reasons | [`clean_reason`], and [`escape_controls`] for ids and text printed on a line |
 //! | §6 the chain | [`Chain`], [`ChainRun`], [`Verdict`] |
 //! | §7 the executor policy's refusals | [`PolicyRefusal`], [`PolicyRule`], [`refuse_dag_placement`] |
+//! | §8 the webhook's wire format | [`RequestEnvelope`], [`AnswerEnvelope`], [`request_schema`], [`answer_schema`] |
 
 mod chain;
 mod changes;
@@ -26,6 +28,7 @@ mod quantity;
 mod reason;
 mod request;
 mod toleration;
+mod wire;
 
 pub use chain::{Chain, ChainRun, Recorded, Verdict};
 pub use changes::{
@@ -47,3 +50,6 @@ pub use reason::{
 };
 pub use request::{API_VERSION, Execution, Request, ResourceList, Resources};
 pub use toleration::{TaintEffect, Toleration, TolerationOperator};
+pub use wire::{
+    AnswerEnvelope, AnswerError, DecisionKind, RequestEnvelope, answer_schema, request_schema,
+};

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{Toleration, is_below};
@@ -14,12 +15,13 @@ pub const API_VERSION: &str = "dexaflow.io/admission/v1";
 /// It is built by value for each attempt, so a hook can neither read nor change the dispatcher's
 /// state through it. It carries the effective values (resources after the unit or the defaults,
 /// the service account after the default) and has no field for the environment, the source,
-/// secrets or the agent token, so no hook can see them. Its JSON form, with snake_case names, is
-/// also the webhook's wire shape; decoding refuses unknown fields.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// secrets or the agent token, so no hook can see them. On the webhook wire its fields sit at the
+/// top level of a [`super::RequestEnvelope`], snake_case; decoding refuses unknown fields.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Request {
-    /// Always [`API_VERSION`]; lets a webhook refuse a shape it does not know.
+    /// Always `dexaflow.io/admission/v1` (`API_VERSION`); lets a webhook refuse a shape it does
+    /// not know.
     pub api_version: String,
     /// The tenant that owns the DAG.
     pub tenant: String,
@@ -46,7 +48,7 @@ pub struct Request {
 }
 
 /// Resource requests and limits, as Kubernetes quantities.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Resources {
     /// What the attempt is guaranteed.
@@ -58,7 +60,7 @@ pub struct Resources {
 }
 
 /// One quantity per resource; `None` means unset.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ResourceList {
     /// CPU, such as `500m` or `2`.
@@ -110,7 +112,7 @@ impl ResourceList {
 }
 
 /// The execution fields of an attempt: where and as whom its pod runs.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Execution {
     /// The service account, after `executor.task_service_account` filled an empty one.

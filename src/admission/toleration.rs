@@ -1,13 +1,14 @@
 //! The typed toleration a request carries and a hook may append (ADR 0100 §1).
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// A Kubernetes toleration, typed so that the public shape does not freeze an untyped map.
 ///
 /// The rules Kubernetes applies to it (an `Exists` toleration has no value, an empty key needs
-/// `Exists`, `toleration_seconds` only with `NoExecute`) are checked when a hook appends one; see
-/// [`crate::admission::ChangeError`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// `Exists`, `toleration_seconds` only with `NoExecute`) are checked when a hook appends one, as
+/// `ChangeError::InvalidToleration`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Toleration {
     /// The taint key this toleration matches; empty matches every key (only with `Exists`).
@@ -28,7 +29,7 @@ pub struct Toleration {
 }
 
 /// How a toleration compares its value with a taint's value.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub enum TolerationOperator {
     /// Matches any value of the key; the toleration's own value must be empty.
     Exists,
@@ -38,7 +39,7 @@ pub enum TolerationOperator {
 }
 
 /// The effect of a taint that a toleration tolerates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub enum TaintEffect {
     /// New pods are not scheduled on the node.
     NoSchedule,

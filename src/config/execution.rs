@@ -1,21 +1,27 @@
 //! The `execution.*` section: warm pools, source mode, how hook calls are supervised
-//! (`execution.admission.*`) and the built-in hooks (`execution.admission.hooks`).
+//! (`execution.admission.*`), the hooks (`execution.admission.hooks`) and the webhook
+//! (`execution.admission.webhook.*`, ADR 0100 §8).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use serde_yaml_ng::{Mapping, Value};
 
 use super::keys::{
     ADMISSION_TIMEOUT, BREAKER_BACKOFF, BREAKER_FAILURES, BREAKER_MAX_BACKOFF, CHAIN_TIMEOUT,
-    FAIL_OPEN, HOOKS, POLICY, SOURCE_MODE_ENABLED, SOURCE_MODE_IMAGE, WARM_POOLS,
+    FAIL_OPEN, HOOKS, LEAVES, POLICY, SOURCE_MODE_ENABLED, SOURCE_MODE_IMAGE, WARM_POOLS, WEBHOOK,
+    WEBHOOK_BEARER_TOKEN_FILE, WEBHOOK_CA_BUNDLE, WEBHOOK_CLIENT_CERT, WEBHOOK_CLIENT_KEY,
+    WEBHOOK_FAIL_OPEN, WEBHOOK_TIMEOUT, WEBHOOK_URL,
 };
 use super::reader::{Reader, describe};
 use super::{ConfigError, Key};
 use crate::admission::{ChangeRules, Changes, label_value_problem};
 use crate::dispatch::settings::SourceMode;
-use crate::hooks::{HookSpec, Matcher, POLICY_HOOK, ResourceGroup};
+use crate::hooks::{HookSpec, Matcher, POLICY_HOOK, ResourceGroup, WebhookSpec};
 use crate::supervise;
+
+/// The name of the webhook `execution.admission.webhook.url` declares, last in the chain.
+const WEBHOOK_NAME: &str = "webhook";
 
 impl Reader {
     pub(super) fn warm_pools(&mut self) -> bool {
@@ -64,10 +70,19 @@ impl Reader {
                 max_backoff,
                 ..defaults.breaker
             },
+            // Filled from the hooks' own declarations once they are read.
+            hooks: BTreeMap::new(),
         }
     }
 
-    pub(super) fn hooks(&mut self, rules: &ChangeRules) -> Vec<HookSpec> {
+    /// The hooks in chain order, checked: those `execution.admission.hooks` lists, then the
+    /// webhook `execution.admission.webhook.url` declares. A webhook's own timeout and fail-open
+    /// go into `settings`.
+    pub(super) fn hooks(
+        &mut self,
+        rules: &ChangeRules,
+        settings: &mut supervise::Settings,
+    ) -> Vec<HookSpec> {
         let items = match self.found.get(HOOKS).map(|raw| raw.value.clone()) {
             None | Some(Value::Null) => Vec::new(),
             Some(Value::Sequence(items)) => items,
@@ -139,11 +154,110 @@ impl Reader {
                         .map(|source| ConfigError::HookRule { key: key(), source }),
                 );
             }
+            if let HookSpec::Webhook(webhook) = &spec {
+                let timeout_key = Key::file(format!("{HOOKS}[{index}].timeout"));
+                self.own_settings(webhook, timeout_key, settings);
+            }
             specs.push(spec);
         }
         let shown = serde_yaml_ng::to_value(&specs).unwrap_or(Value::Null);
         self.effective.insert(HOOKS, shown);
+        if let Some(webhook) = self.webhook() {
+            if let Some(first) = names.get(WEBHOOK_NAME) {
+                self.errors.push(ConfigError::DuplicateHook {
+                    key: self.named(WEBHOOK_URL),
+                    name: WEBHOOK_NAME.to_owned(),
+                    first: Key::file(format!("{HOOKS}[{first}].name")),
+                });
+            }
+            if let Err(problems) = webhook.check() {
+                self.errors
+                    .extend(problems.into_iter().map(|source| ConfigError::HookRule {
+                        key: Key::file(WEBHOOK),
+                        source,
+                    }));
+            }
+            let timeout_key = self.named(WEBHOOK_TIMEOUT);
+            self.own_settings(&webhook, timeout_key, settings);
+            specs.push(HookSpec::Webhook(webhook));
+        }
         specs
+    }
+
+    /// The webhook `execution.admission.webhook.*` declares, named `webhook`: `None` without a
+    /// URL, and an error for each of its other keys set without one.
+    fn webhook(&mut self) -> Option<WebhookSpec> {
+        let url = self.text(WEBHOOK_URL, "", |_| None);
+        let ca_bundle = self.path(WEBHOOK_CA_BUNDLE, "a file path");
+        let bearer_token_file = self.path(WEBHOOK_BEARER_TOKEN_FILE, "a file path");
+        let client_cert = self.path(WEBHOOK_CLIENT_CERT, "a file path");
+        let client_key = self.path(WEBHOOK_CLIENT_KEY, "a file path");
+        let example = supervise::Settings::default().timeout;
+        let timeout = self.optional_duration(WEBHOOK_TIMEOUT, example, Duration::from_nanos(1));
+        let fail_open = self.optional_flag(WEBHOOK_FAIL_OPEN);
+        if url.trim().is_empty() {
+            if self.is_bad(WEBHOOK_URL) {
+                return None;
+            }
+            // Any other key of the section, as the key table lists them.
+            if let Some(other) = LEAVES
+                .iter()
+                .filter(|key| {
+                    key.strip_prefix(WEBHOOK)
+                        .is_some_and(|field| field.starts_with('.'))
+                        && **key != WEBHOOK_URL
+                })
+                .find(|key| self.found.get(*key).is_some_and(|raw| !raw.value.is_null()))
+            {
+                self.errors.push(ConfigError::Required {
+                    key: self.named(WEBHOOK_URL),
+                    when: format!("{} is set", self.named(other)),
+                });
+            }
+            return None;
+        }
+        Some(WebhookSpec {
+            name: WEBHOOK_NAME.to_owned(),
+            url,
+            ca_bundle,
+            bearer_token_file,
+            client_cert,
+            client_key,
+            timeout,
+            fail_open,
+        })
+    }
+
+    /// Records a webhook's own `timeout` and `fail_open` in `settings`. A timeout longer than
+    /// the chain budget, which would cut every slow call short of it, is an error naming
+    /// `timeout_key`.
+    fn own_settings(
+        &mut self,
+        webhook: &WebhookSpec,
+        timeout_key: Key,
+        settings: &mut supervise::Settings,
+    ) {
+        if let Some(timeout) = webhook.timeout {
+            if timeout > settings.chain_timeout && !self.is_bad(CHAIN_TIMEOUT) {
+                self.errors.push(ConfigError::Invalid {
+                    key: timeout_key,
+                    expected: format!(
+                        "a duration of at most {CHAIN_TIMEOUT} ({})",
+                        humantime::format_duration(settings.chain_timeout)
+                    ),
+                    got: format!("{:?}", humantime::format_duration(timeout).to_string()),
+                });
+            }
+        }
+        if webhook.timeout.is_some() || webhook.fail_open.is_some() {
+            settings.hooks.insert(
+                webhook.name.clone(),
+                supervise::HookSettings {
+                    timeout: webhook.timeout,
+                    fail_open: webhook.fail_open,
+                },
+            );
+        }
     }
 
     /// Reports every group of the placement hook `item` (at `index`) that does not parse, its

@@ -67,18 +67,7 @@ impl Reader {
             as_u64(lite::default_max_parallel()),
             1..=as_u64(lite::MAX_PARALLEL),
         );
-        let dry_run_dir = self.get(
-            DRY_RUN_DIR,
-            None,
-            |raw| match raw.value.as_str() {
-                Some(text) if !text.is_empty() => Ok(Some(PathBuf::from(text))),
-                _ => Err(expected("a directory path")),
-            },
-            |dir| {
-                dir.as_ref()
-                    .map_or(Value::Null, |dir| Value::String(dir.display().to_string()))
-            },
-        );
+        let dry_run_dir = self.path(DRY_RUN_DIR, "a directory path");
         let executor = match executor_kind {
             ExecutorKind::Lite => ExecutorSettings::Lite {
                 log_dir: PathBuf::from(log_dir),

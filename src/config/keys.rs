@@ -37,6 +37,14 @@ pub(super) const BREAKER_FAILURES: &str = "execution.admission.breaker.failures"
 pub(super) const BREAKER_BACKOFF: &str = "execution.admission.breaker.backoff";
 pub(super) const BREAKER_MAX_BACKOFF: &str = "execution.admission.breaker.max_backoff";
 pub(super) const HOOKS: &str = "execution.admission.hooks";
+pub(super) const WEBHOOK: &str = "execution.admission.webhook";
+pub(super) const WEBHOOK_URL: &str = "execution.admission.webhook.url";
+pub(super) const WEBHOOK_CA_BUNDLE: &str = "execution.admission.webhook.ca_bundle";
+pub(super) const WEBHOOK_BEARER_TOKEN_FILE: &str = "execution.admission.webhook.bearer_token_file";
+pub(super) const WEBHOOK_CLIENT_CERT: &str = "execution.admission.webhook.client_cert";
+pub(super) const WEBHOOK_CLIENT_KEY: &str = "execution.admission.webhook.client_key";
+pub(super) const WEBHOOK_TIMEOUT: &str = "execution.admission.webhook.timeout";
+pub(super) const WEBHOOK_FAIL_OPEN: &str = "execution.admission.webhook.fail_open";
 pub(super) const ALLOWED_FIELDS: &str = "execution_allowlist.fields";
 pub(super) const ALLOWED_SERVICE_ACCOUNTS: &str = "execution_allowlist.service_accounts";
 pub(super) const ALLOWED_PRIORITY_CLASSES: &str = "execution_allowlist.priority_classes";
@@ -94,6 +102,13 @@ pub(super) const LEAVES: &[&str] = &[
     BREAKER_BACKOFF,
     BREAKER_MAX_BACKOFF,
     HOOKS,
+    WEBHOOK_URL,
+    WEBHOOK_CA_BUNDLE,
+    WEBHOOK_BEARER_TOKEN_FILE,
+    WEBHOOK_CLIENT_CERT,
+    WEBHOOK_CLIENT_KEY,
+    WEBHOOK_TIMEOUT,
+    WEBHOOK_FAIL_OPEN,
     ALLOWED_FIELDS,
     ALLOWED_SERVICE_ACCOUNTS,
     ALLOWED_PRIORITY_CLASSES,

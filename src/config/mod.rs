@@ -89,8 +89,8 @@ pub struct Config {
     pub dispatch: dispatch::Settings,
     /// How every hook call is supervised (`execution.admission.*`).
     pub supervise: supervise::Settings,
-    /// The built-in hooks, in chain order (`execution.admission.hooks`); build them with
-    /// [`crate::hooks::build`].
+    /// The hooks, in chain order (`execution.admission.hooks`, then the webhook of
+    /// `execution.admission.webhook.url`); build them with [`crate::hooks::build`].
     pub hooks: Vec<HookSpec>,
     /// `executor.policy`, when set: the chain's last hook; [`crate::hooks::chain`] puts it
     /// there.
@@ -446,7 +446,7 @@ impl Reader {
         let executor = self.executor();
         let warm_pools = self.warm_pools();
         let source_mode = self.source_mode();
-        let supervise = self.supervise();
+        let mut supervise = self.supervise();
         let allowlist = self.allowlist();
         let policy = self.policy();
         let (secret, ttl) = self.token();
@@ -471,7 +471,7 @@ impl Reader {
         // Hooks' changes, and the policy's forced values, are checked at boot against the same
         // rules the chain applies.
         let rules = dispatch.change_rules();
-        let hooks = self.hooks(&rules);
+        let hooks = self.hooks(&rules, &mut supervise);
         self.check_policy(policy.as_ref(), &rules);
         if !self.errors.is_empty() {
             return Err(ConfigErrors {

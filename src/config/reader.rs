@@ -5,8 +5,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::fmt;
+use std::net::SocketAddr;
 use std::num::IntErrorKind;
 use std::ops::RangeInclusive;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::de::{
@@ -451,16 +453,16 @@ impl Reader {
     }
 
     pub(super) fn flag(&mut self, key: &'static str, default: bool) -> bool {
+        self.get(key, default, parse_flag, |flag| Value::Bool(*flag))
+    }
+
+    /// A flag whose absence means "as another setting": `None` when unset.
+    pub(super) fn optional_flag(&mut self, key: &'static str) -> Option<bool> {
         self.get(
             key,
-            default,
-            |raw| match (&raw.value, &raw.env) {
-                (Value::Bool(flag), _) => Ok(*flag),
-                (Value::String(text), Some(_)) if text == "true" => Ok(true),
-                (Value::String(text), Some(_)) if text == "false" => Ok(false),
-                _ => Err(expected("true or false")),
-            },
-            |flag| Value::Bool(*flag),
+            None,
+            |raw| parse_flag(raw).map(Some),
+            |flag| flag.map_or(Value::Null, Value::Bool),
         )
     }
 
@@ -471,22 +473,69 @@ impl Reader {
         default: Duration,
         min: Duration,
     ) -> Duration {
-        let example = humantime::format_duration(default).to_string();
+        self.get(
+            key,
+            default,
+            |raw| parse_duration(raw, default, min),
+            |duration| show_duration(*duration),
+        )
+    }
+
+    /// A duration whose absence means "as another setting", `example` (shown in an error);
+    /// `None` when unset.
+    pub(super) fn optional_duration(
+        &mut self,
+        key: &'static str,
+        example: Duration,
+        min: Duration,
+    ) -> Option<Duration> {
+        self.get(
+            key,
+            None,
+            |raw| parse_duration(raw, example, min).map(Some),
+            |duration| duration.map_or(Value::Null, show_duration),
+        )
+    }
+
+    /// A path, `what` as an error says it ("a file path"); `None` when unset.
+    pub(super) fn path(&mut self, key: &'static str, what: &str) -> Option<PathBuf> {
+        self.get(
+            key,
+            None,
+            |raw| match raw.value.as_str() {
+                Some(text) if !text.trim().is_empty() => Ok(Some(PathBuf::from(text))),
+                _ => Err(expected(what)),
+            },
+            |path| {
+                path.as_ref().map_or(Value::Null, |path| {
+                    Value::String(path.display().to_string())
+                })
+            },
+        )
+    }
+
+    /// A socket address (`host:port`); `default` when unset.
+    pub(super) fn address(
+        &mut self,
+        key: &'static str,
+        default: Option<SocketAddr>,
+    ) -> Option<SocketAddr> {
         self.get(
             key,
             default,
             |raw| {
-                let duration = raw
-                    .value
+                raw.value
                     .as_str()
-                    .and_then(|text| humantime::parse_duration(text.trim()).ok())
-                    .ok_or_else(|| expected(format!("a duration such as {example:?}")))?;
-                if duration < min {
-                    return Err(expected(format!("a duration above 0s such as {example:?}")));
-                }
-                Ok(duration)
+                    .and_then(|text| text.trim().parse().ok())
+                    .map(Some)
+                    .ok_or_else(|| {
+                        // The key's own default is the example, where it has one.
+                        let example =
+                            default.map_or("127.0.0.1:8080".to_owned(), |a| a.to_string());
+                        expected(format!("an address such as \"{example}\""))
+                    })
             },
-            |duration| Value::String(humantime::format_duration(*duration).to_string()),
+            |address| address.map_or(Value::Null, |address| Value::String(address.to_string())),
         )
     }
 
@@ -558,6 +607,33 @@ impl Reader {
             },
         )
     }
+}
+
+fn parse_flag(raw: &Raw) -> Result<bool, Problem> {
+    match (&raw.value, &raw.env) {
+        (Value::Bool(flag), _) => Ok(*flag),
+        (Value::String(text), Some(_)) if text == "true" => Ok(true),
+        (Value::String(text), Some(_)) if text == "false" => Ok(false),
+        _ => Err(expected("true or false")),
+    }
+}
+
+/// A duration of at least `min`; an error shows `example`.
+fn parse_duration(raw: &Raw, example: Duration, min: Duration) -> Result<Duration, Problem> {
+    let example = humantime::format_duration(example).to_string();
+    let duration = raw
+        .value
+        .as_str()
+        .and_then(|text| humantime::parse_duration(text.trim()).ok())
+        .ok_or_else(|| expected(format!("a duration such as {example:?}")))?;
+    if duration < min {
+        return Err(expected(format!("a duration above 0s such as {example:?}")));
+    }
+    Ok(duration)
+}
+
+fn show_duration(duration: Duration) -> Value {
+    Value::String(humantime::format_duration(duration).to_string())
 }
 
 /// A list of non-empty text: a YAML list in the file, comma-separated in the environment.

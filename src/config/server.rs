@@ -19,8 +19,6 @@
 //! Each has a `DEXAFLOW_` variable like every other key (`DEXAFLOW_SERVER_LISTEN`); lists are
 //! comma-separated there, and `server.enabled_admission` may be written so in the file too.
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_yaml_ng::Value;
@@ -42,10 +40,10 @@ impl Reader {
     pub(super) fn server(&mut self) -> Option<serve::Settings> {
         let listen = self.address(SERVER_LISTEN, Some(serve::Settings::DEFAULT_LISTEN));
         let probe_listen = self.address(SERVER_PROBE_LISTEN, None);
-        let cert_file = self.path(SERVER_CERT_FILE);
-        let key_file = self.path(SERVER_KEY_FILE);
-        let client_ca_file = self.path(SERVER_CLIENT_CA_FILE);
-        let bearer_token_file = self.path(SERVER_BEARER_TOKEN_FILE);
+        let cert_file = self.path(SERVER_CERT_FILE, "a file path");
+        let key_file = self.path(SERVER_KEY_FILE, "a file path");
+        let client_ca_file = self.path(SERVER_CLIENT_CA_FILE, "a file path");
+        let bearer_token_file = self.path(SERVER_BEARER_TOKEN_FILE, "a file path");
         let max_body_bytes = self.integer(
             SERVER_MAX_BODY_BYTES,
             serve::Settings::DEFAULT_MAX_BODY_BYTES as u64,
@@ -63,7 +61,7 @@ impl Reader {
                     None => Value::Null,
                 },
             );
-        let resource_groups_file = self.path(SERVER_RESOURCE_GROUPS_FILE);
+        let resource_groups_file = self.path(SERVER_RESOURCE_GROUPS_FILE, "a file path");
         let scheduler_names = self
             .list(SERVER_SCHEDULER_NAMES)
             .unwrap_or_else(|| vec![serve::Settings::DEFAULT_SCHEDULER_NAME.to_owned()]);
@@ -103,39 +101,6 @@ impl Reader {
             shutdown_grace,
             poll_interval: serve::Settings::DEFAULT_POLL_INTERVAL,
         })
-    }
-
-    /// A socket address; `default` when unset.
-    fn address(&mut self, key: &'static str, default: Option<SocketAddr>) -> Option<SocketAddr> {
-        self.get(
-            key,
-            default,
-            |raw| {
-                raw.value
-                    .as_str()
-                    .and_then(|text| text.trim().parse().ok())
-                    .map(Some)
-                    .ok_or_else(|| expected("an address such as \"127.0.0.1:8443\""))
-            },
-            |address| address.map_or(Value::Null, |address| Value::String(address.to_string())),
-        )
-    }
-
-    /// A file path; `None` when unset.
-    fn path(&mut self, key: &'static str) -> Option<PathBuf> {
-        self.get(
-            key,
-            None,
-            |raw| match raw.value.as_str().map(str::trim) {
-                Some(text) if !text.is_empty() => Ok(Some(PathBuf::from(text))),
-                _ => Err(expected("a file path")),
-            },
-            |path| {
-                path.as_ref().map_or(Value::Null, |path| {
-                    Value::String(path.display().to_string())
-                })
-            },
-        )
     }
 }
 

@@ -142,14 +142,14 @@ impl From<FreezeSpec> for FreezeFields {
     }
 }
 
-fn parse_duration(field: &'static str, text: &str) -> Result<Duration, SpecError> {
+pub(super) fn parse_duration(field: &'static str, text: &str) -> Result<Duration, SpecError> {
     humantime::parse_duration(text).map_err(|_| SpecError::InvalidDuration {
         field,
         value: text.to_owned(),
     })
 }
 
-fn format_duration(duration: Duration) -> String {
+pub(super) fn format_duration(duration: Duration) -> String {
     humantime::format_duration(duration).to_string()
 }
 

@@ -1,5 +1,6 @@
-//! Built-in hooks: those an operator declares in config, under `execution.admission.hooks`, and
-//! the executor policy, `executor.policy`, which is always the chain's last hook ([`Policy`]).
+//! Built-in hooks: those an operator declares in config, under `execution.admission.hooks`
+//! (the webhook among them), and the executor policy, `executor.policy`, which is always the
+//! chain's last hook ([`Policy`]).
 //!
 //! Each entry is tagged by `type`, has a `name` unique in the chain, and becomes one
 //! [`crate::admission::Hook`]; the chain runs them in the order they are listed, each seeing the
@@ -12,6 +13,7 @@
 //! | `placement` | [`Placement`]: Volcano-style resource groups, the first match wins | `AdmitWith` |
 //! | `freeze` | [`Freeze`]: a time window, per tenant | `Hold` |
 //! | `deny` | [`Deny`]: a match | `Refuse` |
+//! | `webhook` | [`Webhook`]: an HTTPS endpoint (ADR 0100 §8), see [`webhook`] | any |
 //!
 //! Which attempts a hook acts on is one shared rule, [`Matcher`].
 //!
@@ -34,8 +36,8 @@
 //!             set: {node_selector: {pool: gpu}, priority_class: high-priority}
 //! ```
 //!
-//! This module uses only [`crate::admission`]; config parsing and key names live in
-//! [`crate::config`].
+//! This module uses only [`crate::admission`] (and, for the webhook, its HTTP client); config
+//! parsing and key names live in [`crate::config`].
 
 mod deny;
 mod freeze;
@@ -43,6 +45,7 @@ mod matcher;
 mod placement;
 mod policy;
 mod spec;
+pub mod webhook;
 
 pub use deny::{Deny, DenySpec};
 pub use freeze::{Clock, Freeze, FreezeSpec, SystemClock, Window};
@@ -53,3 +56,4 @@ pub use policy::{
     Quantity, ResourceMax, ResourceRules, ServiceAccountRules,
 };
 pub use spec::{HookSpec, SpecError, build, build_with_clock, chain};
+pub use webhook::{Webhook, WebhookError, WebhookSpec};

@@ -1,5 +1,6 @@
 //! A hook as config declares it, and turning the declarations into hooks.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -9,10 +10,10 @@ use crate::admission::{Chain, ChangeError, ChangeRules, Hook};
 
 use super::{
     Clock, Deny, DenySpec, Freeze, FreezeSpec, Placement, PlacementSpec, Policy, PolicySpec,
-    SystemClock,
+    SystemClock, Webhook, WebhookSpec,
 };
 
-/// One built-in hook as `execution.admission.hooks` declares it, tagged by `type`.
+/// One hook as `execution.admission.hooks` declares it, tagged by `type`.
 ///
 /// ```
 /// use dexaflow_admission::hooks::HookSpec;
@@ -32,6 +33,8 @@ pub enum HookSpec {
     Freeze(FreezeSpec),
     /// A refusal on a match ([`Deny`]).
     Deny(DenySpec),
+    /// An HTTPS endpoint that decides ([`Webhook`], ADR 0100 §8).
+    Webhook(WebhookSpec),
 }
 
 /// Why a hook declaration cannot become a hook. The text names the field inside the
@@ -82,6 +85,54 @@ pub enum SpecError {
         /// The rule it breaks.
         problem: ChangeError,
     },
+    /// A webhook URL that is not an absolute `http` or `https` URL with a host.
+    #[error(
+        "url: expected an absolute URL such as \"https://admission.example.com/admit\", got {url:?}"
+    )]
+    InvalidUrl {
+        /// The URL.
+        url: String,
+    },
+    /// A webhook URL with a user or password in it, which would be sent to no one and shown
+    /// everywhere the URL is: it is never shown.
+    #[error("url: must not carry a user or password (use bearer_token_file)")]
+    UrlCredentials,
+    /// A plain `http` webhook URL to a host that is not loopback: the request carries tenant and
+    /// DAG names and the task's execution fields (ADR 0100, consequences).
+    #[error(
+        "url: must be https unless its host is loopback (127.0.0.0/8, ::1 or localhost), got {url:?}"
+    )]
+    InsecureUrl {
+        /// The URL.
+        url: String,
+    },
+    /// A webhook timeout of zero.
+    #[error("timeout: must be above 0s")]
+    ZeroTimeout,
+    /// A file a webhook reads that cannot be read or does not hold what it must.
+    // The cause is kept as text: specs and their errors are compared and cloned, which an
+    // `io::Error` cannot be.
+    #[error("{field}: {}: {problem}", path.display())]
+    File {
+        /// `ca_bundle`, `bearer_token_file`, `client_cert` or `client_key`.
+        field: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// `client_cert` without `client_key`, or the other way round.
+    #[error("client_cert and client_key: set both for mutual TLS, or neither")]
+    ClientAuthHalf,
+    /// A client key that does not fit its certificate, or that rustls cannot use.
+    #[error("client_key: cannot be used with client_cert: {problem}")]
+    ClientAuth {
+        /// What rustls said.
+        problem: String,
+    },
+    /// An https webhook without a `ca_bundle` on a system that has no root certificates.
+    #[error("ca_bundle: required, since no system root certificates were found")]
+    NoRoots,
     /// A matcher criterion naming a label or annotation Kubernetes would reject, which no
     /// attempt can carry ([`super::Matcher::problems`]).
     #[error("{}match: {problem}", group.map(|group| format!("groups[{group}].")).unwrap_or_default())]
@@ -100,6 +151,7 @@ impl HookSpec {
             HookSpec::Placement(spec) => &spec.name,
             HookSpec::Freeze(spec) => &spec.name,
             HookSpec::Deny(spec) => &spec.name,
+            HookSpec::Webhook(spec) => &spec.name,
         }
     }
 
@@ -128,6 +180,7 @@ impl HookSpec {
                     Err(problems)
                 }
             }
+            HookSpec::Webhook(spec) => spec.check(),
         }
     }
 
@@ -137,6 +190,7 @@ impl HookSpec {
             HookSpec::Placement(spec) => Arc::new(Placement::new(spec)),
             HookSpec::Freeze(spec) => Arc::new(Freeze::new(spec, clock)),
             HookSpec::Deny(spec) => Arc::new(Deny::new(spec)),
+            HookSpec::Webhook(spec) => Arc::new(Webhook::from_spec(spec)),
         }
     }
 }
@@ -144,7 +198,9 @@ impl HookSpec {
 /// The hooks `specs` declare, in the same order, on the system clock.
 ///
 /// Relative freeze windows start counting when this is called, so call it once at boot. The
-/// specs are expected to have passed [`HookSpec::check`], as `Config` does.
+/// specs are expected to have passed [`HookSpec::check`], as `Config` does; a webhook whose files
+/// can no longer be loaded is built all the same and fails every call naming the problem
+/// ([`Webhook::from_spec`]).
 pub fn build(specs: &[HookSpec]) -> Vec<Arc<dyn Hook>> {
     build_with_clock(specs, Arc::new(SystemClock))
 }

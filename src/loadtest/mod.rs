@@ -4,7 +4,7 @@
 //! A run offers attempts to the real [`Dispatcher`](crate::dispatch::Dispatcher), ticked by the
 //! harness, with its [`Pipeline`](crate::dispatch::Pipeline), task store, supervised chain
 //! (breaker actors included) and the `null` executor, all in one actix system. The hooks are
-//! synthetic, described by `--hook SPEC` ([`HookSpec`]).
+//! synthetic, or real webhooks, described by `--hook SPEC` ([`HookSpec`]).
 //!
 //! - **Open loop.** With `--rate R` attempt *i* is due at *i*/R seconds; its latency runs from
 //!   that intended start to its final disposition, so a stall of the dispatcher shows as latency
@@ -58,5 +58,5 @@ pub use error::LoadTestError;
 pub use plan::{Amount, Plan, attempt};
 pub use report::{AttemptOutcome, BreakerTransitions, Latencies, Report, Throughput};
 pub use run::{Options, run, run_blocking};
-pub use spec::{HookSpec, SpecError, Synthetic, parse_all};
+pub use spec::{HookSpec, SpecError, Synthetic, WebhookFiles, parse_all};
 pub use timer::{HookTimer, TimerThread};

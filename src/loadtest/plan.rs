@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::LoadTestError;
-use super::spec::{HookSpec, Synthetic};
+use super::spec::{HookSpec, Synthetic, WebhookFiles};
 use super::timer::{HookTimer, TimerThread};
 use crate::admission::{Chain, Hook, Resources};
 use crate::dispatch::executor::null::Null;
@@ -20,6 +20,7 @@ use crate::dispatch::settings::{
 use crate::dispatch::task::{Task, TaskExecution, TaskKey};
 use crate::dispatch::token::Hs256Minter;
 use crate::dispatch::{Parts, Pipeline, Settings, Settled, TaskStore};
+use crate::hooks::{SpecError, Webhook, WebhookSpec};
 use crate::supervise::{self, Observer, SupervisedChain};
 
 /// How many attempts a run offers.
@@ -43,8 +44,10 @@ pub struct Plan {
     pub buffer_size: usize,
     /// `scheduler.dispatch.workers` (0 is taken as 1).
     pub workers: usize,
-    /// The synthetic hooks, in chain order.
+    /// The hooks, in chain order.
     pub hooks: Vec<HookSpec>,
+    /// The files of every `webhook:URL` hook.
+    pub webhook_files: WebhookFiles,
     /// What `sleep` and `jitter` hooks wait on.
     pub hook_timer: HookTimer,
     /// How many tenants the attempts are spread over, round robin.
@@ -63,6 +66,7 @@ impl Default for Plan {
             buffer_size: 0,
             workers: 1,
             hooks: Vec::new(),
+            webhook_files: WebhookFiles::default(),
             hook_timer: HookTimer::Thread,
             tenants: 1,
             supervise: supervise::Settings::default(),
@@ -114,7 +118,36 @@ impl Plan {
                 "must not be longer than --breaker-max-backoff",
             );
         }
+        for (position, spec) in self.hooks.iter().enumerate() {
+            let HookSpec::Webhook(url) = spec else {
+                continue;
+            };
+            let problems = self.webhook_spec(position, url).check().err();
+            // The first problem, against the flag it came from.
+            if let Some(problem) = problems.as_deref().and_then(<[SpecError]>::first) {
+                let flag = match problem {
+                    SpecError::File {
+                        field: "ca_bundle", ..
+                    } => "--webhook-ca-bundle",
+                    SpecError::File {
+                        field: "bearer_token_file",
+                        ..
+                    } => "--webhook-bearer-token-file",
+                    _ => "--hook",
+                };
+                return bad(flag, &problem.to_string());
+            }
+        }
         Ok(())
+    }
+
+    /// The webhook a `webhook:URL` hook at `position` is, with the plan's files.
+    fn webhook_spec(&self, position: usize, url: &str) -> WebhookSpec {
+        WebhookSpec {
+            ca_bundle: self.webhook_files.ca_bundle.clone(),
+            bearer_token_file: self.webhook_files.bearer_token_file.clone(),
+            ..WebhookSpec::new(format!("webhook#{position}"), url)
+        }
     }
 
     /// How many attempts the run offers, when that is known before it starts (at most ten
@@ -236,14 +269,19 @@ impl Plan {
             .collect()
     }
 
-    /// The synthetic hooks of the plan, in chain order, each seeded from the plan's seed;
-    /// `sleep` and `jitter` wait on `timer`, or on tokio's timer without one.
+    /// The hooks of the plan, in chain order: the synthetic ones each seeded from the plan's
+    /// seed, with `sleep` and `jitter` waiting on `timer` (or on tokio's timer without one), and
+    /// the webhooks with the plan's files.
     pub fn synthetic_hooks(&self, timer: Option<&TimerThread>) -> Vec<Arc<dyn Hook>> {
         self.hooks
             .iter()
             .enumerate()
             .map(|(position, spec)| {
-                let hook = Synthetic::new(*spec, position, self.seed);
+                if let HookSpec::Webhook(url) = spec {
+                    return Arc::new(Webhook::from_spec(&self.webhook_spec(position, url)))
+                        as Arc<dyn Hook>;
+                }
+                let hook = Synthetic::new(spec.clone(), position, self.seed);
                 let hook = match timer {
                     Some(timer) => hook.waiting_on(timer.clone()),
                     None => hook,

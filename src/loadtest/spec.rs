@@ -12,13 +12,14 @@
 //! | `hold:P` | holds with probability `P`, else admits |
 //! | `refuse:P` | refuses with probability `P`, else admits |
 //! | `change:P` | admits with a node selector and a label that pass the change rules with probability `P`, else admits |
+//! | `webhook:URL` | the real [`crate::hooks::Webhook`] at `URL`, with the run's [`WebhookFiles`] |
 //!
 //! `P` is a probability from 0 to 1; `DUR` is a duration such as `500us`, `1ms` or `2s`. The
 //! draws come from a [`fastrand::Rng`] per hook, seeded from the run's seed and the hook's
-//! position, so that a run is reproducible. `webhook:URL` is reserved for the webhook hook, which
-//! is not implemented yet.
+//! position, so that a run is reproducible.
 
 use std::fmt;
+use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -32,8 +33,8 @@ use crate::admission::{Changes, Decision, Hook, HookError, HookFuture, Request};
 /// carries the label was admitted with changes.
 pub const CHANGED_KEY: &str = "loadtest.example.com/changed";
 
-/// One synthetic hook, as `--hook SPEC` describes it.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// One hook of a load test, as `--hook SPEC` describes it: synthetic, or a webhook.
+#[derive(Debug, Clone, PartialEq)]
 pub enum HookSpec {
     /// `noop`: admits at once.
     Noop,
@@ -62,6 +63,18 @@ pub enum HookSpec {
     Refuse(f64),
     /// `change:P`: an admit with changes with this probability.
     Change(f64),
+    /// `webhook:URL`: the webhook hook at this URL.
+    Webhook(String),
+}
+
+/// The files of every `webhook:URL` hook of a run: `--webhook-ca-bundle` and
+/// `--webhook-bearer-token-file`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WebhookFiles {
+    /// The PEM bundle the webhooks' certificates must chain to; the system's roots when `None`.
+    pub ca_bundle: Option<PathBuf>,
+    /// The file the webhooks' bearer token is read from; none is sent when `None`.
+    pub bearer_token_file: Option<PathBuf>,
 }
 
 /// Why a `--hook` value is not a SPEC. Each message names the flag and the value.
@@ -70,7 +83,7 @@ pub enum SpecError {
     /// The part before `:` is no kind of hook.
     #[error(
         "--hook {spec:?}: unknown hook {kind:?}; expected noop, sleep:DUR, jitter:MIN..MAX, \
-         spin:DUR, error:P, panic:P, timeout:P, hold:P, refuse:P or change:P"
+         spin:DUR, error:P, panic:P, timeout:P, hold:P, refuse:P, change:P or webhook:URL"
     )]
     UnknownKind {
         /// The whole value.
@@ -107,12 +120,6 @@ pub enum SpecError {
         spec: String,
         /// The part that is no probability.
         value: String,
-    },
-    /// `webhook:URL`: the webhook hook does not exist yet.
-    #[error("--hook {spec:?}: the webhook hook is not implemented yet")]
-    WebhookNotImplemented {
-        /// The whole value.
-        spec: String,
     },
 }
 
@@ -171,9 +178,12 @@ impl FromStr for HookSpec {
             "hold" => Ok(HookSpec::Hold(probability(value)?)),
             "refuse" => Ok(HookSpec::Refuse(probability(value)?)),
             "change" => Ok(HookSpec::Change(probability(value)?)),
-            "webhook" => Err(SpecError::WebhookNotImplemented {
-                spec: spec.to_owned(),
-            }),
+            "webhook" => match value {
+                Some(url) if !url.is_empty() => Ok(HookSpec::Webhook(url.to_owned())),
+                _ => Err(shape(
+                    "expected a URL after \":\", such as \"webhook:https://127.0.0.1:8443/admit\"",
+                )),
+            },
             _ => Err(SpecError::UnknownKind {
                 spec: spec.to_owned(),
                 kind: kind.to_owned(),
@@ -213,6 +223,7 @@ impl HookSpec {
             HookSpec::Hold(_) => "hold",
             HookSpec::Refuse(_) => "refuse",
             HookSpec::Change(_) => "change",
+            HookSpec::Webhook(_) => "webhook",
         }
     }
 
@@ -244,6 +255,7 @@ impl fmt::Display for HookSpec {
             | HookSpec::Hold(p)
             | HookSpec::Refuse(p)
             | HookSpec::Change(p) => write!(f, "{kind}:{p}"),
+            HookSpec::Webhook(url) => write!(f, "{kind}:{url}"),
         }
     }
 }

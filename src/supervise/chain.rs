@@ -11,17 +11,19 @@ use crate::admission::{Chain, Outcome, Request, Verdict};
 
 /// A chain whose every call is supervised: breaker gate, timeout, panic recovery.
 ///
-/// Each call gets `min(timeout, what is left of chain_timeout)`, so several slow hooks cannot
-/// stall one attempt past the chain budget. A call that the rest of the budget ends, rather than
-/// its own timeout, is cut because the hooks before it spent the budget: it is
-/// [`crate::admission::HookError::BudgetSpent`], its breaker does not count it, and a hook with
-/// no budget left is not called at all. Either makes the attempt unavailable, or under fail-open
-/// is passed over, as any broken call.
+/// Each call gets `min(its hook's timeout, what is left of chain_timeout)`, so several slow
+/// hooks cannot stall one attempt past the chain budget. A hook's timeout and fail-open are its
+/// own where [`Settings::hooks`] sets them (a webhook's), the admission settings otherwise. A
+/// call that the rest of the budget ends, rather than its own timeout, is cut because the hooks
+/// before it spent the budget: it is [`crate::admission::HookError::BudgetSpent`], its breaker
+/// does not count it, and a hook with no budget left is not called at all. Either makes the
+/// attempt unavailable, or under fail-open is passed over, as any broken call.
 #[derive(Clone)]
 pub struct SupervisedChain {
     chain: Chain,
     hooks: Vec<Supervised>,
-    timeout: Duration,
+    // `own[i]`: the timeout and fail-open of `hooks[i]`.
+    own: Vec<(Duration, bool)>,
     chain_timeout: Duration,
     observer: Arc<dyn Observer>,
 }
@@ -30,7 +32,7 @@ impl std::fmt::Debug for SupervisedChain {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SupervisedChain")
             .field("hooks", &self.hooks)
-            .field("timeout", &self.timeout)
+            .field("own", &self.own)
             .field("chain_timeout", &self.chain_timeout)
             .finish()
     }
@@ -40,7 +42,9 @@ impl SupervisedChain {
     /// Starts one breaker per hook of `chain` on the current arbiter and supervises the chain.
     ///
     /// `settings.fail_open` overrides the chain's own fail-open flag. When it is set and the chain
-    /// has a hook, this logs a warning: every command that supervises a chain says so at boot.
+    /// has a hook, this logs a warning, and so does a hook that fails open by its own setting
+    /// while the admission setting does not: every command that supervises a chain says so at
+    /// boot.
     ///
     /// # Panics
     /// Outside a running actix system (the breakers are actors).
@@ -69,10 +73,24 @@ impl SupervisedChain {
                 Supervised::new(Arc::clone(hook), gate)
             })
             .collect();
+        let own = chain
+            .hooks()
+            .iter()
+            .map(|hook| {
+                let fail_open = settings.fail_open_of(hook.name());
+                if fail_open && !settings.fail_open {
+                    tracing::warn!(
+                        "hook {:?} fails open: an attempt whose call to it errors, times out, panics or is skipped by its breaker runs unchanged",
+                        hook.name()
+                    );
+                }
+                (settings.timeout_of(hook.name()), fail_open)
+            })
+            .collect();
         SupervisedChain {
             chain,
             hooks,
-            timeout: settings.timeout,
+            own,
             chain_timeout: settings.chain_timeout,
             observer,
         }
@@ -96,17 +114,18 @@ impl SupervisedChain {
     pub async fn admit(&self, request: Request) -> Verdict {
         let started = Instant::now();
         let budget_ends = started + self.chain_timeout;
-        // A budget shorter than the timeout bounds every call, the first included: running into
-        // it alone is then the hook's own timeout, not a cut by the hooks before it.
-        let timeout = self.timeout.min(self.chain_timeout);
         let mut run = self.chain.start(request);
         while run.next_hook().is_some() {
             let hook = &self.hooks[run.position()];
+            let (timeout, fail_open) = self.own[run.position()];
+            // A budget shorter than the timeout bounds every call, the first included: running
+            // into it alone is then the hook's own timeout, not a cut by the hooks before it.
+            let timeout = timeout.min(self.chain_timeout);
             let call_started = Instant::now();
             let limit =
                 Limit::within_budget(timeout, budget_ends.saturating_duration_since(call_started));
             let result = hook.call(run.request(), limit).await;
-            let recorded = run.record(result);
+            let recorded = run.record_failing_open(result, fail_open);
             let elapsed = call_started.elapsed();
             self.observer.hook_call(recorded.outcome, elapsed);
             if recorded.failed_open {

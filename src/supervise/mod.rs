@@ -27,7 +27,7 @@ pub use catch_panic::{CatchPanic, catch_panic, panic_message};
 pub use chain::SupervisedChain;
 pub use gate::{Gate, Pass};
 pub use observer::{Fanout, Ignore, Observer};
-pub use settings::{BreakerSettings, Settings};
+pub use settings::{BreakerSettings, HookSettings, Settings};
 pub use stack::Supervised;
 pub use timeout::{Limit, timeout};
 pub use worker::{AdmissionWorker, Run, Stop, Wake};

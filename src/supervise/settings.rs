@@ -1,5 +1,6 @@
 //! The supervisor's settings, as plain values: `config.rs` builds them from the YAML file.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// How every hook call is supervised.
@@ -15,6 +16,36 @@ pub struct Settings {
     pub fail_open: bool,
     /// `execution.admission.breaker.*`.
     pub breaker: BreakerSettings,
+    /// What a hook sets for itself, by hook name (a webhook's `timeout` and `fail_open`); every
+    /// setting it leaves unset is the one above.
+    pub hooks: BTreeMap<String, HookSettings>,
+}
+
+/// One hook's own supervision settings; `None` takes the admission setting.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HookSettings {
+    /// The most one call of this hook may take, instead of `timeout`.
+    pub timeout: Option<Duration>,
+    /// Whether this hook fails open, instead of `fail_open`.
+    pub fail_open: Option<bool>,
+}
+
+impl Settings {
+    /// The timeout of the hook named `hook`: its own, or the admission setting.
+    pub fn timeout_of(&self, hook: &str) -> Duration {
+        self.hooks
+            .get(hook)
+            .and_then(|own| own.timeout)
+            .unwrap_or(self.timeout)
+    }
+
+    /// Whether the hook named `hook` fails open: its own setting, or the admission setting.
+    pub fn fail_open_of(&self, hook: &str) -> bool {
+        self.hooks
+            .get(hook)
+            .and_then(|own| own.fail_open)
+            .unwrap_or(self.fail_open)
+    }
 }
 
 /// When a hook's breaker opens and how long it stays open.
@@ -41,6 +72,7 @@ impl Default for Settings {
             chain_timeout: Duration::from_secs(2),
             fail_open: false,
             breaker: BreakerSettings::default(),
+            hooks: BTreeMap::new(),
         }
     }
 }

@@ -51,7 +51,12 @@ impl Supervised {
             return Err(HookError::BudgetSpent(Duration::ZERO));
         }
         let pass = self.gate.enter()?;
-        match timeout(allowed, catch_panic(|| self.hook.admit(request))).await {
+        match timeout(
+            allowed,
+            catch_panic(|| self.hook.admit_within(request, allowed)),
+        )
+        .await
+        {
             Some(result) => {
                 pass.finish(result.is_err());
                 result

@@ -19,7 +19,7 @@ use dexaflow_admission::dispatch::settings::{
 use dexaflow_admission::dispatch::task::{Task, TaskExecution, TaskKey};
 use dexaflow_admission::dispatch::token::{AgentIdentity, Minter, TokenError};
 use dexaflow_admission::dispatch::{
-    Dispatcher, Offer, Parts, Pipeline, Settings, Settled, TaskStore, Tick, Ticking,
+    Dispatcher, Offer, Parts, Pipeline, Settings, Settled, TaskInstance, TaskStore, Tick, Ticking,
 };
 use dexaflow_admission::supervise::{self, BreakerSettings, Gate, Ignore, SupervisedChain};
 use tokio::sync::mpsc;
@@ -130,6 +130,7 @@ pub fn supervision() -> supervise::Settings {
             max_backoff: Duration::from_secs(60),
             jitter: 0.0,
         },
+        hooks: Default::default(),
     }
 }
 
@@ -190,6 +191,21 @@ impl Harness {
             .expect("dispatcher alive")
             .expect("takes offers");
         self.dispatcher.send(Tick).await.expect("dispatcher alive");
+    }
+
+    /// Offers `task`, ticks once, waits for the offer to settle and returns its task instance.
+    pub async fn dispatch(&mut self, task: Task) -> TaskInstance {
+        let key = task.key.clone();
+        let offered = self.dispatcher.send(Offer(vec![task])).await;
+        offered.expect("alive").expect("takes offers");
+        self.tick(&key).await
+    }
+
+    /// Ticks once, waits for an offer to settle and returns the task instance of `key`.
+    pub async fn tick(&mut self, key: &TaskKey) -> TaskInstance {
+        self.dispatcher.send(Tick).await.expect("alive");
+        self.next_settled().await;
+        self.store.get(key).expect("the task is stored")
     }
 
     /// The breaker gate of the hook at `position`.
