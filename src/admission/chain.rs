@@ -115,8 +115,8 @@ impl Chain {
     }
 
     /// Registers `hook` after the hooks already registered, unprivileged (its changes may not
-    /// set `runtime_class_name` or fill limits, see [`Privilege`]), and before the last hook
-    /// the crate set with [`Chain::with_privileged_last`], which nothing can follow.
+    /// set `runtime_class_name` or fill limits, see [`Privilege`]), and before the privileged
+    /// last hook the crate itself may register (the executor policy), which nothing can follow.
     pub fn with_hook(mut self, hook: Arc<dyn Hook>) -> Chain {
         let at = self.hooks.len() - usize::from(self.sealed);
         self.hooks.insert(at, hook);
