@@ -5,12 +5,15 @@
 
 mod common;
 mod fakes;
+mod webhook_fixture;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use common::{FakeHook, annotation, node_selector};
-use dexaflow_admission::admission::{Changes, Hook, TaintEffect, Toleration, TolerationOperator};
+use dexaflow_admission::admission::{
+    Changes, Decision, Hook, TaintEffect, Toleration, TolerationOperator,
+};
 use dexaflow_admission::config::Config;
 use dexaflow_admission::dispatch::TaskInstance;
 use dexaflow_admission::dispatch::executor;
@@ -18,10 +21,12 @@ use dexaflow_admission::dispatch::placement::{DedicatedReason, Placement};
 use dexaflow_admission::dispatch::run::{Install, run};
 use dexaflow_admission::dispatch::task::{State, Task};
 use dexaflow_admission::hooks;
+use dexaflow_admission::hooks::Webhook;
 use dexaflow_admission::supervise::Ignore;
 use fakes::{RecordingMinter, supervision, task};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use webhook_fixture::{Certs, Server, Transport, deciding};
 
 const NO_ENV: [(&str, &str); 0] = [];
 
@@ -73,9 +78,19 @@ fn on_its_own_pod(mut task: Task) -> Task {
 
 /// Dispatches `task` on the Kubernetes executor in dry-run mode, with warm pools on, the
 /// config's own chain (its hooks, then `executor.policy` last) and `operator_hooks` registered
-/// after the chain is built. `policy` is the YAML of `executor.policy`.
+/// after the chain is built, on tokio's paused clock. `policy` is the YAML of `executor.policy`.
 async fn dispatch(policy: &str, operator_hooks: Vec<Arc<dyn Hook>>, task: Task) -> Dispatched {
     tokio::time::pause();
+    dispatch_on_the_real_clock(policy, operator_hooks, task).await
+}
+
+/// As [`dispatch`], on the real clock: for a webhook, whose call waits on a real socket, which a
+/// paused clock would time out at once.
+async fn dispatch_on_the_real_clock(
+    policy: &str,
+    operator_hooks: Vec<Arc<dyn Hook>>,
+    task: Task,
+) -> Dispatched {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let yaml = format!(
         "executor:\n  type: kubernetes\n  task_service_account: dexaflow-task\n  kubernetes: {{dry_run_dir: {:?}}}\n  policy: {policy}\nexecution: {{warm_pools_enabled: true}}\n",
@@ -381,6 +396,57 @@ async fn an_operator_hook_setting_a_forced_node_selector_key_loses_to_the_policy
             ("pool".to_owned(), "tenant-jobs".to_owned()),
             ("zone".to_owned(), "eu-west-1a".to_owned()),
         ]))
+    );
+}
+
+/// A webhook at a real TLS server on loopback that answers every attempt with `changes`, and the
+/// server, which must outlive the dispatch.
+fn webhook_changing(certs: &Certs, changes: Changes) -> (Vec<Arc<dyn Hook>>, Server) {
+    let server = Server::start(
+        certs,
+        Transport::Tls,
+        deciding(move |_| Decision::AdmitWith(changes.clone())),
+    );
+    let webhook = Webhook::new(&certs.webhook(&server.url())).expect("a valid webhook");
+    (vec![Arc::new(webhook) as Arc<dyn Hook>], server)
+}
+
+#[actix::test]
+async fn a_webhook_setting_a_forced_node_selector_key_loses_to_the_policy() {
+    let certs = Certs::new();
+    let (hooks, server) = webhook_changing(&certs, node_selector("pool", "gpu"));
+
+    let dispatched = dispatch_on_the_real_clock(FORCED_PLACEMENT, hooks, task("load")).await;
+
+    assert_eq!(server.seen().len(), 1, "the webhook was asked once");
+    assert_eq!(
+        pod_spec(dispatched.pod()).node_selector,
+        Some(BTreeMap::from([(
+            "pool".to_owned(),
+            "tenant-jobs".to_owned()
+        )]))
+    );
+}
+
+#[actix::test]
+async fn a_webhook_s_priority_class_outside_allowed_is_refused_with_the_policy_s_message() {
+    let certs = Certs::new();
+    let changes = Changes {
+        priority_class: Some("critical".to_owned()),
+        ..Changes::default()
+    };
+    let (hooks, server) = webhook_changing(&certs, changes);
+
+    let dispatched = dispatch_on_the_real_clock(
+        "{placement: {allowed_priority_classes: [batch-low]}}",
+        hooks,
+        task("load"),
+    )
+    .await;
+
+    assert_eq!(server.seen().len(), 1, "the webhook was asked once");
+    dispatched.assert_refused_with(
+        "dispatch refused: admission: refused by executor policy: execution.priority_class_name \"critical\" is not in placement.allowed_priority_classes",
     );
 }
 
