@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use actix::{Actor, Addr};
-use dexaflow_admission::admission::{Chain, ChangeRules, Hook};
+use dexaflow_admission::admission::{Chain, Hook};
 use dexaflow_admission::dispatch::executor::{Admitted, ExecuteFuture, Executor, Launched};
 use dexaflow_admission::dispatch::settings::{
     Allowlist, Enforce, ExecutorSettings, PolicySettings, ResourceDefaults, ResourceUnit,
@@ -222,13 +222,10 @@ pub fn start(
     supervision: supervise::Settings,
     hooks: Vec<Arc<dyn Hook>>,
 ) -> Harness {
-    let rules = ChangeRules {
-        service_accounts: settings.allowlist.service_accounts.clone(),
-        priority_classes: settings.allowlist.priority_classes.clone(),
-        default_service_account: settings.task_service_account.clone(),
-        unit: None,
-    };
-    let chain = hooks.into_iter().fold(Chain::new(rules), Chain::with_hook);
+    // The rules the binary builds from the same settings, the resource unit included.
+    let chain = hooks
+        .into_iter()
+        .fold(Chain::new(settings.change_rules()), Chain::with_hook);
     let chain =
         (!chain.is_empty()).then(|| SupervisedChain::start(chain, &supervision, Arc::new(Ignore)));
     let store = TaskStore::new();
