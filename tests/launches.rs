@@ -18,8 +18,8 @@ use dexaflow_admission::dispatch::{
     Disposition, MAX_DISPATCH_ATTEMPTS, Parts, Pipeline, Shutdown, TaskInstance, TaskStore,
     Trigger, signal,
 };
+use dexaflow_admission::events::Ignore;
 use dexaflow_admission::report::Row;
-use dexaflow_admission::supervise::Ignore;
 use fakes::{RecordingMinter, settings, task};
 use rustix::io::Errno;
 use tokio::sync::mpsc::{self, UnboundedSender};

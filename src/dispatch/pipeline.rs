@@ -20,7 +20,8 @@ use super::store::{Requeue, TaskStore, Waited, Write};
 use super::task::{Task, TaskKey};
 use super::token::{AgentIdentity, Minter};
 use crate::admission::{Outcome, Verdict, error_chain};
-use crate::supervise::{Observer, SupervisedChain};
+use crate::events::Observer;
+use crate::supervise::SupervisedChain;
 
 /// How one offer of an attempt ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
