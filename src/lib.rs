@@ -9,7 +9,8 @@
 //!   types (§8). No actors or I/O.
 //! - [`dispatch`]: the dispatch path (§2, §4, §5): the [`dispatch::Dispatcher`] actor, the
 //!   bounded buffer and its [`dispatch::AdmissionWorker`]s, the [`dispatch::Pipeline`] both
-//!   drivers run, built-in refusals, token, placement, executors and the task store.
+//!   drivers run, built-in refusals, token, placement, executors and the task store, where
+//!   each task instance keeps why it failed or waits as a typed [`dispatch::Reason`].
 //! - [`supervise`]: every hook call under a timeout, panic recovery and a breaker actor per hook
 //!   (§5), and the supervised chain.
 //! - [`events`]: the traits through which hook calls, breakers and the dispatch buffer are

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dexaflow_admission::dispatch::executor::{
-    Admitted, Completion, ExecuteFuture, Executor, ExecutorError, Launched, Step,
+    Admitted, Completion, Ending, ExecuteFuture, Executor, ExecutorError, Launched, Step,
 };
 use dexaflow_admission::dispatch::task::{State, Task};
 use dexaflow_admission::dispatch::{
@@ -252,7 +252,7 @@ async fn a_followed_attempt_runs_once_started_and_settles_as_it_ended_without_a_
 
     steps.send(Step::Started).unwrap();
     steps
-        .send(Step::Ended(Completion::Failed("exit code 3".to_owned())))
+        .send(Step::Ended(Completion::Failed(Ending::ExitCode(3))))
         .unwrap();
     drop(steps);
     bench.followed().await;

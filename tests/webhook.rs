@@ -66,7 +66,7 @@ async fn assert_unavailable_through(spec: &WebhookSpec, cause: &str) {
 
     let row = dispatch_once(&mut harness).await;
 
-    let reason = row.failure_reason.clone().unwrap_or_default();
+    let reason = row.failure_reason.as_deref().unwrap_or_default().to_owned();
     assert_eq!(row.state, State::Scheduled, "{reason}");
     assert!(
         reason.starts_with("admission hook unavailable: webhook: "),
@@ -563,7 +563,7 @@ async fn unreadable_token_file_at_call_time_fails_the_call_without_showing_the_t
 
     let row = dispatch_once(&mut harness).await;
 
-    let reason = row.failure_reason.unwrap_or_default();
+    let reason = row.failure_reason.as_deref().unwrap_or_default().to_owned();
     assert!(
         reason.starts_with(&format!(
             "admission hook unavailable: webhook: bearer_token_file {}: ",

@@ -5,13 +5,15 @@
 //!   bounded buffer (`buffer.rs`) its [`AdmissionWorker`]s drain.
 //! - [`Pipeline`]: everything that happens to one attempt, in order; one function for both drivers.
 //! - [`refusals`], [`unit`](mod@unit), [`token`], [`placement`], [`executor`]: the steps.
-//! - [`TaskStore`]: task instances with Dexaflow's states and failure reasons.
+//! - [`TaskStore`]: task instances with Dexaflow's states, and why each failed or waits as a
+//!   typed [`Reason`] its reason text is rendered from.
 
 mod buffer;
 mod dispatcher;
 pub mod executor;
 mod pipeline;
 pub mod placement;
+mod reason;
 pub mod refusals;
 pub mod run;
 pub mod settings;
@@ -27,6 +29,7 @@ pub use dispatcher::{
     Dispatcher, Drain, DrainReport, Offer, ShuttingDown, Tick, TickReport, Ticking,
 };
 pub use pipeline::{Disposition, Parts, Pipeline, Settled, task_instance_id};
+pub use reason::{FailureReason, Reason};
 pub use settings::Settings;
 pub use shutdown::{Shutdown, Tracked, Tracker, Trigger, signal};
 pub use store::{
