@@ -59,6 +59,27 @@ pub struct TaskInstance {
 }
 
 impl TaskInstance {
+    /// `task` as it is first scheduled: for its first try, with nothing recorded yet.
+    pub fn new(task: Arc<Task>) -> TaskInstance {
+        TaskInstance {
+            task,
+            try_number: 1,
+            state: State::Scheduled,
+            failure_reason: None,
+            attempt_epoch: 0,
+            dispatch_attempts: 0,
+            next_dispatch_at: None,
+            waiting_since: None,
+            in_flight: false,
+            placement: None,
+            execution: None,
+            waited_for: None,
+            token_minted: false,
+            executions: 0,
+            followed: false,
+        }
+    }
+
     /// Whether nothing more happens to the task instance in this run: it is neither
     /// `scheduled` nor `running`, nor `queued` with its executor following it.
     pub fn is_settled(&self) -> bool {
@@ -198,26 +219,7 @@ impl TaskStore {
             return Write::Superseded;
         }
         rows.offerable.insert(key.clone());
-        rows.by_key.insert(
-            key,
-            TaskInstance {
-                task: Arc::new(task),
-                try_number: 1,
-                state: State::Scheduled,
-                failure_reason: None,
-                attempt_epoch: 0,
-                dispatch_attempts: 0,
-                next_dispatch_at: None,
-                waiting_since: None,
-                in_flight: false,
-                placement: None,
-                execution: None,
-                waited_for: None,
-                token_minted: false,
-                executions: 0,
-                followed: false,
-            },
-        );
+        rows.by_key.insert(key, TaskInstance::new(Arc::new(task)));
         Write::Applied
     }
 

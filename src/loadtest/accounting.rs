@@ -225,21 +225,12 @@ mod tests {
 
     fn row(state: State, executions: u32, reason: Option<Reason>) -> TaskInstance {
         TaskInstance {
-            task: Arc::new(attempt(0, "tenant-0")),
-            try_number: 1,
             state,
             failure_reason: reason.map(FailureReason::new),
             attempt_epoch: 1,
-            dispatch_attempts: 0,
-            next_dispatch_at: None,
-            waiting_since: None,
-            in_flight: false,
-            placement: None,
-            execution: None,
-            waited_for: None,
             token_minted: executions > 0,
             executions,
-            followed: false,
+            ..TaskInstance::new(Arc::new(attempt(0, "tenant-0")))
         }
     }
 
