@@ -15,8 +15,9 @@ use std::time::{Duration, Instant};
 use actix::SystemRunner;
 use criterion::{Criterion, criterion_group, criterion_main};
 use dexaflow_admission::dispatch::{self, Pipeline, TaskStore};
+use dexaflow_admission::events::Ignore;
 use dexaflow_admission::loadtest::{self, Amount, HookSpec, Plan};
-use dexaflow_admission::supervise::{self, BreakerSettings, Ignore};
+use dexaflow_admission::supervise::{self, BreakerSettings};
 
 /// A pipeline for `plan` with a store sized for `attempts`; its hooks neither sleep nor jitter,
 /// so it needs no timer thread.

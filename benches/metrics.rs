@@ -9,11 +9,11 @@ use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use dexaflow_admission::admission::Outcome;
+use dexaflow_admission::events::{HookEvents, Ignore};
 use dexaflow_admission::metrics::{
     CHAIN_DURATION_SECONDS, DURATION_SECONDS, LATENCY_BUCKETS, Metrics, OUTCOME_LABEL,
     OUTCOMES_TOTAL,
 };
-use dexaflow_admission::supervise::{Ignore, Observer};
 use metrics::{counter, histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
 

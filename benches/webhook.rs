@@ -17,8 +17,9 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use dexaflow_admission::admission::{Chain, ChangeRules, Decision, RequestEnvelope, Verdict};
+use dexaflow_admission::events::Ignore;
 use dexaflow_admission::hooks::Webhook;
-use dexaflow_admission::supervise::{self, Ignore, SupervisedChain};
+use dexaflow_admission::supervise::{self, SupervisedChain};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use webhook_fixture::{Certs, Server, Transport, deciding};

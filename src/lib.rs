@@ -8,15 +8,18 @@
 //!   [`admission::Chain`], the rules for changes, the reason cleaner and the webhook's wire
 //!   types (§8). No actors or I/O.
 //! - [`dispatch`]: the dispatch path (§2, §4, §5): the [`dispatch::Dispatcher`] actor, the
-//!   [`dispatch::Pipeline`] both drivers run, built-in refusals, token, placement, executors and
-//!   the task store.
+//!   bounded buffer and its [`dispatch::AdmissionWorker`]s, the [`dispatch::Pipeline`] both
+//!   drivers run, built-in refusals, token, placement, executors and the task store, where
+//!   each task instance keeps why it failed or waits as a typed [`dispatch::Reason`].
 //! - [`supervise`]: every hook call under a timeout, panic recovery and a breaker actor per hook
-//!   (§5); the admission workers of buffered dispatch.
+//!   (§5), and the supervised chain.
+//! - [`events`]: the traits through which hook calls, breakers and the dispatch buffer are
+//!   observed; a leaf that uses only the contract's plain types.
 //! - [`hooks`]: the built-in `placement`, `freeze` and `deny` hooks a config can declare, and
 //!   the `webhook` hook that asks an HTTPS endpoint (§8), and the executor policy (ADR 0063),
 //!   the chain's last hook (§7).
 //! - [`metrics`]: the outcome-only metrics (§5, last bullet) as cached handles reported to
-//!   through [`supervise::Observer`], and the Prometheus exporter.
+//!   through [`events::Observer`], and the Prometheus exporter.
 //! - [`config`]: the YAML config, its validation and `DEXAFLOW_` overrides.
 //! - [`workload`] and [`report`]: what the `dispatch` command reads and prints.
 //! - [`serve`]: the webhook server behind the `serve` subcommand (§8 and Volcano's webhook
@@ -66,6 +69,7 @@
 pub mod admission;
 pub mod config;
 pub mod dispatch;
+pub mod events;
 pub mod hooks;
 pub mod loadtest;
 pub mod metrics;

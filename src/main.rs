@@ -50,7 +50,7 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Output::Table)]
         output: Output,
         /// Where the Prometheus exporter listens, serving /metrics; overrides `metrics.listen`
-        /// (default 127.0.0.1:9464).
+        /// and its default.
         #[arg(long, value_name = "ADDR")]
         metrics_listen: Option<SocketAddr>,
     },
@@ -194,10 +194,10 @@ struct LoadtestArgs {
     /// `table` for people, `json` for programs (one object).
     #[arg(long, value_enum, default_value_t = Output::Table)]
     output: Output,
-    /// Where the Prometheus exporter listens while the test runs, serving /metrics (default
-    /// 127.0.0.1:9464, as `metrics.listen`).
-    #[arg(long, value_name = "ADDR")]
-    metrics_listen: Option<SocketAddr>,
+    /// Where the Prometheus exporter listens while the test runs, serving /metrics (the default
+    /// is `metrics.listen`'s).
+    #[arg(long, value_name = "ADDR", default_value_t = metrics::DEFAULT_LISTEN)]
+    metrics_listen: SocketAddr,
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -456,7 +456,7 @@ fn loadtest(args: LoadtestArgs) -> Result<(), String> {
     };
     // A bad plan fails naming its flag before the exporter takes its address.
     plan.validate().map_err(|error| error_chain(&error))?;
-    let listen = args.metrics_listen.unwrap_or(metrics::DEFAULT_LISTEN);
+    let listen = args.metrics_listen;
     let hook_names = plan.hook_names();
     let metrics = start_metrics(
         listen,

@@ -30,15 +30,15 @@
 //! the config, the only label that is not an outcome.
 //!
 //! [`Metrics`] builds one handle per metric and outcome once, so a hook call costs two atomic
-//! updates and no label lookup; it implements [`Observer`], which is how supervision and the
-//! dispatcher report. [`install`] is called once, from `main`: it starts the exporter and
+//! updates and no label lookup; it implements the [`crate::events`] traits through which
+//! supervision and the dispatcher report. [`install`] is called once, from `main`: it starts the exporter and
 //! installs the process-wide recorder.
 //!
 //! ```
 //! use std::time::Duration;
 //! use dexaflow_admission::admission::Outcome;
 //! use dexaflow_admission::metrics::Metrics;
-//! use dexaflow_admission::supervise::Observer;
+//! use dexaflow_admission::events::HookEvents;
 //! use metrics_exporter_prometheus::PrometheusBuilder;
 //!
 //! // A recorder of its own, so the example installs nothing process-wide.
@@ -61,7 +61,7 @@ use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder};
 use thiserror::Error;
 
 use crate::admission::Outcome;
-use crate::supervise::{BreakerState, Observer};
+use crate::events::{BreakerEvents, BreakerState, BufferEvents, HookEvents};
 
 /// `dexaflow_admission_outcomes_total{outcome}`: hook calls by outcome.
 pub const OUTCOMES_TOTAL: &str = "dexaflow_admission_outcomes_total";
@@ -117,7 +117,8 @@ pub enum MetricsError {
     Exporter(#[source] BuildError),
 }
 
-/// The cached metric handles, one per metric and label value, reported to as an [`Observer`].
+/// The cached metric handles, one per metric and label value, reported to as an
+/// [`crate::events::Observer`].
 ///
 /// Build it once with [`install`] (or [`Metrics::register`] under a recorder of your own) and
 /// pass it to supervision and the dispatcher as an `Arc<dyn Observer>`.
@@ -192,7 +193,7 @@ impl Metrics {
     }
 }
 
-impl Observer for Metrics {
+impl HookEvents for Metrics {
     fn hook_call(&self, outcome: Outcome, elapsed: Duration) {
         // `Outcome` is fieldless and `ALL` lists it in declaration order, so the discriminant
         // is the index (a unit test holds the two together).
@@ -204,7 +205,9 @@ impl Observer for Metrics {
     fn chain_finished(&self, elapsed: Duration) {
         self.chain_duration.record(elapsed);
     }
+}
 
+impl BreakerEvents for Metrics {
     fn breaker_changed(&self, position: usize, hook: &str, state: BreakerState) {
         let mut breakers = self.lock_breakers();
         if breakers.len() <= position {
@@ -218,7 +221,9 @@ impl Observer for Metrics {
             gauge.set(f64::from(state as u8));
         }
     }
+}
 
+impl BufferEvents for Metrics {
     fn buffer_capacity(&self, capacity: usize) {
         self.buffer_capacity.set(capacity as f64);
     }

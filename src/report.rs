@@ -57,8 +57,8 @@ impl Row {
             task_id: key.task_id.clone(),
             try_number: instance.try_number,
             state: instance.state.as_str(),
-            failure_reason: instance.failure_reason.clone(),
-            admitted_after: instance.waited_for.clone(),
+            failure_reason: instance.failure_reason.as_ref().map(ToString::to_string),
+            admitted_after: instance.waited_for.as_ref().map(ToString::to_string),
             placement: instance.placement.as_ref().map(ToString::to_string),
             node_selector: execution.node_selector,
             tolerations: execution.tolerations,
@@ -162,8 +162,8 @@ pub fn summary(instances: &[TaskInstance]) -> String {
             instance.state == State::Failed
                 && instance
                     .failure_reason
-                    .as_deref()
-                    .is_some_and(|reason| reason.starts_with("dispatch refused: "))
+                    .as_ref()
+                    .is_some_and(|reason| reason.reason().is_refusal())
         })
         .count();
     let tokens = instances

@@ -12,9 +12,8 @@ use std::time::Duration;
 
 use common::{FakeHook, RecordingObserver, Sleeping, on_paused_clock, sample_request};
 use dexaflow_admission::admission::{Decision, Hook, HookError, HookFuture, Request};
-use dexaflow_admission::supervise::{
-    BreakerSettings, BreakerState, Gate, Ignore, Limit, Observer, Supervised,
-};
+use dexaflow_admission::events::{BreakerState, Ignore, Observer};
+use dexaflow_admission::supervise::{BreakerSettings, Gate, Limit, Supervised};
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 

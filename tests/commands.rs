@@ -8,12 +8,16 @@ mod processes;
 
 use std::io::Read as _;
 use std::process::{Output, Stdio};
+use std::time::Duration;
 
-use dexaflow_admission::dispatch::TaskStore;
+use dexaflow_admission::admission::ChangeError;
+use dexaflow_admission::dispatch::refusals::Refusal;
+use dexaflow_admission::dispatch::{Reason, TaskStore};
 use dexaflow_admission::report;
 use fakes::task;
 use processes::{dexaflow, lite_config, workload, write};
 use serde_json::Value;
+use tokio::time::Instant;
 
 /// The unit of 1 CPU and 2Gi, so that a task asking for 4 CPUs is refused.
 const UNIT: &str = "  unit: {cpu: \"1\", memory: 2Gi}\n";
@@ -367,7 +371,13 @@ fn the_table_escapes_every_cell_so_that_no_id_or_reason_forges_a_line() {
     let store = TaskStore::new();
     let forged = task("load\n2026-12-01 acme etl r1 fake 1 success warm -\u{1b}[2K");
     store.schedule(forged.clone());
-    store.fail_refused(&forged.key, "dispatch refused: no\r\u{202e}way".to_owned());
+    store.fail_refused(
+        &forged.key,
+        Reason::RefusedByHook {
+            hook: "deny".to_owned(),
+            reason: "no\r\u{202e}way".to_owned(),
+        },
+    );
 
     let table = report::table(&store.snapshot());
 
@@ -378,7 +388,7 @@ fn the_table_escapes_every_cell_so_that_no_id_or_reason_forges_a_line() {
         "{row}"
     );
     assert!(
-        row.ends_with("dispatch refused: no\\u{d}\\u{202e}way"),
+        row.ends_with("dispatch refused: admission: no\\u{d}\\u{202e}way"),
         "{row}"
     );
     assert!(!table.contains('\u{1b}') && !table.contains('\r'));
@@ -397,7 +407,13 @@ fn the_summary_counts_states_refusals_and_tokens() {
     for id in ["a", "b", "c"] {
         store.schedule(task(id));
     }
-    store.fail_refused(&task("a").key, "dispatch refused: admission: no".to_owned());
+    store.fail_refused(
+        &task("a").key,
+        Reason::RefusedByHook {
+            hook: "deny".to_owned(),
+            reason: "no".to_owned(),
+        },
+    );
     store.record_token(&task("b").key);
 
     let summary = report::summary(&store.snapshot());
@@ -405,6 +421,44 @@ fn the_summary_counts_states_refusals_and_tokens() {
     assert_eq!(
         summary,
         "3 task instances: 1 failed (1 refused), 2 scheduled; 1 tokens minted"
+    );
+}
+
+#[test]
+fn the_summary_counts_refusals_by_their_typed_reason_not_their_text() {
+    let store = TaskStore::new();
+    for id in ["a", "b", "c", "d"] {
+        store.schedule(task(id));
+    }
+    store.fail_refused(
+        &task("a").key,
+        Reason::Refused(Refusal::ImageNotAllowed {
+            image: "evil.io/x:1".to_owned(),
+        }),
+    );
+    store.fail_refused(
+        &task("b").key,
+        Reason::ChangesRefused(ChangeError::AnnotationsTooLarge { bytes: 300_000 }),
+    );
+    store.fail_refused(
+        &task("c").key,
+        Reason::RefusedByHook {
+            hook: "deny".to_owned(),
+            reason: "no".to_owned(),
+        },
+    );
+    // A hold whose window is spent fails the task, however its hook words the reason.
+    let held = Reason::Held {
+        hook: "freeze".to_owned(),
+        reason: "dispatch refused: admission: later".to_owned(),
+    };
+    store.wait(&task("d").key, held, Instant::now(), Duration::ZERO);
+
+    let summary = report::summary(&store.snapshot());
+
+    assert_eq!(
+        summary,
+        "4 task instances: 4 failed (3 refused); 0 tokens minted"
     );
 }
 

@@ -15,10 +15,10 @@ use dexaflow_admission::admission::{
     Execution, ResourceList, Resources, TaintEffect, Toleration, TolerationOperator,
 };
 use dexaflow_admission::dispatch::executor::kubernetes::{Kubernetes, build_pod, label_value};
-use dexaflow_admission::dispatch::executor::lite::{Lite, ORPHANED};
+use dexaflow_admission::dispatch::executor::lite::Lite;
 use dexaflow_admission::dispatch::executor::null::Null;
 use dexaflow_admission::dispatch::executor::{
-    Admitted, Completion, Executor, ExecutorError, Launched, Step, Steps, is_reserved_env,
+    Admitted, Completion, Ending, Executor, ExecutorError, Launched, Step, Steps, is_reserved_env,
 };
 use dexaflow_admission::dispatch::placement::{DedicatedReason, Placement};
 use dexaflow_admission::dispatch::task::{Task, TaskExecution, TaskKey};
@@ -110,7 +110,7 @@ async fn lite_records_a_failed_exit_code_with_the_output_in_the_attempt_log() {
     let launched = lite.execute(&attempt).await.unwrap();
     assert_eq!(
         run_to_end(launched).await,
-        Completion::Failed("exit code 3".to_owned())
+        Completion::Failed(Ending::ExitCode(3))
     );
     let log = dir
         .path()
@@ -181,7 +181,7 @@ async fn lite_reports_a_killed_process_by_its_signal() {
         .unwrap();
     assert_eq!(
         run_to_end(launched).await,
-        Completion::Failed("killed by signal 9".to_owned())
+        Completion::Failed(Ending::Killed(Some(9)))
     );
 }
 
@@ -321,7 +321,7 @@ async fn an_attempt_past_its_execution_timeout_is_killed_with_its_group_and_fail
 
     assert_eq!(
         next_end(&mut steps).await,
-        Completion::Failed("execution timed out after 2s".to_owned())
+        Completion::Failed(Ending::TimedOut { seconds: 2 })
     );
     for pid in pids {
         wait_until_gone(pid);
@@ -364,9 +364,7 @@ async fn a_launch_beyond_max_parallel_is_accepted_at_once_and_starts_when_a_slot
         first_steps.try_recv().ok().map(|step| format!("{step:?}")),
         Some(format!(
             "{:?}",
-            Step::Ended(Completion::Failed(
-                "execution timed out after 5s".to_owned()
-            ))
+            Step::Ended(Completion::Failed(Ending::TimedOut { seconds: 5 }))
         )),
         "the slot was freed by the first attempt's end"
     );
@@ -392,7 +390,7 @@ async fn shutdown_ends_running_attempts_with_their_groups_as_orphaned() {
 
     assert_eq!(
         next_end(&mut steps).await,
-        Completion::Failed(ORPHANED.to_owned())
+        Completion::Failed(Ending::Orphaned)
     );
     for pid in pids {
         wait_until_gone(pid);
@@ -421,7 +419,7 @@ async fn shutdown_kills_a_group_that_ignores_term_once_the_grace_has_passed() {
 
     assert_eq!(
         next_end(&mut steps).await,
-        Completion::Failed(ORPHANED.to_owned())
+        Completion::Failed(Ending::Orphaned)
     );
     wait_until_gone(pid);
 }
@@ -449,7 +447,7 @@ async fn shutdown_hands_back_an_attempt_still_waiting_for_a_slot_without_startin
     assert!(matches!(running.recv().await, Some(Step::Started)));
     assert_eq!(
         next_end(&mut running).await,
-        Completion::Failed(ORPHANED.to_owned())
+        Completion::Failed(Ending::Orphaned)
     );
     assert!(!started.exists());
     assert!(!lite.log_path(&waiting).exists());

@@ -11,15 +11,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dexaflow_admission::dispatch::executor::{
-    Admitted, Completion, ExecuteFuture, Executor, ExecutorError, Launched, Step,
+    Admitted, Completion, Ending, ExecuteFuture, Executor, ExecutorError, Launched, Step,
 };
 use dexaflow_admission::dispatch::task::{State, Task};
 use dexaflow_admission::dispatch::{
     Disposition, MAX_DISPATCH_ATTEMPTS, Parts, Pipeline, Shutdown, TaskInstance, TaskStore,
     Trigger, signal,
 };
+use dexaflow_admission::events::Ignore;
 use dexaflow_admission::report::Row;
-use dexaflow_admission::supervise::Ignore;
 use fakes::{RecordingMinter, settings, task};
 use rustix::io::Errno;
 use tokio::sync::mpsc::{self, UnboundedSender};
@@ -252,7 +252,7 @@ async fn a_followed_attempt_runs_once_started_and_settles_as_it_ended_without_a_
 
     steps.send(Step::Started).unwrap();
     steps
-        .send(Step::Ended(Completion::Failed("exit code 3".to_owned())))
+        .send(Step::Ended(Completion::Failed(Ending::ExitCode(3))))
         .unwrap();
     drop(steps);
     bench.followed().await;

@@ -14,7 +14,8 @@ use dexaflow_admission::admission::{
 };
 use dexaflow_admission::dispatch::task::{State, Task};
 use dexaflow_admission::dispatch::{Disposition, Drain, Offer, Settings, Tick};
-use dexaflow_admission::supervise::{BreakerState, Ignore, SupervisedChain};
+use dexaflow_admission::events::{BreakerState, Ignore};
+use dexaflow_admission::supervise::SupervisedChain;
 use fakes::{Harness, settings, start, supervision, task};
 use tokio::sync::{Notify, Semaphore};
 use tokio::time::Instant;

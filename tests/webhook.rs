@@ -16,8 +16,9 @@ use std::time::Duration;
 use dexaflow_admission::admission::{API_VERSION, Changes, Decision, Hook, Request};
 use dexaflow_admission::dispatch::task::State;
 use dexaflow_admission::dispatch::{Settings, TaskInstance};
+use dexaflow_admission::events::BreakerState;
 use dexaflow_admission::hooks::{Webhook, WebhookSpec};
-use dexaflow_admission::supervise::{self, BreakerState, HookSettings};
+use dexaflow_admission::supervise::{self, HookSettings};
 use fakes::{Harness, settings, start, supervision, task};
 use hyper::{StatusCode, Version};
 use serde_json::json;
@@ -65,7 +66,7 @@ async fn assert_unavailable_through(spec: &WebhookSpec, cause: &str) {
 
     let row = dispatch_once(&mut harness).await;
 
-    let reason = row.failure_reason.clone().unwrap_or_default();
+    let reason = row.failure_reason.as_deref().unwrap_or_default().to_owned();
     assert_eq!(row.state, State::Scheduled, "{reason}");
     assert!(
         reason.starts_with("admission hook unavailable: webhook: "),
@@ -562,7 +563,7 @@ async fn unreadable_token_file_at_call_time_fails_the_call_without_showing_the_t
 
     let row = dispatch_once(&mut harness).await;
 
-    let reason = row.failure_reason.unwrap_or_default();
+    let reason = row.failure_reason.as_deref().unwrap_or_default().to_owned();
     assert!(
         reason.starts_with(&format!(
             "admission hook unavailable: webhook: bearer_token_file {}: ",

@@ -87,7 +87,7 @@ impl Verdict {
     /// `admission hook unavailable: <hook>: `; `None` for other verdicts.
     pub fn unavailable_cause(&self) -> Option<String> {
         match self {
-            Verdict::Unavailable { error, .. } => Some(clean_reason(&error.to_string())),
+            Verdict::Unavailable { error, .. } => Some(error.cleaned()),
             _ => None,
         }
     }

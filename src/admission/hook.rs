@@ -140,6 +140,14 @@ pub enum HookError {
     BudgetSpent(Duration),
 }
 
+impl HookError {
+    /// The error as a task instance shows it after `admission hook unavailable: <hook>: `: its
+    /// text, cleaned and cut like a reason ([`super::clean_reason`]).
+    pub fn cleaned(&self) -> String {
+        super::clean_reason(&self.to_string())
+    }
+}
+
 /// How a budget cut of a call given `allowed` begins its message.
 fn budget_cut(allowed: Duration) -> String {
     if allowed.is_zero() {

@@ -39,7 +39,7 @@ pub use decision::{Changes, Decision};
 pub use hook::{Hook, HookError, HookFuture, Privilege};
 pub use image::{image_allowed, image_repository};
 pub use names::{
-    dns_label_problem, env_name_problem, is_reserved_key, label_value_problem,
+    MAX_NAME, dns_label_problem, env_name_problem, is_reserved_key, label_value_problem,
     qualified_name_problem, subdomain_problem,
 };
 pub use outcome::Outcome;

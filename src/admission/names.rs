@@ -3,8 +3,9 @@
 
 /// The longest DNS subdomain (a key prefix, a service account or priority class name).
 const MAX_SUBDOMAIN: usize = 253;
-/// The longest name part of a qualified name, and the longest label value.
-const MAX_NAME: usize = 63;
+/// The longest DNS label (a pod name, a namespace), name part of a qualified name, and label
+/// value.
+pub const MAX_NAME: usize = 63;
 
 /// Why a qualified name (a label, annotation or node-selector key) is invalid, or `None`.
 ///

@@ -6,28 +6,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use actix::{
-    Actor, ActorFutureExt, Addr, AsyncContext, Context, Handler, Message, ResponseActFuture,
-    WrapFuture,
+    Actor, ActorFutureExt, AsyncContext, Context, Handler, Message, ResponseActFuture, WrapFuture,
 };
-use crossbeam_channel::{Receiver, Sender, TrySendError};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::Settings;
-use super::pipeline::{Disposition, Pipeline};
+use super::buffer::Buffer;
+use super::pipeline::Pipeline;
 use super::shutdown::{self, Shutdown, Trigger};
-use super::task::{Task, TaskKey};
-use crate::supervise::{AdmissionWorker, Run, Stop, Wake};
-
-/// The message `Deferred` carries (Dexaflow's `ErrAtCapacity`).
-pub const AT_CAPACITY: &str = "dispatch buffer at capacity; will retry next tick";
-
-/// One attempt in the buffer.
-#[derive(Debug)]
-pub struct Job {
-    key: TaskKey,
-    task: Arc<Task>,
-}
+use super::task::Task;
 
 /// When the dispatcher ticks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,20 +41,11 @@ pub struct Dispatcher {
     done_rx: Option<mpsc::Receiver<()>>,
 }
 
-struct Buffer {
-    sender: Sender<Job>,
-    receiver: Receiver<Job>,
-    workers: Vec<Addr<AdmissionWorker<BufferedDispatch>>>,
-}
-
 impl std::fmt::Debug for Dispatcher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Dispatcher")
             .field("ticking", &self.ticking)
-            .field(
-                "buffered",
-                &self.buffer.as_ref().map(|buffer| buffer.sender.len()),
-            )
+            .field("buffered", &self.buffer.as_ref().map(Buffer::len))
             .field("stopping", &self.stopping.load(Ordering::Relaxed))
             .finish()
     }
@@ -139,27 +118,17 @@ impl Dispatcher {
         if self.settings.buffer_size == 0 {
             return;
         }
-        let (sender, receiver) = crossbeam_channel::bounded(self.settings.buffer_size);
-        self.pipeline
-            .observer()
-            .buffer_capacity(self.settings.buffer_size);
-        let run = Arc::new(BufferedDispatch {
-            pipeline: Arc::clone(&self.pipeline),
-            shutdown: self.shutdown.clone(),
-            depth: receiver.clone(),
-        });
         let done = self
             .done_tx
             .as_ref()
             .expect("workers start before any drain");
-        let workers = (0..self.settings.workers.max(1))
-            .map(|_| AdmissionWorker::new(receiver.clone(), Arc::clone(&run), done.clone()).start())
-            .collect();
-        self.buffer = Some(Buffer {
-            sender,
-            receiver,
-            workers,
-        });
+        self.buffer = Some(Buffer::start(
+            &self.pipeline,
+            &self.shutdown,
+            self.settings.buffer_size,
+            self.settings.workers,
+            done,
+        ));
     }
 
     fn tick(&mut self) -> ResponseActFuture<Self, TickReport> {
@@ -170,14 +139,11 @@ impl Dispatcher {
             }));
         }
         if let Some(buffer) = &self.buffer {
-            // One more than fits, so that a full buffer still defers one attempt and says so.
-            let room = self
-                .settings
-                .buffer_size
-                .saturating_sub(buffer.sender.len())
-                + 1;
-            let ready = self.pipeline.store().take_ready(Instant::now(), room);
-            let report = offer_to_buffer(&self.pipeline, buffer, ready);
+            let ready = self
+                .pipeline
+                .store()
+                .take_ready(Instant::now(), buffer.room());
+            let report = buffer.offer(&self.pipeline, ready);
             return Box::pin(actix::fut::ready(report));
         }
         let ready = self.pipeline.store().take_ready(Instant::now(), usize::MAX);
@@ -208,65 +174,6 @@ impl Dispatcher {
             report
         }))
     }
-}
-
-/// What an admission worker does with a job: the pipeline's dispatch, as on a synchronous tick.
-struct BufferedDispatch {
-    pipeline: Arc<Pipeline>,
-    shutdown: Shutdown,
-    // The buffer's receiving end, read only for its depth.
-    depth: Receiver<Job>,
-}
-
-impl Run for BufferedDispatch {
-    type Job = Job;
-
-    async fn run(&self, job: Job) {
-        let pipeline = &self.pipeline;
-        pipeline.observer().buffer_depth(self.depth.len());
-        if self.shutdown.is_fired() {
-            pipeline.store().hand_back(&job.key);
-            pipeline.settle(&job.key, Disposition::Deferred);
-            return;
-        }
-        pipeline.observer().worker_busy(true);
-        pipeline.dispatch(&job.key, &job.task, &self.shutdown).await;
-        pipeline.observer().worker_busy(false);
-    }
-}
-
-/// Puts ready attempts in the buffer until it is full; the attempt that finds it full and every
-/// one after it are handed back for a later tick, as Dexaflow's fairness rule says.
-fn offer_to_buffer(
-    pipeline: &Pipeline,
-    buffer: &Buffer,
-    ready: Vec<(TaskKey, Arc<Task>)>,
-) -> TickReport {
-    let mut report = TickReport::default();
-    let mut ready = ready.into_iter();
-    for (key, task) in ready.by_ref() {
-        match buffer.sender.try_send(Job { key, task }) {
-            Ok(()) => report.offered += 1,
-            Err(TrySendError::Full(job) | TrySendError::Disconnected(job)) => {
-                tracing::debug!(task = %job.key, "dispatch deferred; buffer at capacity, re-offering next tick");
-                pipeline.observer().deferred_at_capacity();
-                pipeline.store().defer(&job.key);
-                pipeline.settle(&job.key, Disposition::Deferred);
-                report.deferred += 1;
-                break;
-            }
-        }
-    }
-    for (key, _) in ready {
-        pipeline.store().hand_back(&key);
-    }
-    pipeline.observer().buffer_depth(buffer.sender.len());
-    if report.offered > 0 {
-        for worker in &buffer.workers {
-            worker.do_send(Wake);
-        }
-    }
-    report
 }
 
 impl Actor for Dispatcher {
@@ -314,15 +221,7 @@ impl Handler<Drain> for Dispatcher {
         self.stopping.store(true, Ordering::Release);
         let mut report = DrainReport::default();
         if let Some(buffer) = &self.buffer {
-            for worker in &buffer.workers {
-                worker.do_send(Stop);
-            }
-            while let Ok(job) = buffer.receiver.try_recv() {
-                self.pipeline.store().hand_back(&job.key);
-                self.pipeline.settle(&job.key, Disposition::Deferred);
-                report.handed_back += 1;
-            }
-            self.pipeline.observer().buffer_depth(buffer.receiver.len());
+            report.handed_back = buffer.drain(&self.pipeline);
         }
         // Only the workers and a running tick hold `done` now: it closes when all have finished.
         self.done_tx = None;

@@ -12,6 +12,7 @@ use tokio::time::Instant;
 use super::Settings;
 use super::executor::{Admitted, Executor, ExecutorError, Step, Steps};
 use super::placement::{Changed, WarmWorkers, place};
+use super::reason::Reason;
 use super::refusals::{
     build_request, check_pod_annotations, effective_execution, refuse_before_token,
 };
@@ -20,7 +21,8 @@ use super::store::{Requeue, TaskStore, Waited, Write};
 use super::task::{Task, TaskKey};
 use super::token::{AgentIdentity, Minter};
 use crate::admission::{Outcome, Verdict, error_chain};
-use crate::supervise::{Observer, SupervisedChain};
+use crate::events::Observer;
+use crate::supervise::SupervisedChain;
 
 /// How one offer of an attempt ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -204,9 +206,7 @@ impl Pipeline {
         // 2. Built-in refusals, 3. effective values.
         let effective = match refuse_before_token(task, &self.settings) {
             Ok(effective) => effective,
-            Err(refusal) => {
-                return self.refuse(key, format!("dispatch refused: {refusal}"));
-            }
+            Err(refusal) => return self.refuse(key, Reason::Refused(refusal)),
         };
         if let Some(warning) = &effective.unit_warning {
             tracing::warn!(task = %key, %warning, "task does not fit its size; running it under executor.unit.enforce=warn");
@@ -239,8 +239,7 @@ impl Pipeline {
                             if let Err(error) =
                                 check_pod_annotations(annotations, task, effective.source_mode)
                             {
-                                let reason = format!("dispatch refused: admission: {error}");
-                                return self.refuse(key, reason);
+                                return self.refuse(key, Reason::ChangesRefused(error));
                             }
                         }
                         // Only a privileged hook may fill limits, and the policy is the one
@@ -256,37 +255,30 @@ impl Pipeline {
                         };
                         (request.resources, request.execution, changed)
                     }
-                    Verdict::Refuse { reason, .. } => {
-                        return self.refuse(key, format!("dispatch refused: admission: {reason}"));
+                    Verdict::Refuse { hook, reason } => {
+                        return self.refuse(key, Reason::RefusedByHook { hook, reason });
                     }
-                    Verdict::Hold { reason, .. } => {
-                        return self.wait(key, format!("admission hold: {reason}"));
+                    Verdict::Hold { hook, reason } => {
+                        return self.wait(key, Reason::Held { hook, reason });
                     }
-                    Verdict::Unavailable { ref hook, .. } => {
-                        let cause = verdict.unavailable_cause().unwrap_or_default();
-                        return self
-                            .wait(key, format!("admission hook unavailable: {hook}: {cause}"));
+                    Verdict::Unavailable { hook, error } => {
+                        return self.wait(key, Reason::Unavailable { hook, error });
                     }
                 }
             }
         };
         // 6. The agent token, only now that the attempt is admitted.
         let task_instance_id = task_instance_id(key);
-        let identity = AgentIdentity {
-            task_instance_id: task_instance_id.clone(),
-            tenant_id: key.tenant.clone(),
-            dag_id: key.dag_id.clone(),
-            run_id: key.run_id.clone(),
-            task_id: key.task_id.clone(),
-            try_number,
-            attempt_epoch: epoch,
-        };
+        let identity = AgentIdentity::new(key, task_instance_id.clone(), try_number, epoch);
         let token = match self.minter.mint(&identity) {
             Ok(token) => token,
             Err(error) => {
-                let cause = format!("issuing agent token for {task_instance_id}: {error}");
+                let cause = Reason::Token {
+                    task_instance_id,
+                    error: error.to_string(),
+                };
                 LaunchFailure::log_rejected(key, &cause);
-                return self.reject(key, &cause);
+                return self.reject(key, cause);
             }
         };
         self.store.record_token(key);
@@ -342,12 +334,12 @@ impl Pipeline {
             }
             Err(error) => match LaunchFailure::of(key, &error) {
                 LaunchFailure::Backpressure => self.back_off(key),
-                LaunchFailure::Rejected(cause) => self.reject(key, &cause),
+                LaunchFailure::Rejected(cause) => self.reject(key, cause),
             },
         }
     }
 
-    fn refuse(&self, key: &TaskKey, reason: String) -> Disposition {
+    fn refuse(&self, key: &TaskKey, reason: Reason) -> Disposition {
         tracing::debug!(task = %key, %reason, "dispatch refused; failing task");
         match self.store.fail_refused(key, reason) {
             Write::Applied => Disposition::Refused,
@@ -355,7 +347,7 @@ impl Pipeline {
         }
     }
 
-    fn wait(&self, key: &TaskKey, reason: String) -> Disposition {
+    fn wait(&self, key: &TaskKey, reason: Reason) -> Disposition {
         match self
             .store
             .wait(key, reason, Instant::now(), self.settings.retry_window)
@@ -373,7 +365,7 @@ impl Pipeline {
         }
     }
 
-    fn reject(&self, key: &TaskKey, cause: &str) -> Disposition {
+    fn reject(&self, key: &TaskKey, cause: Reason) -> Disposition {
         match self
             .store
             .record_dispatch_failure(key, cause, Instant::now())
@@ -392,7 +384,7 @@ enum LaunchFailure {
     /// No resources on the host: offered again after a backoff, nothing spent.
     Backpressure,
     /// Anything else: a dispatch attempt is spent on this cause.
-    Rejected(String),
+    Rejected(Reason),
 }
 
 impl LaunchFailure {
@@ -403,12 +395,13 @@ impl LaunchFailure {
             tracing::warn!(task = %key, %cause, "dispatch hit cluster backpressure; backing off and re-offering (not counted against dispatch budget)");
             LaunchFailure::Backpressure
         } else {
+            let cause = Reason::Executor { cause };
             LaunchFailure::log_rejected(key, &cause);
             LaunchFailure::Rejected(cause)
         }
     }
 
-    fn log_rejected(key: &TaskKey, cause: &str) {
+    fn log_rejected(key: &TaskKey, cause: &Reason) {
         tracing::warn!(task = %key, %cause, "dispatch failed; backing off before re-attempt");
     }
 }

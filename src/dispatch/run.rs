@@ -14,7 +14,8 @@ use super::{
     TaskStore, Ticking,
 };
 use crate::admission::Chain;
-use crate::supervise::{self, Observer, SupervisedChain};
+use crate::events::Observer;
+use crate::supervise::{self, SupervisedChain};
 
 /// What [`run`] needs besides the tasks.
 pub struct Install {
@@ -71,11 +72,7 @@ pub async fn run(
 ) -> Result<Report, ShuttingDown> {
     let store = TaskStore::new();
     let chain = (!install.chain.is_empty()).then(|| {
-        SupervisedChain::start(
-            install.chain,
-            &install.supervise,
-            Arc::clone(&install.observer),
-        )
+        SupervisedChain::start(install.chain, &install.supervise, install.observer.clone())
     });
     let pipeline = Arc::new(Pipeline::new(Parts {
         settings: Arc::clone(&install.settings),

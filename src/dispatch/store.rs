@@ -13,6 +13,7 @@ use tokio::time::Instant;
 
 use super::executor::Completion;
 use super::placement::Placement;
+use super::reason::{FailureReason, Reason};
 use super::task::{State, Task, TaskKey};
 use crate::admission::Execution;
 
@@ -29,7 +30,7 @@ pub struct TaskInstance {
     /// The state.
     pub state: State,
     /// Why it failed, or what it is waiting for while scheduled; `None` when nothing to say.
-    pub failure_reason: Option<String>,
+    pub failure_reason: Option<FailureReason>,
     /// Bumped each time an attempt is resolved, so a late write of an older attempt is refused.
     pub attempt_epoch: u64,
     /// Dispatch attempts spent by executor errors; holds, deferrals and an unavailable hook
@@ -47,7 +48,7 @@ pub struct TaskInstance {
     /// The execution fields the admitted attempt runs with.
     pub execution: Option<Execution>,
     /// What the attempt last waited for (a hold, an unavailable hook) before it was admitted.
-    pub waited_for: Option<String>,
+    pub waited_for: Option<FailureReason>,
     /// Whether an agent token was minted for this task instance.
     pub token_minted: bool,
     /// How many times an executor launched it; more than one is a bug the load test looks for.
@@ -58,6 +59,27 @@ pub struct TaskInstance {
 }
 
 impl TaskInstance {
+    /// `task` as it is first scheduled: for its first try, with nothing recorded yet.
+    pub fn new(task: Arc<Task>) -> TaskInstance {
+        TaskInstance {
+            task,
+            try_number: 1,
+            state: State::Scheduled,
+            failure_reason: None,
+            attempt_epoch: 0,
+            dispatch_attempts: 0,
+            next_dispatch_at: None,
+            waiting_since: None,
+            in_flight: false,
+            placement: None,
+            execution: None,
+            waited_for: None,
+            token_minted: false,
+            executions: 0,
+            followed: false,
+        }
+    }
+
     /// Whether nothing more happens to the task instance in this run: it is neither
     /// `scheduled` nor `running`, nor `queued` with its executor following it.
     pub fn is_settled(&self) -> bool {
@@ -70,17 +92,18 @@ impl TaskInstance {
 
     /// Spends a dispatch attempt on `cause` and backs off, or fails the task once
     /// [`MAX_DISPATCH_ATTEMPTS`] are spent.
-    fn spend_dispatch_attempt(&mut self, cause: &str, now: Instant) {
+    fn spend_dispatch_attempt(&mut self, cause: Reason, now: Instant) {
         let attempts = self.dispatch_attempts + 1;
         if attempts >= MAX_DISPATCH_ATTEMPTS {
             self.state = State::Failed;
-            self.failure_reason = Some(format!(
-                "dispatch_failed after {attempts} attempts: {cause}"
-            ));
+            self.failure_reason = Some(FailureReason::new(Reason::DispatchFailed {
+                attempts,
+                last: Box::new(cause),
+            }));
             self.next_dispatch_at = None;
         } else {
             self.dispatch_attempts = attempts;
-            self.failure_reason = Some(cause.to_owned());
+            self.failure_reason = Some(FailureReason::new(cause));
             self.next_dispatch_at = Some(now + dispatch_backoff(attempts));
         }
     }
@@ -100,7 +123,7 @@ pub enum Requeue {
     /// The process could not start for lack of resources: nothing is spent, and it backs off.
     Backpressure,
     /// The process could not start for this cause: a dispatch attempt is spent.
-    Rejected(String),
+    Rejected(Reason),
 }
 
 /// What a guarded write did.
@@ -196,26 +219,7 @@ impl TaskStore {
             return Write::Superseded;
         }
         rows.offerable.insert(key.clone());
-        rows.by_key.insert(
-            key,
-            TaskInstance {
-                task: Arc::new(task),
-                try_number: 1,
-                state: State::Scheduled,
-                failure_reason: None,
-                attempt_epoch: 0,
-                dispatch_attempts: 0,
-                next_dispatch_at: None,
-                waiting_since: None,
-                in_flight: false,
-                placement: None,
-                execution: None,
-                waited_for: None,
-                token_minted: false,
-                executions: 0,
-                followed: false,
-            },
-        );
+        rows.by_key.insert(key, TaskInstance::new(Arc::new(task)));
         Write::Applied
     }
 
@@ -301,17 +305,14 @@ impl TaskStore {
     }
 
     /// Fails a refused task at once, without retries (Dexaflow's `FailDispatchExhausted` with a
-    /// `dispatch refused: ` reason).
-    pub fn fail_refused(&self, key: &TaskKey, reason: String) -> Write {
-        self.fail(key, reason)
-    }
-
-    fn fail(&self, key: &TaskKey, reason: String) -> Write {
+    /// `dispatch refused: ` reason). `reason` is one of the refusals
+    /// ([`Reason::is_refusal`]).
+    pub fn fail_refused(&self, key: &TaskKey, reason: Reason) -> Write {
         let mut rows = self.rows();
         match rows.get_mut(key) {
             Some(row) if row.state == State::Scheduled => {
                 row.state = State::Failed;
-                row.failure_reason = Some(reason);
+                row.failure_reason = Some(FailureReason::new(reason));
                 row.next_dispatch_at = None;
                 row.in_flight = false;
                 Write::Applied
@@ -323,11 +324,12 @@ impl TaskStore {
     /// Records that a hold or an unavailable hook made the attempt wait, showing `reason`.
     ///
     /// No dispatch attempt is spent. Once `retry_window` has passed since the first wait of
-    /// this run of waits, the task fails with `dispatch_failed: <reason>`.
+    /// this run of waits, the task fails with `dispatch_failed: <reason>`
+    /// ([`Reason::RetryWindowSpent`]).
     pub fn wait(
         &self,
         key: &TaskKey,
-        reason: String,
+        reason: Reason,
         now: Instant,
         retry_window: Duration,
     ) -> Waited {
@@ -342,10 +344,12 @@ impl TaskStore {
         row.in_flight = false;
         if now.duration_since(since) >= retry_window {
             row.state = State::Failed;
-            row.failure_reason = Some(format!("dispatch_failed: {reason}"));
+            row.failure_reason = Some(FailureReason::new(Reason::RetryWindowSpent(Box::new(
+                reason,
+            ))));
             Waited::Failed
         } else {
-            row.failure_reason = Some(reason);
+            row.failure_reason = Some(FailureReason::new(reason));
             Waited::Waiting
         }
     }
@@ -402,7 +406,7 @@ impl TaskStore {
     /// Records an executor error at dispatch (Dexaflow's `Rejected`): spends a dispatch attempt
     /// and backs off (5s·2^(n−1), at most 5 minutes), or fails the task after
     /// [`MAX_DISPATCH_ATTEMPTS`].
-    pub fn record_dispatch_failure(&self, key: &TaskKey, cause: &str, now: Instant) -> Write {
+    pub fn record_dispatch_failure(&self, key: &TaskKey, cause: Reason, now: Instant) -> Write {
         let mut rows = self.rows();
         match rows.get_mut(key) {
             Some(row) if row.state == State::Scheduled => {
@@ -450,7 +454,7 @@ impl TaskStore {
         match why {
             Requeue::HandedBack => {}
             Requeue::Backpressure => row.back_off(now),
-            Requeue::Rejected(cause) => row.spend_dispatch_attempt(&cause, now),
+            Requeue::Rejected(cause) => row.spend_dispatch_attempt(cause, now),
         }
         if row.state == State::Scheduled {
             rows.offerable.insert(key.clone());
@@ -471,7 +475,7 @@ impl TaskStore {
                     Completion::Succeeded => row.state = State::Success,
                     Completion::Failed(how) => {
                         row.state = State::Failed;
-                        row.failure_reason = Some(how);
+                        row.failure_reason = Some(FailureReason::new(Reason::Ended(how)));
                     }
                 }
                 row.followed = false;

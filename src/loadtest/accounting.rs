@@ -8,14 +8,7 @@ use super::plan::{Plan, attempt_index};
 use super::report::{AttemptOutcome, Latencies, Report, Throughput};
 use super::spec::CHANGED_KEY;
 use crate::dispatch::task::State;
-use crate::dispatch::{Disposition, TaskInstance, TaskStore};
-
-/// The prefix of a refusal's failure reason (the pipeline's `dispatch refused: `).
-const REFUSED: &str = "dispatch refused: ";
-/// The failure reason of a hold whose retry window is spent.
-const HELD: &str = "dispatch_failed: admission hold: ";
-/// The failure reason of an unavailable hook whose retry window is spent.
-const UNAVAILABLE: &str = "dispatch_failed: admission hook unavailable: ";
+use crate::dispatch::{Disposition, Reason, TaskInstance, TaskStore};
 /// Marks an attempt with no final disposition yet.
 const UNSETTLED: u64 = u64::MAX;
 
@@ -176,7 +169,8 @@ fn account(row: &TaskInstance) -> Account {
     if row.executions > 1 {
         return Account::ExecutedTwice;
     }
-    match (row.state, row.executions, row.failure_reason.as_deref()) {
+    let reason = row.failure_reason.as_ref().map(|reason| reason.reason());
+    match (row.state, row.executions, reason) {
         (State::Queued | State::Running | State::Success, 1, _) => {
             let changed = row
                 .execution
@@ -188,14 +182,14 @@ fn account(row: &TaskInstance) -> Account {
                 AttemptOutcome::Executed
             })
         }
-        (State::Failed, 0, Some(reason)) => Account::Settled(if reason.starts_with(REFUSED) {
-            AttemptOutcome::Refused
-        } else if reason.starts_with(HELD) {
-            AttemptOutcome::Held
-        } else if reason.starts_with(UNAVAILABLE) {
-            AttemptOutcome::Unavailable
-        } else {
-            AttemptOutcome::Failed
+        (State::Failed, 0, Some(reason)) => Account::Settled(match reason {
+            Reason::RefusedByHook { .. } => AttemptOutcome::Refused,
+            Reason::RetryWindowSpent(waited) => match **waited {
+                Reason::Held { .. } => AttemptOutcome::Held,
+                Reason::Unavailable { .. } => AttemptOutcome::Unavailable,
+                _ => AttemptOutcome::Failed,
+            },
+            _ => AttemptOutcome::Failed,
         }),
         (State::Scheduled, 0, _) if !row.in_flight => Account::HandedBack,
         _ => Account::Lost,
@@ -209,9 +203,14 @@ fn agrees(outcome: AttemptOutcome, disposition: Option<Disposition>) -> bool {
             disposition == Some(Disposition::Executed)
         }
         AttemptOutcome::Refused => disposition == Some(Disposition::Refused),
-        AttemptOutcome::Held | AttemptOutcome::Unavailable | AttemptOutcome::Failed => {
+        AttemptOutcome::Held | AttemptOutcome::Unavailable => {
             disposition == Some(Disposition::Failed)
         }
+        // A built-in refusal is refused by the pipeline, but is no hook's outcome.
+        AttemptOutcome::Failed => matches!(
+            disposition,
+            Some(Disposition::Failed | Disposition::Refused)
+        ),
     }
 }
 
@@ -220,25 +219,18 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
+    use crate::admission::{ChangeError, HookError};
+    use crate::dispatch::FailureReason;
     use crate::loadtest::plan::attempt;
 
-    fn row(state: State, executions: u32, reason: Option<&str>) -> TaskInstance {
+    fn row(state: State, executions: u32, reason: Option<Reason>) -> TaskInstance {
         TaskInstance {
-            task: Arc::new(attempt(0, "tenant-0")),
-            try_number: 1,
             state,
-            failure_reason: reason.map(str::to_owned),
+            failure_reason: reason.map(FailureReason::new),
             attempt_epoch: 1,
-            dispatch_attempts: 0,
-            next_dispatch_at: None,
-            waiting_since: None,
-            in_flight: false,
-            placement: None,
-            execution: None,
-            waited_for: None,
             token_minted: executions > 0,
             executions,
-            followed: false,
+            ..TaskInstance::new(Arc::new(attempt(0, "tenant-0")))
         }
     }
 
@@ -265,20 +257,41 @@ mod tests {
         ));
     }
 
+    fn window_spent(waited: Reason) -> Reason {
+        Reason::RetryWindowSpent(Box::new(waited))
+    }
+
     #[test]
     fn failure_reasons_tell_refused_held_and_unavailable_apart() {
         let cases = [
-            ("dispatch refused: admission: no", AttemptOutcome::Refused),
             (
-                "dispatch_failed: admission hold: later",
+                Reason::RefusedByHook {
+                    hook: "refuse#0".into(),
+                    reason: "no".into(),
+                },
+                AttemptOutcome::Refused,
+            ),
+            (
+                window_spent(Reason::Held {
+                    hook: "hold#0".into(),
+                    reason: "later".into(),
+                }),
                 AttemptOutcome::Held,
             ),
             (
-                "dispatch_failed: admission hook unavailable: error#0: down",
+                window_spent(Reason::Unavailable {
+                    hook: "error#0".into(),
+                    error: HookError::Failed("down".into()),
+                }),
                 AttemptOutcome::Unavailable,
             ),
             (
-                "dispatch_failed after 6 attempts: boom",
+                Reason::DispatchFailed {
+                    attempts: 6,
+                    last: Box::new(Reason::Executor {
+                        cause: "boom".into(),
+                    }),
+                },
                 AttemptOutcome::Failed,
             ),
         ];
@@ -288,6 +301,36 @@ mod tests {
                 Some(expected)
             );
         }
+    }
+
+    #[test]
+    fn a_built_in_refusal_that_reads_like_a_hook_refusal_is_no_hook_refusal() {
+        // The annotations check after the chain is the pipeline's own, though its text starts
+        // `dispatch refused: admission: ` as a hook's refusal does.
+        let built_in = Reason::ChangesRefused(ChangeError::AnnotationsTooLarge { bytes: 300_000 });
+        assert!(
+            built_in
+                .to_string()
+                .starts_with("dispatch refused: admission: ")
+        );
+
+        let counted = outcome(&row(State::Failed, 0, Some(built_in)));
+
+        assert_eq!(counted, Some(AttemptOutcome::Failed));
+        assert_ne!(counted, Some(AttemptOutcome::Refused));
+    }
+
+    #[test]
+    fn a_hook_refusal_whose_reason_reads_like_a_hold_is_a_refusal() {
+        let refused = Reason::RefusedByHook {
+            hook: "refuse#0".into(),
+            reason: "dispatch_failed: admission hold: later".into(),
+        };
+
+        assert_eq!(
+            outcome(&row(State::Failed, 0, Some(refused))),
+            Some(AttemptOutcome::Refused)
+        );
     }
 
     #[test]
@@ -316,6 +359,7 @@ mod tests {
             Some(Disposition::Executed)
         ));
         assert!(!agrees(AttemptOutcome::Refused, Some(Disposition::Failed)));
+        assert!(agrees(AttemptOutcome::Failed, Some(Disposition::Refused)));
         assert!(!agrees(AttemptOutcome::Executed, None));
     }
 }

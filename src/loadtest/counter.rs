@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::report::{BreakerTransitions, Latencies};
 use crate::admission::Outcome;
-use crate::supervise::{BreakerState, Observer};
+use crate::events::{BreakerEvents, BreakerState, BufferEvents, HookEvents};
 
 /// Counts what supervision and the dispatcher report during a run.
 ///
@@ -70,7 +70,7 @@ impl Counter {
     }
 }
 
-impl Observer for Counter {
+impl HookEvents for Counter {
     fn hook_call(&self, outcome: Outcome, elapsed: Duration) {
         let Some(index) = Outcome::ALL.iter().position(|known| *known == outcome) else {
             return;
@@ -81,7 +81,9 @@ impl Observer for Counter {
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         calls[index].record(elapsed);
     }
+}
 
+impl BreakerEvents for Counter {
     fn breaker_changed(&self, _position: usize, _hook: &str, state: BreakerState) {
         let counter = match state {
             BreakerState::Open => &self.opened,
@@ -90,7 +92,9 @@ impl Observer for Counter {
         };
         counter.fetch_add(1, Ordering::Relaxed);
     }
+}
 
+impl BufferEvents for Counter {
     fn deferred_at_capacity(&self) {
         self.deferred.fetch_add(1, Ordering::Relaxed);
     }

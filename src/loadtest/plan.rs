@@ -20,8 +20,9 @@ use crate::dispatch::settings::{
 use crate::dispatch::task::{Task, TaskExecution, TaskKey};
 use crate::dispatch::token::Hs256Minter;
 use crate::dispatch::{Parts, Pipeline, Settings, Settled, TaskStore};
+use crate::events::Observer;
 use crate::hooks::{SpecError, Webhook, WebhookSpec};
-use crate::supervise::{self, Observer, SupervisedChain};
+use crate::supervise::{self, SupervisedChain};
 
 /// How many attempts a run offers.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -310,7 +311,7 @@ impl Plan {
             .into_iter()
             .fold(Chain::new(settings.change_rules()), Chain::with_hook);
         let chain = (!chain.is_empty())
-            .then(|| SupervisedChain::start(chain, &self.supervise, Arc::clone(&observer)));
+            .then(|| SupervisedChain::start(chain, &self.supervise, observer.clone()));
         Pipeline::new(Parts {
             minter: Arc::new(Hs256Minter::new(settings.token.clone())),
             settings,

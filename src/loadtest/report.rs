@@ -76,7 +76,8 @@ pub enum AttemptOutcome {
     /// A hook errored, timed out, panicked or was skipped by its open breaker; failed as
     /// `dispatch_failed: admission hook unavailable: ...`.
     Unavailable,
-    /// Failed for any other reason (none is expected with the `null` executor).
+    /// Failed for any other reason, a built-in refusal included (none is expected with the
+    /// `null` executor and the harness's tasks).
     Failed,
 }
 

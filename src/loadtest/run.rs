@@ -17,7 +17,7 @@ use super::plan::Plan;
 use super::report::Report;
 use super::timer::TimerThread;
 use crate::dispatch::{Dispatcher, Drain, TaskStore, Ticking};
-use crate::supervise::{Fanout, Observer};
+use crate::events::{Fanout, Observer};
 
 /// A [`Plan`] and how to run it.
 #[derive(Clone, Default)]

@@ -34,19 +34,8 @@ use std::time::Duration;
 use actix::{Actor, Addr, AsyncContext, Context, Handler, Message, MessageResult, SpawnHandle};
 use tokio::time::Instant;
 
-use super::{BreakerSettings, Observer};
-
-/// A breaker's state, as the `dexaflow_admission_breaker_state` gauge shows it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum BreakerState {
-    /// Calls pass.
-    Closed = 0,
-    /// The backoff has passed: one call may probe the hook, every other call is skipped.
-    HalfOpen = 1,
-    /// Calls are skipped without calling the hook.
-    Open = 2,
-}
+use super::BreakerSettings;
+use crate::events::{BreakerEvents, BreakerState};
 
 /// Where the machine is. `HalfOpen` and `Probing` both show as [`BreakerState::HalfOpen`]: they
 /// differ only in whether the one probe has been taken.
@@ -415,7 +404,7 @@ pub(crate) struct Breaker {
     position: usize,
     hook: String,
     machine: Arc<Machine>,
-    observer: Arc<dyn Observer>,
+    observer: Arc<dyn BreakerEvents>,
     /// The number of the last transition observers were told of.
     told: u64,
     /// Transitions that arrived before an earlier one (from gates on other threads).
@@ -449,7 +438,7 @@ impl Breaker {
         position: usize,
         hook: &str,
         machine: Arc<Machine>,
-        observer: Arc<dyn Observer>,
+        observer: Arc<dyn BreakerEvents>,
     ) -> Addr<Breaker> {
         Breaker {
             position,

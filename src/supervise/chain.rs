@@ -1,13 +1,14 @@
-//! The supervised driver of the hook chain: the one the dispatcher runs, on the tick and on the
-//! workers alike.
+//! The supervised driver of the hook chain: the one every caller runs, however it drives
+//! attempts.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{Gate, Limit, Observer, Settings, Supervised};
+use super::{Gate, Limit, Settings, Supervised};
 use crate::admission::{Chain, Outcome, Request, Verdict};
+use crate::events::SupervisionEvents;
 
 /// A chain whose every call is supervised: breaker gate, timeout, panic recovery.
 ///
@@ -25,7 +26,7 @@ pub struct SupervisedChain {
     // `own[i]`: the timeout and fail-open of `hooks[i]`.
     own: Vec<(Duration, bool)>,
     chain_timeout: Duration,
-    observer: Arc<dyn Observer>,
+    observer: Arc<dyn SupervisionEvents>,
 }
 
 impl std::fmt::Debug for SupervisedChain {
@@ -51,7 +52,7 @@ impl SupervisedChain {
     pub fn start(
         chain: Chain,
         settings: &Settings,
-        observer: Arc<dyn Observer>,
+        observer: Arc<dyn SupervisionEvents>,
     ) -> SupervisedChain {
         let chain = chain.with_fail_open(settings.fail_open);
         if settings.fail_open && !chain.is_empty() {
@@ -68,7 +69,7 @@ impl SupervisedChain {
                     position,
                     hook.name(),
                     settings.breaker.clone(),
-                    Arc::clone(&observer),
+                    observer.clone(),
                 );
                 Supervised::new(Arc::clone(hook), gate)
             })

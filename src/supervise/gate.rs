@@ -9,9 +9,10 @@ use std::sync::Arc;
 
 use actix::Addr;
 
+use super::BreakerSettings;
 use super::breaker::{Breaker, CurrentState, Entry, Machine, Transitioned};
-use super::{BreakerSettings, BreakerState, Observer};
 use crate::admission::HookError;
+use crate::events::{BreakerEvents, BreakerState};
 
 /// The hot path's view of one hook's breaker.
 #[derive(Debug, Clone)]
@@ -30,7 +31,7 @@ impl Gate {
         position: usize,
         hook: &str,
         settings: BreakerSettings,
-        observer: Arc<dyn Observer>,
+        observer: Arc<dyn BreakerEvents>,
     ) -> Gate {
         let machine = Arc::new(Machine::new(settings));
         let breaker = Breaker::start(position, hook, Arc::clone(&machine), observer);

@@ -1,5 +1,5 @@
 //! Supervision of every hook call (ADR 0100 §5): a breaker gate, a timeout capped by the chain
-//! budget, and panic recovery, in that order, on synchronous dispatch and on the workers alike.
+//! budget, and panic recovery, in that order, whoever drives the chain.
 //!
 //! - [`catch_panic`]: a panicking hook becomes [`crate::admission::HookError::Panicked`].
 //! - [`timeout`] and [`Limit`]: a call past its hook's timeout becomes
@@ -9,25 +9,20 @@
 //!   its timer and tells observers; the hot path reads the state from atomics and never waits
 //!   for a message round trip.
 //! - [`Supervised`]: fixes the order gate → timeout → catch_panic → hook.
-//! - [`SupervisedChain`]: drives the admission chain with a supervised call per hook.
-//! - [`AdmissionWorker`]: an actor that drains the bounded dispatch buffer.
+//! - [`SupervisedChain`]: drives the admission chain with a supervised call per hook, and
+//!   reports each call and breaker through [`crate::events::SupervisionEvents`].
 
 mod breaker;
 mod catch_panic;
 mod chain;
 mod gate;
-mod observer;
 mod settings;
 mod stack;
 mod timeout;
-mod worker;
 
-pub use breaker::BreakerState;
 pub use catch_panic::{CatchPanic, catch_panic, panic_message};
 pub use chain::SupervisedChain;
 pub use gate::{Gate, Pass};
-pub use observer::{Fanout, Ignore, Observer};
 pub use settings::{BreakerSettings, HookSettings, Settings};
 pub use stack::Supervised;
 pub use timeout::{Limit, timeout};
-pub use worker::{AdmissionWorker, Run, Stop, Wake};

@@ -17,7 +17,7 @@ use dexaflow_admission::admission::{
     Changes, Decision, Hook, HookError, HookFuture, Outcome, Request, TaintEffect, Toleration,
     TolerationOperator,
 };
-use dexaflow_admission::supervise::{BreakerState, Observer};
+use dexaflow_admission::events::{BreakerEvents, BreakerState, BufferEvents, HookEvents};
 
 /// One answer a [`FakeHook`] gives.
 pub type Answer = Result<Decision, HookError>;
@@ -311,14 +311,16 @@ impl RecordingObserver {
     }
 }
 
-impl Observer for RecordingObserver {
+impl HookEvents for RecordingObserver {
     fn hook_call(&self, outcome: Outcome, _: Duration) {
         self.outcomes
             .lock()
             .expect("no test panics while holding the record")
             .push(outcome);
     }
+}
 
+impl BreakerEvents for RecordingObserver {
     fn breaker_changed(&self, _: usize, hook: &str, state: BreakerState) {
         self.states
             .lock()
@@ -326,3 +328,5 @@ impl Observer for RecordingObserver {
             .push((hook.to_owned(), state));
     }
 }
+
+impl BufferEvents for RecordingObserver {}

@@ -21,7 +21,8 @@ use dexaflow_admission::dispatch::token::{AgentIdentity, Minter, TokenError};
 use dexaflow_admission::dispatch::{
     Dispatcher, Offer, Parts, Pipeline, Settings, Settled, TaskInstance, TaskStore, Tick, Ticking,
 };
-use dexaflow_admission::supervise::{self, BreakerSettings, Gate, Ignore, SupervisedChain};
+use dexaflow_admission::events::Ignore;
+use dexaflow_admission::supervise::{self, BreakerSettings, Gate, SupervisedChain};
 use tokio::sync::mpsc;
 
 /// An executor that launches nothing and records every attempt it was given.

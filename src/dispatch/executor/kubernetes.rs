@@ -30,7 +30,7 @@ use super::{
     AGENT_TOKEN_ENV, Admitted, ExecuteFuture, Executor, ExecutorError, Launched,
     TASK_INSTANCE_ID_ENV, is_reserved_env,
 };
-use crate::admission::{ResourceList, Toleration, is_reserved_key, label_value_problem};
+use crate::admission::{MAX_NAME, ResourceList, Toleration, is_reserved_key, label_value_problem};
 use crate::dispatch::placement::{DedicatedReason, Placement};
 
 /// The label naming the attempt's DAG.
@@ -57,8 +57,6 @@ pub const SOURCE_FILE: &str = "dag.py";
 /// The name of the downward API volume that projects the DAG source.
 const SOURCE_VOLUME: &str = "dexaflow-dag-source";
 
-/// The longest pod name, label value and DNS label.
-const MAX_NAME: usize = 63;
 /// Hex characters of a SHA-256 that replace the overflow of a long label value.
 const LABEL_HASH_LEN: usize = 12;
 /// The group a non-root task's volumes are written as (the distroless `nonroot` GID).

@@ -33,8 +33,8 @@ use tokio::process::{Child, Command};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
 use super::{
-    AGENT_TOKEN_ENV, Admitted, Completion, ExecuteFuture, Executor, ExecutorError, Launched,
-    ShutdownFuture, Step, TASK_INSTANCE_ID_ENV, is_reserved_env,
+    AGENT_TOKEN_ENV, Admitted, Completion, Ending, ExecuteFuture, Executor, ExecutorError,
+    Launched, ShutdownFuture, Step, TASK_INSTANCE_ID_ENV, is_reserved_env,
 };
 use crate::dispatch::shutdown::{self, Shutdown, Tracked, Tracker, Trigger};
 
@@ -274,16 +274,16 @@ impl Run {
             biased;
             status = process.child.wait() => match status {
                 Ok(status) => completion_of(status),
-                Err(error) => Completion::Failed(format!("waiting for the process: {error}")),
+                Err(error) => Completion::Failed(Ending::Unwaitable(error.to_string())),
             },
             () = deadline => {
                 process.end(self.kill_grace).await;
                 let seconds = timeout.unwrap_or_default().as_secs();
-                Completion::Failed(format!("execution timed out after {seconds}s"))
+                Completion::Failed(Ending::TimedOut { seconds })
             }
             () = self.stopped.triggered() => {
                 process.end(self.kill_grace).await;
-                Completion::Failed(ORPHANED.to_owned())
+                Completion::Failed(Ending::Orphaned)
             }
         };
         // Kills what the command left in its group before the slot is given to another.
@@ -344,16 +344,16 @@ fn completion_of(status: ExitStatus) -> Completion {
         return Completion::Succeeded;
     }
     if let Some(code) = status.code() {
-        return Completion::Failed(format!("exit code {code}"));
+        return Completion::Failed(Ending::ExitCode(code));
     }
     #[cfg(unix)]
     {
         use std::os::unix::process::ExitStatusExt;
         if let Some(signal) = status.signal() {
-            return Completion::Failed(format!("killed by signal {signal}"));
+            return Completion::Failed(Ending::Killed(Some(signal)));
         }
     }
-    Completion::Failed("killed by signal".to_owned())
+    Completion::Failed(Ending::Killed(None))
 }
 
 /// Creates the log file and its directories.

@@ -47,8 +47,42 @@ pub struct Admitted {
 pub enum Completion {
     /// The task succeeded.
     Succeeded,
-    /// The task failed; the text says how (`exit code 3`).
-    Failed(String),
+    /// The task failed, and how.
+    Failed(Ending),
+}
+
+/// How a launched attempt failed, as its executor reports it. Its `Display` is the reason the
+/// task instance shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ending {
+    /// Its command exited with this code: `exit code 3`.
+    ExitCode(i32),
+    /// A signal ended its command: `killed by signal 9`, or `killed by signal` where the
+    /// platform does not say which.
+    Killed(Option<i32>),
+    /// It ran past its task's execution timeout, in whole seconds, and was ended:
+    /// `execution timed out after 30s`.
+    TimedOut {
+        /// The task's execution timeout.
+        seconds: u64,
+    },
+    /// The dispatcher shut down while it ran, and it was ended ([`lite::ORPHANED`]).
+    Orphaned,
+    /// Its process could not be waited for; the text is the error's.
+    Unwaitable(String),
+}
+
+impl std::fmt::Display for Ending {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Ending::ExitCode(code) => write!(f, "exit code {code}"),
+            Ending::Killed(Some(signal)) => write!(f, "killed by signal {signal}"),
+            Ending::Killed(None) => f.write_str("killed by signal"),
+            Ending::TimedOut { seconds } => write!(f, "execution timed out after {seconds}s"),
+            Ending::Orphaned => f.write_str(lite::ORPHANED),
+            Ending::Unwaitable(error) => write!(f, "waiting for the process: {error}"),
+        }
+    }
 }
 
 /// One step of a launched attempt its executor follows, in the order they happen: at most one

@@ -1,0 +1,166 @@
+//! The bounded dispatch buffer of `buffer_size > 0` and the admission workers that drain it.
+//!
+//! The dispatcher offers ready attempts to the buffer on each tick; the attempt that finds it
+//! full is deferred to the next tick, as Dexaflow's `ErrAtCapacity` is. Each worker runs the
+//! same [`Pipeline::dispatch`] the synchronous tick runs. On shutdown, attempts still buffered
+//! are handed back as deferred.
+
+use std::sync::Arc;
+
+use actix::{Actor, Addr};
+use crossbeam_channel::{Receiver, Sender, TrySendError};
+use tokio::sync::mpsc;
+
+use super::dispatcher::TickReport;
+use super::pipeline::{Disposition, Pipeline};
+use super::shutdown::Shutdown;
+use super::task::{Task, TaskKey};
+use super::worker::{AdmissionWorker, Run, Stop, Wake};
+
+/// The message `Deferred` carries (Dexaflow's `ErrAtCapacity`).
+pub const AT_CAPACITY: &str = "dispatch buffer at capacity; will retry next tick";
+
+/// One attempt in the buffer.
+#[derive(Debug)]
+pub struct Job {
+    key: TaskKey,
+    task: Arc<Task>,
+}
+
+/// The buffer and the workers that drain it.
+pub(super) struct Buffer {
+    capacity: usize,
+    sender: Sender<Job>,
+    receiver: Receiver<Job>,
+    workers: Vec<Addr<AdmissionWorker<BufferedDispatch>>>,
+}
+
+impl Buffer {
+    /// A buffer of `capacity` attempts drained by `workers` admission workers (at least one),
+    /// started on the current arbiter; each holds a clone of `done` until it stops.
+    pub(super) fn start(
+        pipeline: &Arc<Pipeline>,
+        shutdown: &Shutdown,
+        capacity: usize,
+        workers: usize,
+        done: &mpsc::Sender<()>,
+    ) -> Buffer {
+        let (sender, receiver) = crossbeam_channel::bounded(capacity);
+        pipeline.observer().buffer_capacity(capacity);
+        let run = Arc::new(BufferedDispatch {
+            pipeline: Arc::clone(pipeline),
+            shutdown: shutdown.clone(),
+            depth: receiver.clone(),
+        });
+        let workers = (0..workers.max(1))
+            .map(|_| AdmissionWorker::new(receiver.clone(), Arc::clone(&run), done.clone()).start())
+            .collect();
+        Buffer {
+            capacity,
+            sender,
+            receiver,
+            workers,
+        }
+    }
+
+    /// How many attempts the buffer holds now.
+    pub(super) fn len(&self) -> usize {
+        self.sender.len()
+    }
+
+    /// How many attempts a tick takes: one more than fits, so that a full buffer still defers
+    /// one attempt and says so.
+    pub(super) fn room(&self) -> usize {
+        self.capacity.saturating_sub(self.len()) + 1
+    }
+
+    /// Puts ready attempts in the buffer until it is full; the attempt that finds it full and
+    /// every one after it are handed back for a later tick, as Dexaflow's fairness rule says.
+    pub(super) fn offer(
+        &self,
+        pipeline: &Pipeline,
+        ready: Vec<(TaskKey, Arc<Task>)>,
+    ) -> TickReport {
+        let mut report = TickReport::default();
+        let mut ready = ready.into_iter();
+        for (key, task) in ready.by_ref() {
+            match self.sender.try_send(Job { key, task }) {
+                Ok(()) => report.offered += 1,
+                Err(TrySendError::Full(job) | TrySendError::Disconnected(job)) => {
+                    tracing::debug!(task = %job.key, "dispatch deferred; buffer at capacity, re-offering next tick");
+                    pipeline.observer().deferred_at_capacity();
+                    defer(pipeline, &job.key, Turn::First);
+                    report.deferred += 1;
+                    break;
+                }
+            }
+        }
+        for (key, _) in ready {
+            pipeline.store().hand_back(&key);
+        }
+        pipeline.observer().buffer_depth(self.len());
+        if report.offered > 0 {
+            for worker in &self.workers {
+                worker.do_send(Wake);
+            }
+        }
+        report
+    }
+
+    /// Tells every worker to stop after the attempt in hand, and hands back every attempt still
+    /// buffered as deferred; returns how many.
+    pub(super) fn drain(&self, pipeline: &Pipeline) -> usize {
+        for worker in &self.workers {
+            worker.do_send(Stop);
+        }
+        let mut handed_back = 0;
+        while let Ok(job) = self.receiver.try_recv() {
+            defer(pipeline, &job.key, Turn::InOrder);
+            handed_back += 1;
+        }
+        pipeline.observer().buffer_depth(self.receiver.len());
+        handed_back
+    }
+}
+
+/// Where a deferred attempt's next turn comes.
+enum Turn {
+    /// First on the next tick: it found the buffer full.
+    First,
+    /// In key order, as any other scheduled attempt.
+    InOrder,
+}
+
+/// Hands a buffered attempt back, still scheduled with nothing spent, and settles it as
+/// deferred: the one place a buffered attempt is deferred.
+fn defer(pipeline: &Pipeline, key: &TaskKey, turn: Turn) {
+    match turn {
+        Turn::First => pipeline.store().defer(key),
+        Turn::InOrder => pipeline.store().hand_back(key),
+    }
+    pipeline.settle(key, Disposition::Deferred);
+}
+
+/// What an admission worker does with a job: the pipeline's dispatch, as on a synchronous tick.
+pub(super) struct BufferedDispatch {
+    pipeline: Arc<Pipeline>,
+    shutdown: Shutdown,
+    // The buffer's receiving end, read only for its depth.
+    depth: Receiver<Job>,
+}
+
+impl Run for BufferedDispatch {
+    type Job = Job;
+
+    async fn run(&self, job: Job) {
+        let pipeline = &self.pipeline;
+        pipeline.observer().buffer_depth(self.depth.len());
+        if self.shutdown.is_fired() {
+            defer(pipeline, &job.key, Turn::InOrder);
+            return;
+        }
+        pipeline.observer().worker_busy(true);
+        pipeline.dispatch(&job.key, &job.task, &self.shutdown).await;
+        pipeline.observer().worker_busy(false);
+    }
+}
