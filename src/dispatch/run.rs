@@ -14,7 +14,7 @@ use super::{
     TaskStore, Ticking,
 };
 use crate::admission::Chain;
-use crate::supervise::{self, Observer, SupervisedChain};
+use crate::supervise::{self, ChainBuilder, Observer};
 
 /// What [`run`] needs besides the tasks.
 pub struct Install {
@@ -70,13 +70,9 @@ pub async fn run(
     mut progress: impl FnMut(usize),
 ) -> Result<Report, ShuttingDown> {
     let store = TaskStore::new();
-    let chain = (!install.chain.is_empty()).then(|| {
-        SupervisedChain::start(
-            install.chain,
-            &install.supervise,
-            Arc::clone(&install.observer),
-        )
-    });
+    let chain = ChainBuilder::from_chain(install.chain, install.supervise)
+        .observer(Arc::clone(&install.observer))
+        .start();
     let pipeline = Arc::new(Pipeline::new(Parts {
         settings: Arc::clone(&install.settings),
         store: store.clone(),

@@ -9,10 +9,13 @@
 //!   its timer and tells observers; the hot path reads the state from atomics and never waits
 //!   for a message round trip.
 //! - [`Supervised`]: fixes the order gate → timeout → catch_panic → hook.
-//! - [`SupervisedChain`]: drives the admission chain with a supervised call per hook.
+//! - [`SupervisedChain`]: drives the admission chain with a supervised call per hook;
+//!   [`ChainBuilder`] makes one from hooks and an install's change rules, for the dispatcher and
+//!   the webhook server alike.
 //! - [`AdmissionWorker`]: an actor that drains the bounded dispatch buffer.
 
 mod breaker;
+mod builder;
 mod catch_panic;
 mod chain;
 mod gate;
@@ -23,6 +26,7 @@ mod timeout;
 mod worker;
 
 pub use breaker::BreakerState;
+pub use builder::ChainBuilder;
 pub use catch_panic::{CatchPanic, catch_panic, panic_message};
 pub use chain::SupervisedChain;
 pub use gate::{Gate, Pass};
