@@ -228,6 +228,11 @@ async fn accept(
                 }
             },
         };
+        // An answer is a few small writes: send each at once rather than wait for the client's
+        // delayed ACK (Nagle), which would add tens of milliseconds to a kept-alive connection.
+        if let Err(error) = stream.set_nodelay(true) {
+            tracing::debug!(%peer, "setting TCP_NODELAY: {error}");
+        }
         let acceptor = acceptor.clone();
         let builder = Arc::clone(&builder);
         let shared = Arc::clone(&shared);
