@@ -20,8 +20,8 @@ use dexaflow_admission::dispatch::task::State;
 use dexaflow_admission::dispatch::token::Hs256Minter;
 use dexaflow_admission::loadtest::{self, Amount, HookTimer, Options, Plan, WebhookFiles};
 use dexaflow_admission::metrics::{self, Metrics, ServerMetrics};
-use dexaflow_admission::serve::{self, Server};
-use dexaflow_admission::supervise::{self, BreakerSettings};
+use dexaflow_admission::serve::{self, Server, TaskAdmission};
+use dexaflow_admission::supervise::{self, BreakerSettings, ChainBuilder};
 use dexaflow_admission::{hooks, report, workload};
 
 /// Decides, for every task attempt a Dexaflow orchestrator dispatches, whether it runs, runs
@@ -58,9 +58,11 @@ enum Command {
     /// executor) through synthetic hooks, and print throughput, latency per outcome, breaker
     /// transitions and deferrals. Exits non-zero if any attempt was lost or executed twice.
     Loadtest(LoadtestArgs),
-    /// Serve the admission webhooks over HTTPS (`/pods/mutate`, `/pods/validate`,
-    /// `/dags/validate`) until SIGTERM or Ctrl-C, then drain requests in flight. Configured by
-    /// the `server` section of the config file.
+    /// Serve the admission webhooks over HTTPS (`/tasks/admit`, `/pods/mutate`,
+    /// `/pods/validate`, `/dags/validate`) until SIGTERM or Ctrl-C, then drain requests in
+    /// flight. Configured by the `server` section of the config file; `/tasks/admit` runs the
+    /// placement, freeze and deny hooks of `execution.admission.hooks`. Prints the addresses
+    /// it listens on once it is ready.
     Serve {
         /// The YAML config with a `server` section (see examples/serve.yaml).
         #[arg(long, value_name = "FILE")]
@@ -498,20 +500,38 @@ fn serve(path: PathBuf, enabled_admission: Option<String>) -> Result<(), String>
         }
         None => "server.enabled_admission",
     };
-    let _hook_metrics = start_metrics(config.metrics_listen, config::METRICS_LISTEN, [])?;
+    let builder = ChainBuilder::new(config.dispatch.change_rules(), config.supervise)
+        .hooks(serve::served_hooks(&config.hooks));
+    let hook_metrics = start_metrics(
+        config.metrics_listen,
+        config::METRICS_LISTEN,
+        builder.hook_names(),
+    )?;
+    let builder = builder.observer(Arc::new(hook_metrics));
     let metrics = ServerMetrics::register();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|error| format!("starting the runtime: {error}"))?;
     runtime.block_on(async {
-        let registry = serve::builtin(&settings, &metrics).map_err(|error| error_chain(&error))?;
+        let admission = TaskAdmission::start(builder)
+            .await
+            .map_err(|error| error_chain(&error))?;
+        let registry = serve::builtin(&settings, &metrics)
+            .and_then(|registry| registry.register(admission.into_service()))
+            .map_err(|error| error_chain(&error))?;
         let router = registry
             .route(settings.enabled_admission.as_deref(), &metrics)
             .map_err(|error| format!("{origin}: {}", error_chain(&error)))?;
         let server = Server::start(&settings, router, metrics)
             .await
             .map_err(|error| error_chain(&error))?;
+        // Where it listens, port 0 resolved: for whoever started it (a script, a test).
+        let mut bound = format!("serving https://{}\n", server.local_addr());
+        if let Some(probes) = server.probe_addr() {
+            bound.push_str(&format!("probes http://{probes}\n"));
+        }
+        write_stdout(&bound)?;
         server.run_until(termination()).await;
         Ok(())
     })

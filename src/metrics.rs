@@ -329,11 +329,18 @@ pub enum RequestOutcome {
     Timeout,
     /// 404: no service answers the path.
     NotFound,
+    /// 200, held: not now, ask again later (`/tasks/admit`).
+    Held,
+    /// 503: the service could not decide (`/tasks/admit`: a hook broken, skipped by its
+    /// breaker, or the chain budget spent).
+    Unavailable,
+    /// 401: the caller did not present the bearer token (`/tasks/admit`).
+    Unauthorized,
 }
 
 impl RequestOutcome {
     /// Every outcome, in declaration order.
-    pub const ALL: [RequestOutcome; 7] = [
+    pub const ALL: [RequestOutcome; 10] = [
         RequestOutcome::Allowed,
         RequestOutcome::Patched,
         RequestOutcome::Denied,
@@ -341,6 +348,9 @@ impl RequestOutcome {
         RequestOutcome::Panic,
         RequestOutcome::Timeout,
         RequestOutcome::NotFound,
+        RequestOutcome::Held,
+        RequestOutcome::Unavailable,
+        RequestOutcome::Unauthorized,
     ];
 
     /// The outcome's label value.
@@ -353,6 +363,9 @@ impl RequestOutcome {
             RequestOutcome::Panic => "panic",
             RequestOutcome::Timeout => "timeout",
             RequestOutcome::NotFound => "not_found",
+            RequestOutcome::Held => "held",
+            RequestOutcome::Unavailable => "unavailable",
+            RequestOutcome::Unauthorized => "unauthorized",
         }
     }
 }

@@ -6,17 +6,27 @@
 //! of each must pass `promtool check metrics`, name no tenant, DAG or task of its load, and count
 //! every outcome its load produced.
 //!
+//! A third load, `serve` with the same hooks, answers a steady stream of `/tasks/admit` and
+//! `/pods/mutate` requests, and every panel of the dashboard's server row must give finite
+//! values, not only series.
+//!
 //! Needs `prometheus` and `promtool` on PATH (Debian's `prometheus` package, which `.ci/run`
 //! installs); without them the test fails rather than passing unseen.
+
+mod serve_support;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use dexaflow_admission::metrics::{AT_CAPACITY_TOTAL, BREAKER_STATE, OUTCOMES_TOTAL};
-use serde_json::Value;
+use dexaflow_admission::metrics::{
+    AT_CAPACITY_TOTAL, BREAKER_STATE, OUTCOMES_TOTAL, SERVER_REQUESTS_TOTAL,
+};
+use serde_json::{Value, json};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_dexaflow-admission");
 const DASHBOARD: &str = "grafana/dashboards/dexaflow-admission.json";
@@ -385,6 +395,86 @@ fn check_scrape(load: &str, scrape: &str, names: &[String], produced: &[&str]) {
     }
 }
 
+/// The title of the dashboard's row for the webhook server; the panels after it are its.
+const SERVER_ROW: &str = "Webhook server (serve)";
+
+/// The titles of the panels in the server row: those after the row panel, up to the next row.
+fn server_row_titles(dashboard: &Value) -> Vec<String> {
+    let top = dashboard["panels"].as_array().expect("panels");
+    let start = top
+        .iter()
+        .position(|panel| panel["type"] == "row" && panel["title"] == SERVER_ROW)
+        .unwrap_or_else(|| panic!("no row titled {SERVER_ROW:?}"));
+    top[start + 1..]
+        .iter()
+        .take_while(|panel| panel["type"] != "row")
+        .filter_map(|panel| panel["title"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Starts `serve` on `listen` with `config`'s hooks (the file `dispatch` reads, shared) and a
+/// certificate of `authority`, its exporter on `exporter`.
+fn start_serve(
+    dir: &Path,
+    authority: &serve_support::Authority,
+    listen: SocketAddr,
+    exporter: SocketAddr,
+) -> Running {
+    let files = authority.issue().write_to(dir);
+    let config_path = dir.join("serve.yaml");
+    std::fs::write(
+        &config_path,
+        format!(
+            "{}server:\n  listen: {listen}\n  tls: {{cert_file: {}, key_file: {}}}\nmetrics: {{listen: {exporter}}}\n",
+            config(),
+            files.cert_file.display(),
+            files.key_file.display()
+        ),
+    )
+    .expect("write the server's config");
+    Running::start(
+        "dexaflow-admission serve",
+        Command::new(BINARY)
+            .arg("serve")
+            .arg("--config")
+            .arg(&config_path)
+            .current_dir(dir),
+        dir.join("serve.log"),
+    )
+}
+
+/// Sends `/tasks/admit` (tenants in turn, so that every hook acts) and `/pods/mutate` requests
+/// to the server at `address`, one every 20 ms, until `stop` is set.
+fn drive_serve(
+    address: SocketAddr,
+    ca: rustls::pki_types::CertificateDer<'static>,
+    stop: Arc<AtomicBool>,
+) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async move {
+        let client = serve_support::Client::new(address, &ca);
+        let pod = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"uid": "1", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "namespace": "default", "operation": "CREATE", "userInfo": {"username": "load"},
+            "object": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}});
+        let mut index = 0;
+        while !stop.load(Ordering::Relaxed) {
+            let attempt = json!({"api_version": "dexaflow.io/admission/v1", "uid": "1",
+                "tenant": tenant(index % 6), "dag_id": "d", "task_id": "t"});
+            client.post_json("/tasks/admit", &attempt).await;
+            client.post_json("/pods/mutate", &pod).await;
+            index += 1;
+            // Pacing the load, not waiting for anything.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+}
+
 #[test]
 fn every_dashboard_panel_has_data_in_a_real_prometheus() {
     require("prometheus");
@@ -421,12 +511,32 @@ fn every_dashboard_panel_has_data_in_a_real_prometheus() {
         dir.path().join("dispatch.log"),
     );
 
+    let serve_listen = free_port();
+    let serve_exporter = free_port();
+    let authority = serve_support::Authority::new();
+    let mut serve = start_serve(dir.path(), &authority, serve_listen, serve_exporter);
+    let serve_deadline = Instant::now() + DATA_DEADLINE;
+    while !std::fs::read_to_string(dir.path().join("serve.log"))
+        .unwrap_or_default()
+        .contains("serving https://")
+    {
+        serve.assert_running();
+        assert!(Instant::now() < serve_deadline, "serve did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let stop_driving = Arc::new(AtomicBool::new(false));
+    let driver = std::thread::spawn({
+        let ca = authority.der();
+        let stop = Arc::clone(&stop_driving);
+        move || drive_serve(serve_listen, ca, stop)
+    });
+
     let prometheus_address = free_port();
     let prometheus_config = dir.path().join("prometheus.yml");
     std::fs::write(
         &prometheus_config,
         format!(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: dexaflow-admission\n    static_configs:\n      - targets: [\"{loadtest_exporter}\", \"{dispatch_exporter}\"]\n"
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: dexaflow-admission\n    static_configs:\n      - targets: [\"{loadtest_exporter}\", \"{dispatch_exporter}\", \"{serve_exporter}\"]\n"
         ),
     )
     .expect("write the Prometheus config");
@@ -446,13 +556,15 @@ fn every_dashboard_panel_has_data_in_a_real_prometheus() {
     // Wait for the condition every panel needs: both targets are up and a rate over each one's
     // hook calls has the two samples it takes.
     let ready = [
-        r#"count(up{job="dexaflow-admission"} == 1) == 2"#.to_owned(),
+        r#"count(up{job="dexaflow-admission"} == 1) == 3"#.to_owned(),
         format!("count(sum by (instance) (rate({OUTCOMES_TOTAL}[{RATE_INTERVAL}])) > 0) == 2"),
+        format!("sum(rate({SERVER_REQUESTS_TOTAL}[{RATE_INTERVAL}])) > 0"),
     ];
     let deadline = Instant::now() + DATA_DEADLINE;
     loop {
         loadtest.assert_running();
         dispatch.assert_running();
+        serve.assert_running();
         prometheus.assert_running();
         let has =
             |expr: &String| query(prometheus_address, expr).is_ok_and(|series| !series.is_empty());
@@ -496,6 +608,35 @@ fn every_dashboard_panel_has_data_in_a_real_prometheus() {
         queries.len(),
         failures.join("\n")
     );
+
+    let server_titles = server_row_titles(&dashboard());
+    assert!(server_titles.len() >= 4, "{server_titles:?}");
+    let not_finite: Vec<String> = queries
+        .iter()
+        .filter(|(title, _)| server_titles.contains(title))
+        .filter_map(|(title, expr)| {
+            let series = query(prometheus_address, expr).unwrap_or_default();
+            let values: Vec<&str> = series
+                .iter()
+                .map(|one| one["value"][1].as_str().unwrap_or("missing"))
+                .collect();
+            let finite = !values.is_empty()
+                && values
+                    .iter()
+                    .all(|value| value.parse::<f64>().is_ok_and(f64::is_finite));
+            (!finite).then(|| format!("{title}: {expr}: {values:?}"))
+        })
+        .collect();
+    assert!(
+        not_finite.is_empty(),
+        "server panels without finite values:\n{}",
+        not_finite.join("\n")
+    );
+    stop_driving.store(true, Ordering::Relaxed);
+    driver
+        .join()
+        .expect("the server load ran without a failed request");
+    serve.assert_running();
 
     let scrape_loadtest = scrape(loadtest_exporter);
     let loadtest_names = ["tenant-".to_owned(), "loadtest".to_owned()];

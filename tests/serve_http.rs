@@ -4,7 +4,7 @@ mod serve_support;
 
 use std::time::Duration;
 
-use dexaflow_admission::serve::{Answer, Handler, Kind, Registry, Service};
+use dexaflow_admission::serve::{Answer, Handler, Kind, Registry, Ruling, Service, Unavailable};
 use http::{Method, Request, StatusCode};
 use http_body_util::Full;
 use hyper::body::Bytes;
@@ -212,7 +212,7 @@ impl Handler for Misbehaving {
         &order.uid
     }
 
-    async fn handle(&self, order: Order, deadline: Instant) -> Answer<Done> {
+    async fn handle(&self, order: Order, deadline: Instant) -> Result<Answer<Done>, Unavailable> {
         match order.act.as_str() {
             "panic" => panic!("the handler broke on {}", order.uid),
             "stall" => {
@@ -221,11 +221,14 @@ impl Handler for Misbehaving {
             }
             _ => {}
         }
-        Answer {
-            patched: order.act == "patch",
-            allowed: true,
+        Ok(Answer {
+            ruling: if order.act == "patch" {
+                Ruling::Patched
+            } else {
+                Ruling::Allowed
+            },
             body: Done { uid: order.uid },
-        }
+        })
     }
 }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use dexaflow_admission::metrics::ServerMetrics;
 use dexaflow_admission::serve::{
-    self, Answer, Handler, Kind, Registry, ServeError, Server, Service,
+    self, Answer, Handler, Kind, Registry, Ruling, ServeError, Server, Service, Unavailable,
 };
 use http::StatusCode;
 use serde::{Deserialize, Serialize};
@@ -53,18 +53,21 @@ impl Handler for Gate {
         &ticket.uid
     }
 
-    async fn handle(&self, ticket: Ticket, _deadline: Instant) -> Answer<Stamp> {
+    async fn handle(
+        &self,
+        ticket: Ticket,
+        _deadline: Instant,
+    ) -> Result<Answer<Stamp>, Unavailable> {
         let released = self.release.notified();
         let _ = self.arrived.send(());
         released.await;
-        Answer {
-            allowed: true,
-            patched: false,
+        Ok(Answer {
+            ruling: Ruling::Allowed,
             body: Stamp {
                 uid: ticket.uid,
                 finished: true,
             },
-        }
+        })
     }
 }
 

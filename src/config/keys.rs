@@ -53,12 +53,12 @@ pub(super) const TOKEN_SECRET: &str = "auth.agent_token_secret";
 pub(super) const TOKEN_TTL: &str = "auth.agent_token_ttl";
 /// The section only `serve` reads.
 pub(super) const SERVER_SECTION: &str = "server";
-pub(super) const SERVER_LISTEN: &str = "server.listen";
+pub(crate) const SERVER_LISTEN: &str = "server.listen";
 pub(super) const SERVER_PROBE_LISTEN: &str = "server.probe_listen";
 pub(super) const SERVER_CERT_FILE: &str = "server.tls.cert_file";
 pub(super) const SERVER_KEY_FILE: &str = "server.tls.key_file";
-pub(super) const SERVER_CLIENT_CA_FILE: &str = "server.tls.client_ca_file";
-pub(super) const SERVER_BEARER_TOKEN_FILE: &str = "server.auth.bearer_token_file";
+pub(crate) const SERVER_CLIENT_CA_FILE: &str = "server.tls.client_ca_file";
+pub(crate) const SERVER_BEARER_TOKEN_FILE: &str = "server.auth.bearer_token_file";
 pub(super) const SERVER_MAX_BODY_BYTES: &str = "server.max_body_bytes";
 pub(super) const SERVER_ENABLED_ADMISSION: &str = "server.enabled_admission";
 pub(super) const SERVER_RESOURCE_GROUPS_FILE: &str = "server.resource_groups_file";

@@ -72,6 +72,8 @@ use crate::hooks::{HookSpec, PolicyError, PolicySpec, SpecError};
 use crate::{dispatch, supervise};
 
 pub use keys::{CONFIG_VARIABLE, METRICS_LISTEN, non_config_variables};
+/// The keys the server names when it refuses to serve authenticated services to anyone.
+pub(crate) use keys::{SERVER_BEARER_TOKEN_FILE, SERVER_CLIENT_CA_FILE, SERVER_LISTEN};
 
 use keys::SERVER_SECTION;
 

@@ -15,7 +15,7 @@ use super::{
 };
 use crate::admission::Chain;
 use crate::events::Observer;
-use crate::supervise::{self, SupervisedChain};
+use crate::supervise::{self, ChainBuilder};
 
 /// What [`run`] needs besides the tasks.
 pub struct Install {
@@ -71,9 +71,9 @@ pub async fn run(
     mut progress: impl FnMut(usize),
 ) -> Result<Report, ShuttingDown> {
     let store = TaskStore::new();
-    let chain = (!install.chain.is_empty()).then(|| {
-        SupervisedChain::start(install.chain, &install.supervise, install.observer.clone())
-    });
+    let chain = ChainBuilder::from_chain(install.chain, install.supervise)
+        .observer(install.observer.clone())
+        .start();
     let pipeline = Arc::new(Pipeline::new(Parts {
         settings: Arc::clone(&install.settings),
         store: store.clone(),

@@ -4,13 +4,15 @@
 //! | rule | answer |
 //! |---|---|
 //! | no service at the path | 404 |
+//! | an authenticated service, and no `Authorization: Bearer` with the token | 401, with `WWW-Authenticate: Bearer` |
 //! | a method other than `POST` | 405, with `Allow: POST` |
 //! | a `Content-Type` other than `application/json` (parameters allowed) | 415 |
 //! | a body over `server.max_body_bytes` (read no further than the cap) | 413 |
 //! | an empty body | 400 |
 //! | a `timeout` query parameter that is no duration | 400 |
-//! | a body that does not decode strictly | 400, saying what was wrong |
+//! | a body that does not decode strictly, or a value the service does not take | 400, saying what was wrong |
 //! | the handler panics | 500, with the request's uid |
+//! | the handler cannot decide now ([`super::Unavailable`]) | 503, with the uid |
 //! | the handler is past its deadline (90% of `?timeout=`, 10 s when absent, 30 s at most) | 503, with the uid |
 //! | a validating service answers with a patch | 500, with the uid |
 //! | otherwise | 200 and the handler's answer |
@@ -21,7 +23,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::header::{ALLOW, CONTENT_LENGTH, CONTENT_TYPE};
+use http::header::{ALLOW, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, WWW_AUTHENTICATE};
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Body;
@@ -29,7 +31,8 @@ use hyper::body::Bytes;
 use serde::Serialize;
 use tokio::time::Instant;
 
-use super::registry::{Kind, Router};
+use super::auth::BearerToken;
+use super::registry::{Kind, Router, Ruling, Unavailable};
 use crate::metrics::{RequestOutcome, ServerMetrics};
 
 /// The timeout assumed when the caller sends none: admissionregistration v1's default.
@@ -37,11 +40,13 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The longest timeout honoured: the most a webhook configuration may set.
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// What every request needs: the routes, the body cap and the metrics.
+/// What every request needs: the routes, the body cap, the bearer token and the metrics.
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) router: Router,
     pub(crate) max_body_bytes: usize,
+    /// The token an authenticated service's callers present; `None` asks for none.
+    pub(crate) bearer_token: Option<BearerToken>,
     pub(crate) metrics: ServerMetrics,
 }
 
@@ -125,6 +130,20 @@ where
     B::Error: std::error::Error + Send + Sync + 'static,
 {
     let invalid = |status, message: &str| (RequestOutcome::Invalid, error(status, message, None));
+    if let Some(token) = shared.bearer_token.as_ref().filter(|_| route.authenticated) {
+        if !token.accepts(request.headers().get(AUTHORIZATION)) {
+            // The answer never repeats what was presented.
+            let mut response = error(
+                StatusCode::UNAUTHORIZED,
+                "a bearer token is required, and the one presented (if any) is not it",
+                None,
+            );
+            response
+                .headers_mut()
+                .insert(WWW_AUTHENTICATE, http::HeaderValue::from_static("Bearer"));
+            return (RequestOutcome::Unauthorized, response);
+        }
+    }
     if request.method() != Method::POST {
         let mut response = error(StatusCode::METHOD_NOT_ALLOWED, "only POST is allowed", None);
         response
@@ -193,7 +212,7 @@ where
         }
     };
     match joined {
-        Ok(answer) if answer.patched && route.kind == Kind::Validating => {
+        Ok(Ok(answer)) if answer.ruling == Ruling::Patched && route.kind == Kind::Validating => {
             tracing::error!(%uid, "a validating service answered with a patch; not sent");
             (
                 RequestOutcome::Panic,
@@ -204,14 +223,19 @@ where
                 ),
             )
         }
-        Ok(answer) => {
-            let outcome = match (answer.allowed, answer.patched) {
-                (false, _) => RequestOutcome::Denied,
-                (true, true) => RequestOutcome::Patched,
-                (true, false) => RequestOutcome::Allowed,
+        Ok(Ok(answer)) => {
+            let outcome = match answer.ruling {
+                Ruling::Allowed => RequestOutcome::Allowed,
+                Ruling::Patched => RequestOutcome::Patched,
+                Ruling::Denied => RequestOutcome::Denied,
+                Ruling::Held => RequestOutcome::Held,
             };
             (outcome, json(StatusCode::OK, answer.body))
         }
+        Ok(Err(Unavailable(message))) => (
+            RequestOutcome::Unavailable,
+            error(StatusCode::SERVICE_UNAVAILABLE, &message, Some(&uid)),
+        ),
         Err(join) => {
             let message = if join.is_panic() {
                 crate::supervise::panic_message(join.into_panic().as_ref())

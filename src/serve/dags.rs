@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use super::registry::{Answer, Handler};
+use super::registry::{Answer, Handler, Ruling, Unavailable};
 use crate::admission::API_VERSION;
 
 /// The path of [`DagValidation`].
@@ -70,7 +70,11 @@ impl Handler for DagValidation {
         &request.uid
     }
 
-    async fn handle(&self, request: DagRequest, _deadline: Instant) -> Answer<DagAnswer> {
+    async fn handle(
+        &self,
+        request: DagRequest,
+        _deadline: Instant,
+    ) -> Result<Answer<DagAnswer>, Unavailable> {
         let reason = if request.api_version == API_VERSION {
             problem(&request.dag)
         } else {
@@ -79,16 +83,19 @@ impl Handler for DagValidation {
                 request.api_version
             ))
         };
-        Answer {
-            allowed: reason.is_none(),
-            patched: false,
+        Ok(Answer {
+            ruling: if reason.is_none() {
+                Ruling::Allowed
+            } else {
+                Ruling::Denied
+            },
             body: DagAnswer {
                 api_version: request.api_version,
                 uid: request.uid,
                 allowed: reason.is_none(),
                 reason,
             },
-        }
+        })
     }
 }
 

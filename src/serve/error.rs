@@ -87,6 +87,20 @@ pub enum ServeError {
         #[source]
         source: serde_yaml_ng::Error,
     },
+    /// A service for authenticated callers only would be served to anyone: no bearer token,
+    /// no client CA, and a listen address other than loopback.
+    #[error(
+        "{path} would answer any caller on {listen}: set {} or {}, or make {} a loopback address",
+        crate::config::SERVER_BEARER_TOKEN_FILE,
+        crate::config::SERVER_CLIENT_CA_FILE,
+        crate::config::SERVER_LISTEN
+    )]
+    Unauthenticated {
+        /// The service's path.
+        path: String,
+        /// The listen address.
+        listen: SocketAddr,
+    },
     /// The bearer token file holds no token.
     #[error("{}: no token in the file", path.display())]
     EmptyToken {
@@ -111,6 +125,9 @@ pub enum ServeError {
         #[source]
         source: std::io::Error,
     },
+    /// The thread the `/tasks/admit` chain's breakers run on could not be started.
+    #[error("starting the breakers of the /tasks/admit chain")]
+    Breakers(#[source] std::io::Error),
     /// The TLS configuration could not be built (no protocol version the provider supports).
     #[error("building the TLS configuration")]
     Tls(#[source] rustls::Error),

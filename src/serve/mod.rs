@@ -1,7 +1,7 @@
 //! The webhook server (`serve`): Volcano's webhook manager done again, on hyper and rustls.
 //!
-//! One HTTPS server answers Kubernetes `admission.k8s.io/v1` AdmissionReviews for pods and
-//! Dexaflow's own DAG check, with certificates and resource groups re-read while it runs, and
+//! One HTTPS server answers Kubernetes `admission.k8s.io/v1` AdmissionReviews for pods,
+//! Dexaflow's own DAG check and `dexaflow.io/admission/v1` task attempts ([`admit`]), with certificates and resource groups re-read while it runs, and
 //! runs as replicas that share nothing but their files.
 //!
 //! | Volcano's part | here |
@@ -16,11 +16,14 @@
 //! | TLS read once at start | certificates re-read on change (a Secret's `..data` swap included) |
 //!
 //! Every service is a [`Handler`] registered as a value: [`builtin`] registers the built-in
-//! ones, and another (such as `/tasks/admit`) is one more [`Registry::register`].
+//! ones, and another is one more [`Registry::register`], as `/tasks/admit` is
+//! ([`TaskAdmission`], which needs a supervised chain and so is started apart).
 //!
-//! This module uses `admission`, `supervise` and `metrics`, never `dispatch`.
+//! This module uses `admission`, `supervise`, `hooks`, `config` and `metrics`, never `dispatch`.
 
+pub mod admit;
 mod answer;
+mod auth;
 pub mod dags;
 mod error;
 mod groups;
@@ -32,10 +35,13 @@ mod settings;
 mod tls;
 mod watch;
 
+pub use admit::{TaskAdmission, served_hooks};
 pub use answer::{DEFAULT_TIMEOUT, MAX_TIMEOUT};
 pub use error::ServeError;
 pub use groups::{DEFAULT_ANNOTATION, Group, PodKeys, ResourceGroups, parse as parse_groups};
-pub use registry::{Answer, Handler, Kind, Registry, Router, Service, parse_enabled};
+pub use registry::{
+    Answer, Handler, Kind, Registry, Router, Ruling, Service, Unavailable, parse_enabled,
+};
 pub use server::Server;
 pub use settings::{Settings, TlsFiles};
 

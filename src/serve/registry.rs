@@ -39,11 +39,29 @@ impl Kind {
 pub struct Answer<R> {
     /// The response, serialized as the JSON body of a 200.
     pub body: R,
-    /// Whether the request was allowed.
-    pub allowed: bool,
-    /// Whether the response carries a patch.
-    pub patched: bool,
+    /// What the answer says.
+    pub ruling: Ruling,
 }
+
+/// What an answer says, as the metrics count it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ruling {
+    /// Allowed as it is.
+    Allowed,
+    /// Allowed with changes: a patch, or a `dexaflow.io/admission/v1` `admit_with`. Only a
+    /// mutating service may answer so.
+    Patched,
+    /// Not allowed.
+    Denied,
+    /// Not now: the caller asks again later (a `dexaflow.io/admission/v1` `hold`).
+    Held,
+}
+
+/// Why a handler could not decide, answered 503 with this text and the request's uid, so
+/// that the caller treats the service as down (its breaker counts it, its fail-open applies)
+/// rather than as a decision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unavailable(pub String);
 
 /// One service's logic: a typed request in, a typed answer out. The serve function does the
 /// HTTP around it (method, media type, body cap, strict decoding, deadline, panics).
@@ -59,19 +77,36 @@ pub trait Handler: Send + Sync + 'static {
     /// The request's uid, echoed in the error answer when the handler panics.
     fn uid(request: &Self::Request) -> &str;
 
+    /// What is wrong with a decoded request that its type cannot say (a value it does not
+    /// take, such as another protocol version), answered 400 like a decoding error; `Ok` by
+    /// default.
+    ///
+    /// # Errors
+    /// The problem, naming the field.
+    fn check(request: &Self::Request) -> Result<(), String> {
+        let _ = request;
+        Ok(())
+    }
+
     /// Answers `request`; `deadline` is a little before the caller's own timeout, and the serve
     /// function stops waiting for the answer then.
+    ///
+    /// # Errors
+    /// [`Unavailable`] when the service cannot decide now.
     fn handle(
         &self,
         request: Self::Request,
         deadline: Instant,
-    ) -> impl Future<Output = Answer<Self::Response>> + Send;
+    ) -> impl Future<Output = Result<Answer<Self::Response>, Unavailable>> + Send;
 }
+
+/// What a handler's future gives, its response serialized.
+pub(crate) type Encoded = Result<Answer<Vec<u8>>, Unavailable>;
 
 /// A request decoded and ready to run: its uid and the handler's future.
 pub(crate) struct Started {
     pub(crate) uid: String,
-    pub(crate) answer: Pin<Box<dyn Future<Output = Answer<Vec<u8>>> + Send>>,
+    pub(crate) answer: Pin<Box<dyn Future<Output = Encoded> + Send>>,
 }
 
 /// A handler with its request and response types erased, so that services of different types
@@ -86,15 +121,15 @@ impl<H: Handler> Endpoint for H {
     fn start(self: Arc<Self>, body: &[u8], deadline: Instant) -> Result<Started, String> {
         let request: H::Request =
             serde_json::from_slice(body).map_err(|error| error.to_string())?;
+        H::check(&request)?;
         let uid = H::uid(&request).to_owned();
         let answer = Box::pin(async move {
-            let answer = self.handle(request, deadline).await;
-            Answer {
+            let answer = self.handle(request, deadline).await?;
+            Ok(Answer {
                 body: serde_json::to_vec(&answer.body)
                     .expect("a response of plain fields always serializes"),
-                allowed: answer.allowed,
-                patched: answer.patched,
-            }
+                ruling: answer.ruling,
+            })
         });
         Ok(Started { uid, answer })
     }
@@ -106,6 +141,7 @@ pub struct Service {
     path: String,
     kind: Kind,
     endpoint: Arc<dyn Endpoint>,
+    authenticated: bool,
 }
 
 impl std::fmt::Debug for Service {
@@ -113,6 +149,7 @@ impl std::fmt::Debug for Service {
         f.debug_struct("Service")
             .field("path", &self.path)
             .field("kind", &self.kind)
+            .field("authenticated", &self.authenticated)
             .finish()
     }
 }
@@ -124,7 +161,23 @@ impl Service {
             path: path.into(),
             kind,
             endpoint: Arc::new(handler),
+            authenticated: false,
         }
+    }
+
+    /// The same service for authenticated callers only: each request must carry the bearer
+    /// token of [`super::Settings::bearer_token_file`] when one is set (401 otherwise), and
+    /// the server refuses to start with it when neither that file nor a client CA is set,
+    /// unless it listens on loopback. The API server's services need none of this: it is
+    /// the only caller a cluster lets through to them.
+    pub fn authenticated(mut self) -> Service {
+        self.authenticated = true;
+        self
+    }
+
+    /// Whether only authenticated callers are served.
+    pub fn is_authenticated(&self) -> bool {
+        self.authenticated
     }
 
     /// The path it answers, such as `/pods/mutate`.
@@ -210,6 +263,7 @@ impl Registry {
                 let route = Route {
                     kind: service.kind,
                     endpoint: service.endpoint,
+                    authenticated: service.authenticated,
                     metrics: metrics.service(&service.path),
                 };
                 (service.path, route)
@@ -247,12 +301,26 @@ impl Router {
     pub(crate) fn get(&self, path: &str) -> Option<&Route> {
         self.routes.get(path)
     }
+
+    /// The served paths that take authenticated callers only, sorted.
+    pub fn authenticated_paths(&self) -> Vec<&str> {
+        let mut paths: Vec<&str> = self
+            .routes
+            .iter()
+            .filter(|(_, route)| route.authenticated)
+            .map(|(path, _)| path.as_str())
+            .collect();
+        paths.sort_unstable();
+        paths
+    }
 }
 
-/// One served path: its kind, its endpoint and its metric handles.
+/// One served path: its kind, its endpoint, whether it takes authenticated callers only, and
+/// its metric handles.
 pub(crate) struct Route {
     pub(crate) kind: Kind,
     pub(crate) endpoint: Arc<dyn Endpoint>,
+    pub(crate) authenticated: bool,
     pub(crate) metrics: ServiceMetrics,
 }
 

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::registry::{Answer, Handler};
+use super::registry::{Answer, Handler, Ruling, Unavailable};
 
 /// The only AdmissionReview version accepted, echoed in every answer.
 pub const REVIEW_API_VERSION: &str = "admission.k8s.io/v1";
@@ -212,12 +212,20 @@ impl<R: Reviewer> Handler for R {
         &review.request.uid
     }
 
-    async fn handle(&self, review: Review, _deadline: Instant) -> Answer<ReviewAnswer> {
+    async fn handle(
+        &self,
+        review: Review,
+        _deadline: Instant,
+    ) -> Result<Answer<ReviewAnswer>, Unavailable> {
         let answer = self.review(&review.request);
-        Answer {
-            allowed: answer.response.allowed,
-            patched: answer.is_patched(),
+        let ruling = match (answer.response.allowed, answer.is_patched()) {
+            (false, _) => Ruling::Denied,
+            (true, true) => Ruling::Patched,
+            (true, false) => Ruling::Allowed,
+        };
+        Ok(Answer {
+            ruling,
             body: answer,
-        }
+        })
     }
 }

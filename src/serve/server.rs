@@ -20,6 +20,7 @@ use tokio_rustls::TlsAcceptor;
 
 use super::ServeError;
 use super::answer::{Shared, answer};
+use super::auth::BearerToken;
 use super::registry::Router;
 use super::settings::Settings;
 use super::tls::{Certificates, server_config};
@@ -47,20 +48,36 @@ pub struct Server {
 }
 
 impl Server {
-    /// Loads the certificates (watched from here on), checks the bearer token file, binds both
-    /// listeners and starts serving `router`'s services. Readiness is true from here on. Call it inside a multi-threaded tokio
-    /// runtime.
+    /// Reads the bearer token file, loads the certificates (watched from here on), binds both
+    /// listeners and starts serving `router`'s services. Readiness is true from here on. Call
+    /// it inside a multi-threaded tokio runtime.
     ///
     /// # Errors
-    /// Any [`ServeError`]: a bad certificate, key, CA bundle or token file, or an address that
-    /// cannot be bound.
+    /// Any [`ServeError`]: a bad certificate, key, CA bundle or token file, an address that
+    /// cannot be bound, or [`ServeError::Unauthenticated`] when a service for authenticated
+    /// callers would answer anyone.
     pub async fn start(
         settings: &Settings,
         router: Router,
         metrics: ServerMetrics,
     ) -> Result<Server, ServeError> {
-        if let Some(path) = &settings.bearer_token_file {
-            check_token(path)?;
+        let bearer_token = settings
+            .bearer_token_file
+            .as_deref()
+            .map(BearerToken::load)
+            .transpose()?;
+        let anyone_reaches = bearer_token.is_none()
+            && settings.client_ca_file.is_none()
+            && !settings.listen.ip().is_loopback();
+        if let Some(path) = router
+            .authenticated_paths()
+            .first()
+            .filter(|_| anyone_reaches)
+        {
+            return Err(ServeError::Unauthenticated {
+                path: (*path).to_owned(),
+                listen: settings.listen,
+            });
         }
         let certificates =
             Certificates::watch(&settings.tls, settings.poll_interval, metrics.clone())?;
@@ -75,6 +92,7 @@ impl Server {
         let shared = Arc::new(Shared {
             router,
             max_body_bytes: settings.max_body_bytes,
+            bearer_token,
             metrics,
         });
         let listener = bind(settings.listen).await?;
@@ -188,19 +206,6 @@ async fn bind(address: SocketAddr) -> Result<TcpListener, ServeError> {
         .map_err(|source| ServeError::Listen { address, source })
 }
 
-fn check_token(path: &std::path::Path) -> Result<(), ServeError> {
-    let token = std::fs::read_to_string(path).map_err(|source| ServeError::Read {
-        path: path.to_owned(),
-        source,
-    })?;
-    if token.trim().is_empty() {
-        return Err(ServeError::EmptyToken {
-            path: path.to_owned(),
-        });
-    }
-    Ok(())
-}
-
 /// Accepts connections until told to stop; returns the handle that drains those still open.
 async fn accept(
     listener: TcpListener,
@@ -223,6 +228,11 @@ async fn accept(
                 }
             },
         };
+        // An answer is a few small writes: send each at once rather than wait for the client's
+        // delayed ACK (Nagle), which would add tens of milliseconds to a kept-alive connection.
+        if let Err(error) = stream.set_nodelay(true) {
+            tracing::debug!(%peer, "setting TCP_NODELAY: {error}");
+        }
         let acceptor = acceptor.clone();
         let builder = Arc::clone(&builder);
         let shared = Arc::clone(&shared);

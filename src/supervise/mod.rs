@@ -10,9 +10,12 @@
 //!   for a message round trip.
 //! - [`Supervised`]: fixes the order gate → timeout → catch_panic → hook.
 //! - [`SupervisedChain`]: drives the admission chain with a supervised call per hook, and
-//!   reports each call and breaker through [`crate::events::SupervisionEvents`].
+//!   reports each call and breaker through [`crate::events::SupervisionEvents`];
+//!   [`ChainBuilder`] makes one from hooks and an install's change rules, for the dispatcher and
+//!   the webhook server alike.
 
 mod breaker;
+mod builder;
 mod catch_panic;
 mod chain;
 mod gate;
@@ -20,6 +23,7 @@ mod settings;
 mod stack;
 mod timeout;
 
+pub use builder::ChainBuilder;
 pub use catch_panic::{CatchPanic, catch_panic, panic_message};
 pub use chain::SupervisedChain;
 pub use gate::{Gate, Pass};

@@ -1,0 +1,485 @@
+//! `/tasks/admit` over real HTTPS on 127.0.0.1: the `dexaflow.io/admission/v1` protocol answered
+//! by a supervised chain of the config's hooks and a library user's Rust hooks, with the
+//! server config's own change rules, its status codes, its bearer token and its boot check.
+
+mod serve_support;
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use dexaflow_admission::admission::{
+    AnswerEnvelope, Changes, Decision, Hook, HookError, HookFuture, Request, RequestEnvelope,
+};
+use dexaflow_admission::config::Config;
+use dexaflow_admission::metrics::ServerMetrics;
+use dexaflow_admission::serve::{
+    self, Registry, ServeError, Server, Settings, TaskAdmission, admit,
+};
+use dexaflow_admission::supervise::ChainBuilder;
+use http::StatusCode;
+use http_body_util::Full;
+use hyper::body::Bytes;
+use serde_json::{Value, json};
+use serve_support::{Authority, Running, recorder, sample, settings, start_with};
+
+/// The config's hooks: acme runs as it is, gpu-lab is placed on the GPU pool, finance is frozen
+/// for ten minutes, umbrella is refused. Priority classes are limited to `batch`.
+const CONFIG: &str = "
+execution_allowlist:
+  priority_classes: [batch]
+execution:
+  admission:
+    hooks:
+      - type: placement
+        name: gpu-placement
+        groups:
+          - match: {tenants: [gpu-lab]}
+            set: {node_selector: {pool: gpu}}
+      - type: freeze
+        name: finance-freeze
+        tenants: [finance]
+        after: 0s
+        for: 10m
+        reason: quarter-end close
+      - type: deny
+        name: suspended-tenants
+        match: {tenants: [umbrella]}
+        reason: tenant umbrella is suspended
+";
+
+/// A Rust hook as a library user writes one: it records what it saw and answers from a script.
+struct Scripted {
+    name: &'static str,
+    seen: Mutex<Vec<Request>>,
+    answer: Box<dyn Fn() -> Result<Decision, HookError> + Send + Sync>,
+}
+
+impl Scripted {
+    fn new(
+        name: &'static str,
+        answer: impl Fn() -> Result<Decision, HookError> + Send + Sync + 'static,
+    ) -> Arc<Scripted> {
+        Arc::new(Scripted {
+            name,
+            seen: Mutex::new(Vec::new()),
+            answer: Box::new(answer),
+        })
+    }
+
+    fn seen(&self) -> Vec<Request> {
+        self.seen.lock().expect("not poisoned").clone()
+    }
+}
+
+impl Hook for Scripted {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn admit<'a>(&'a self, request: &'a Request) -> HookFuture<'a> {
+        self.seen
+            .lock()
+            .expect("not poisoned")
+            .push(request.clone());
+        let answer = (self.answer)();
+        Box::pin(async move { answer })
+    }
+}
+
+/// A hook that never answers.
+struct Silent;
+
+impl Hook for Silent {
+    fn name(&self) -> &str {
+        "silent"
+    }
+
+    fn admit<'a>(&'a self, _: &'a Request) -> HookFuture<'a> {
+        Box::pin(std::future::pending())
+    }
+}
+
+/// The `/tasks/admit` service of `yaml`'s hooks and change rules, then `extra` hooks.
+async fn admission(yaml: &str, extra: Vec<Arc<dyn Hook>>) -> TaskAdmission {
+    let config = Config::from_yaml_str(yaml, Vec::<(String, String)>::new()).expect("a config");
+    let builder = ChainBuilder::new(config.dispatch.change_rules(), config.supervise)
+        .hooks(serve::served_hooks(&config.hooks))
+        .hooks(extra);
+    TaskAdmission::start(builder).await.expect("the chain")
+}
+
+/// A server with the built-in services and `/tasks/admit` of `yaml` and `extra`.
+async fn serve_admission(
+    yaml: &str,
+    extra: Vec<Arc<dyn Hook>>,
+    configure: impl FnOnce(&mut Settings, &Path),
+) -> Running {
+    let admission = admission(yaml, extra).await;
+    start_with(
+        configure,
+        |registry: Registry| {
+            registry
+                .register(admission.into_service())
+                .expect("a new path")
+        },
+        None,
+    )
+    .await
+}
+
+fn envelope(uid: &str, tenant: &str) -> Value {
+    serde_json::to_value(RequestEnvelope::new(
+        uid,
+        Request::new(tenant, "etl", "load"),
+    ))
+    .expect("JSON")
+}
+
+/// POSTs an attempt of `tenant` to `/tasks/admit` and returns the answer.
+async fn ask(running: &Running, tenant: &str) -> serve_support::Answer {
+    running
+        .client
+        .post_json(admit::PATH, &envelope("8d0f3a1e", tenant))
+        .await
+}
+
+/// The decision of a 200 answer, checked against the wire's rules for the uid it echoes.
+fn decision(answer: &serve_support::Answer) -> Decision {
+    assert_eq!(answer.status, StatusCode::OK, "{:?}", answer.body);
+    assert_eq!(answer.content_type(), "application/json");
+    let envelope: AnswerEnvelope = serde_json::from_slice(&answer.body).expect("an answer");
+    envelope.into_decision("8d0f3a1e").expect("a valid answer")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attempt_no_hook_acts_on_is_admitted_echoing_the_uid() {
+    let running = serve_admission(CONFIG, Vec::new(), |_, _| {}).await;
+
+    let answer = ask(&running, "acme").await;
+
+    assert_eq!(decision(&answer), Decision::Admit);
+    assert_eq!(answer.json()["api_version"], "dexaflow.io/admission/v1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn placement_hook_changes_are_answered_as_admit_with() {
+    let running = serve_admission(CONFIG, Vec::new(), |_, _| {}).await;
+
+    let answer = ask(&running, "gpu-lab").await;
+
+    let mut changes = Changes::default();
+    changes.node_selector.insert("pool".into(), "gpu".into());
+    assert_eq!(decision(&answer), Decision::AdmitWith(changes));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn freeze_hold_is_answered_200_hold_with_its_reason_not_503() {
+    let running = serve_admission(CONFIG, Vec::new(), |_, _| {}).await;
+
+    let answer = ask(&running, "finance").await;
+
+    assert_eq!(answer.status, StatusCode::OK);
+    assert_eq!(
+        decision(&answer),
+        Decision::Hold("quarter-end close".into())
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deny_refusal_is_answered_200_refuse_with_its_reason() {
+    let running = serve_admission(CONFIG, Vec::new(), |_, _| {}).await;
+
+    let answer = ask(&running, "umbrella").await;
+
+    assert_eq!(
+        decision(&answer),
+        Decision::Refuse("tenant umbrella is suspended".into())
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rust_hook_a_library_user_adds_runs_after_the_config_hooks_and_sees_their_changes() {
+    let mut changes = Changes::default();
+    changes.labels.insert("team".into(), "ml".into());
+    let answered = changes.clone();
+    let team = Scripted::new("team-label", move || {
+        Ok(Decision::AdmitWith(answered.clone()))
+    });
+
+    let running = serve_admission(CONFIG, vec![team.clone()], |_, _| {}).await;
+    let answer = ask(&running, "gpu-lab").await;
+
+    changes.node_selector.insert("pool".into(), "gpu".into());
+    assert_eq!(decision(&answer), Decision::AdmitWith(changes));
+    let seen = team.seen();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].execution.node_selector["pool"], "gpu");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn change_the_servers_allowlist_forbids_is_refused_naming_the_hook() {
+    let rogue = Scripted::new("rogue", || {
+        Ok(Decision::AdmitWith(Changes {
+            priority_class: Some("system-cluster-critical".into()),
+            ..Changes::default()
+        }))
+    });
+    let running = serve_admission(CONFIG, vec![rogue], |_, _| {}).await;
+
+    let answer = ask(&running, "acme").await;
+
+    let Decision::Refuse(reason) = decision(&answer) else {
+        panic!("expected a refusal: {:?}", answer.body)
+    };
+    assert!(reason.starts_with("hook \"rogue\": "), "{reason}");
+    assert!(reason.contains("system-cluster-critical"), "{reason}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broken_hook_is_answered_503_naming_it_and_later_hooks_are_not_called() {
+    let broken = Scripted::new("quota", || {
+        Err(HookError::Failed("quota service down".into()))
+    });
+    let after = Scripted::new("after", || Ok(Decision::Admit));
+    let running = serve_admission(CONFIG, vec![broken.clone(), after.clone()], |_, _| {}).await;
+
+    let answer = ask(&running, "acme").await;
+
+    answer.assert_error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "admission hook unavailable: quota: quota service down",
+    );
+    assert_eq!(answer.json()["uid"], "8d0f3a1e");
+    assert_eq!(broken.seen().len(), 1);
+    assert!(after.seen().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn panicking_hook_is_answered_503_not_500() {
+    let panicking = Scripted::new("panicky", || panic!("index out of bounds"));
+    let running = serve_admission(CONFIG, vec![panicking], |_, _| {}).await;
+
+    let answer = ask(&running, "acme").await;
+
+    answer.assert_error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "admission hook unavailable: panicky: panicked: index out of bounds",
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timeout_parameter_bounds_a_chain_whose_own_timeouts_are_far_longer() {
+    let patient = "execution: {admission: {timeout: 10m, chain_timeout: 10m}}";
+    let running = serve_admission(patient, vec![Arc::new(Silent)], |_, _| {}).await;
+
+    let answer = tokio::time::timeout(
+        Duration::from_secs(60),
+        running.client.post_json(
+            &format!("{}?timeout=300ms", admit::PATH),
+            &envelope("8d0f3a1e", "acme"),
+        ),
+    )
+    .await
+    .expect("an answer long before the hook's own 10 minutes");
+
+    answer.assert_error(StatusCode::SERVICE_UNAVAILABLE, "deadline");
+    assert_eq!(answer.json()["uid"], "8d0f3a1e");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_api_version_is_answered_400_naming_the_field() {
+    let running = serve_admission(CONFIG, Vec::new(), |_, _| {}).await;
+    let mut body = envelope("8d0f3a1e", "acme");
+    body["api_version"] = json!("dexaflow.io/admission/v2");
+
+    let answer = running.client.post_json(admit::PATH, &body).await;
+
+    answer.assert_error(StatusCode::BAD_REQUEST, "api_version: expected");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_field_is_answered_400_naming_it() {
+    let running = serve_admission(CONFIG, Vec::new(), |_, _| {}).await;
+    let mut body = envelope("8d0f3a1e", "acme");
+    body["colour"] = json!("blue");
+
+    let answer = running.client.post_json(admit::PATH, &body).await;
+
+    answer.assert_error(StatusCode::BAD_REQUEST, "unknown field `colour`");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn body_over_the_cap_is_answered_413() {
+    let running = serve_admission(CONFIG, Vec::new(), |settings, _| {
+        settings.max_body_bytes = 64;
+    })
+    .await;
+
+    let answer = ask(&running, "acme").await;
+
+    answer.assert_error(StatusCode::PAYLOAD_TOO_LARGE, "larger than 64 bytes");
+}
+
+/// A server whose `/tasks/admit` takes the bearer token `s3cret-token`, with a hook that
+/// records every call.
+async fn serve_with_token() -> (Running, Arc<Scripted>) {
+    let recorded = Scripted::new("recorded", || Ok(Decision::Admit));
+    let running = serve_admission(CONFIG, vec![recorded.clone()], |settings, dir| {
+        let path = dir.join("token");
+        std::fs::write(&path, "s3cret-token\n").expect("write the token");
+        settings.bearer_token_file = Some(path);
+    })
+    .await;
+    (running, recorded)
+}
+
+async fn ask_with(running: &Running, authorization: Option<&str>) -> serve_support::Answer {
+    let mut request = http::Request::post(admit::PATH)
+        .header(http::header::HOST, "localhost")
+        .header(http::header::CONTENT_TYPE, "application/json");
+    if let Some(authorization) = authorization {
+        request = request.header(http::header::AUTHORIZATION, authorization);
+    }
+    let body = serde_json::to_vec(&envelope("8d0f3a1e", "acme")).expect("JSON");
+    running
+        .client
+        .send(
+            request
+                .body(Full::new(Bytes::from(body)))
+                .expect("a request"),
+        )
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn caller_without_the_bearer_token_is_answered_401_and_no_hook_runs() {
+    let (running, recorded) = serve_with_token().await;
+
+    let answer = ask_with(&running, None).await;
+
+    answer.assert_error(StatusCode::UNAUTHORIZED, "bearer token is required");
+    assert_eq!(answer.headers[http::header::WWW_AUTHENTICATE], "Bearer");
+    assert!(recorded.seen().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn caller_with_a_wrong_token_is_answered_401_and_neither_token_is_echoed() {
+    let (running, recorded) = serve_with_token().await;
+
+    let answer = ask_with(&running, Some("Bearer guessed-token")).await;
+
+    answer.assert_error(StatusCode::UNAUTHORIZED, "bearer token is required");
+    let text = String::from_utf8_lossy(&answer.body);
+    assert!(!text.contains("guessed-token"), "{text}");
+    assert!(!text.contains("s3cret"), "{text}");
+    assert!(recorded.seen().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn caller_with_the_bearer_token_is_answered() {
+    let (running, recorded) = serve_with_token().await;
+
+    let answer = ask_with(&running, Some("Bearer s3cret-token")).await;
+
+    assert_eq!(decision(&answer), Decision::Admit);
+    assert_eq!(recorded.seen().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pod_services_take_no_bearer_token_when_one_is_set() {
+    let (running, _) = serve_with_token().await;
+    let dag = json!({"api_version": "dexaflow.io/admission/v1", "uid": "1",
+        "dag": {"dag_id": "etl", "tasks": [{"task_id": "a"}]}});
+
+    let answer = running.client.post_json("/dags/validate", &dag).await;
+
+    assert_eq!(answer.status, StatusCode::OK, "{:?}", answer.body);
+    assert_eq!(answer.json()["allowed"], true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_without_auth_refuses_to_start_admit_on_an_address_other_than_loopback() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let files = Authority::new().issue().write_to(dir.path());
+    let settings = Settings {
+        // Never bound: the check comes first.
+        listen: "0.0.0.0:0".parse().expect("an address"),
+        ..settings(files)
+    };
+    let metrics = ServerMetrics::register();
+    let router = Registry::new()
+        .register(admission(CONFIG, Vec::new()).await.into_service())
+        .expect("a new path")
+        .route(None, &metrics)
+        .expect("the router");
+
+    let error = Server::start(&settings, router, metrics)
+        .await
+        .expect_err("no auth on 0.0.0.0");
+
+    assert!(
+        matches!(error, ServeError::Unauthenticated { .. }),
+        "{error}"
+    );
+    assert_eq!(
+        error.to_string(),
+        "/tasks/admit would answer any caller on 0.0.0.0:0: set server.auth.bearer_token_file or \
+         server.tls.client_ca_file, or make server.listen a loopback address"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admit_outcomes_are_counted_by_service_including_held_and_unavailable() {
+    let recorder = recorder();
+    let admission = admission(
+        CONFIG,
+        vec![Scripted::new("flaky", || {
+            Err(HookError::Failed("down".into()))
+        })],
+    )
+    .await;
+    let running = start_with(
+        |_, _| {},
+        |registry: Registry| {
+            registry
+                .register(admission.into_service())
+                .expect("a new path")
+        },
+        Some(&recorder),
+    )
+    .await;
+
+    ask(&running, "finance").await;
+    ask(&running, "acme").await;
+
+    let scrape = recorder.handle().render();
+    let count = |outcome: &str| {
+        sample(
+            &scrape,
+            &format!(
+                "dexaflow_server_requests_total{{service=\"/tasks/admit\",outcome=\"{outcome}\"}}"
+            ),
+        )
+    };
+    assert_eq!(count("held"), Some(1.0), "{scrape}");
+    assert_eq!(count("unavailable"), Some(1.0), "{scrape}");
+    assert_eq!(count("allowed"), Some(0.0), "{scrape}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn breaker_opened_by_failures_skips_the_hook_and_is_answered_503() {
+    let config = "execution: {admission: {breaker: {failures: 2, backoff: 10m, max_backoff: 10m}}}";
+    let broken = Scripted::new("quota", || Err(HookError::Failed("down".into())));
+    let running = serve_admission(config, vec![broken.clone()], |_, _| {}).await;
+
+    ask(&running, "acme").await;
+    ask(&running, "acme").await;
+    let answer = ask(&running, "acme").await;
+
+    answer.assert_error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "admission hook unavailable: quota: skipped while its breaker is open",
+    );
+    assert_eq!(broken.seen().len(), 2);
+}
