@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use actix::{Actor, Addr};
 use dexaflow_admission::admission::{Chain, Hook};
-use dexaflow_admission::dispatch::executor::{Admitted, ExecuteFuture, Executor, Launched};
+use dexaflow_admission::dispatch::executor::{
+    Admitted, ExecuteFuture, Executor, ExecutorError, Launched,
+};
 use dexaflow_admission::dispatch::settings::{
     Allowlist, Enforce, ExecutorSettings, PolicySettings, ResourceDefaults, ResourceUnit,
     SourceMode, TokenSettings,
@@ -19,19 +21,30 @@ use dexaflow_admission::dispatch::settings::{
 use dexaflow_admission::dispatch::task::{Task, TaskExecution, TaskKey};
 use dexaflow_admission::dispatch::token::{AgentIdentity, Minter, TokenError};
 use dexaflow_admission::dispatch::{
-    Dispatcher, Offer, Parts, Pipeline, Settings, Settled, TaskInstance, TaskStore, Tick, Ticking,
+    Dispatcher, Offer, Parts, Pipeline, Settings, Settled, TaskInstance, TaskStore, Tick,
+    TickReport, Ticking,
 };
 use dexaflow_admission::events::Ignore;
 use dexaflow_admission::supervise::{self, BreakerSettings, Gate, SupervisedChain};
 use tokio::sync::mpsc;
 
-/// An executor that launches nothing and records every attempt it was given.
+/// An executor that launches nothing and records every attempt it was given; built
+/// [`failing`](RecordingExecutor::failing), it refuses every launch.
 #[derive(Debug, Default)]
 pub struct RecordingExecutor {
     calls: Mutex<Vec<Admitted>>,
+    failure: Option<fn(&Admitted) -> ExecutorError>,
 }
 
 impl RecordingExecutor {
+    /// An executor that records every attempt and fails to launch it with `failure`'s error.
+    pub fn failing(failure: fn(&Admitted) -> ExecutorError) -> RecordingExecutor {
+        RecordingExecutor {
+            failure: Some(failure),
+            ..RecordingExecutor::default()
+        }
+    }
+
     /// Every attempt the executor was asked to launch.
     pub fn calls(&self) -> Vec<Admitted> {
         self.calls
@@ -51,18 +64,32 @@ impl Executor for RecordingExecutor {
             .lock()
             .expect("no test panics holding the record")
             .push(attempt.clone());
-        Box::pin(async { Ok(Launched::unfollowed()) })
+        let launched = match self.failure {
+            Some(failure) => Err(failure(attempt)),
+            None => Ok(Launched::unfollowed()),
+        };
+        Box::pin(async move { launched })
     }
 }
 
-/// A minter that hands out `token-<n>` and records every identity it minted for.
+/// A minter that hands out `token-<n>` and records every identity it was asked to mint for;
+/// built [`failing`](RecordingMinter::failing), it mints nothing.
 #[derive(Debug, Default)]
 pub struct RecordingMinter {
     minted: Mutex<Vec<AgentIdentity>>,
+    fails: bool,
 }
 
 impl RecordingMinter {
-    /// Every identity a token was minted for.
+    /// A minter that records every identity and fails each mint as an empty secret would.
+    pub fn failing() -> RecordingMinter {
+        RecordingMinter {
+            fails: true,
+            ..RecordingMinter::default()
+        }
+    }
+
+    /// Every identity a token was asked for (minted, unless the minter fails).
     pub fn minted(&self) -> Vec<AgentIdentity> {
         self.minted
             .lock()
@@ -78,6 +105,9 @@ impl Minter for RecordingMinter {
             .lock()
             .expect("no test panics holding the record");
         minted.push(identity.clone());
+        if self.fails {
+            return Err(TokenError::EmptySecret);
+        }
         Ok(format!("token-{}", minted.len()))
     }
 }
@@ -191,7 +221,13 @@ impl Harness {
             .await
             .expect("dispatcher alive")
             .expect("takes offers");
-        self.dispatcher.send(Tick).await.expect("dispatcher alive");
+        self.run_tick().await;
+    }
+
+    /// Runs one tick and returns its report, without waiting for anything to settle (a tick
+    /// may have nothing ready).
+    pub async fn run_tick(&self) -> TickReport {
+        self.dispatcher.send(Tick).await.expect("dispatcher alive")
     }
 
     /// Offers `task`, ticks once, waits for the offer to settle and returns its task instance.
@@ -223,6 +259,26 @@ pub fn start(
     supervision: supervise::Settings,
     hooks: Vec<Arc<dyn Hook>>,
 ) -> Harness {
+    start_with(
+        settings,
+        supervision,
+        hooks,
+        RecordingExecutor::default(),
+        RecordingMinter::default(),
+    )
+}
+
+/// Starts a manually ticked dispatcher as [`start`] does, launching with `executor` and minting
+/// with `minter`.
+///
+/// Must run inside an actix system (`#[actix::test]`).
+pub fn start_with(
+    settings: Settings,
+    supervision: supervise::Settings,
+    hooks: Vec<Arc<dyn Hook>>,
+    executor: RecordingExecutor,
+    minter: RecordingMinter,
+) -> Harness {
     // The rules the binary builds from the same settings, the resource unit included.
     let chain = hooks
         .into_iter()
@@ -230,8 +286,8 @@ pub fn start(
     let chain =
         (!chain.is_empty()).then(|| SupervisedChain::start(chain, &supervision, Arc::new(Ignore)));
     let store = TaskStore::new();
-    let executor = Arc::new(RecordingExecutor::default());
-    let minter = Arc::new(RecordingMinter::default());
+    let executor = Arc::new(executor);
+    let minter = Arc::new(minter);
     let settings = Arc::new(settings);
     let (events_tx, events) = mpsc::unbounded_channel();
     let pipeline = Arc::new(Pipeline::new(Parts {
