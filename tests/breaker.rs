@@ -10,11 +10,10 @@ use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::Duration;
 
-use common::{FakeHook, RecordingObserver, Sleeping, on_paused_clock, sample_request};
+use common::{FakeHook, Gated, RecordingObserver, Sleeping, on_paused_clock, sample_request};
 use dexaflow_admission::admission::{Decision, Hook, HookError, HookFuture, Request};
 use dexaflow_admission::events::{BreakerState, Ignore, Observer};
 use dexaflow_admission::supervise::{BreakerSettings, Gate, Limit, Supervised};
-use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 const LIMIT: Duration = Duration::from_millis(500);
@@ -52,41 +51,6 @@ async fn settled(gate: &Gate) -> BreakerState {
 
 fn down() -> Result<Decision, HookError> {
     Err(HookError::Failed("down".to_owned()))
-}
-
-/// A hook that counts its calls and answers once the test adds a permit to its gate.
-struct Gated {
-    calls: AtomicUsize,
-    permits: Semaphore,
-    answer: Result<Decision, HookError>,
-}
-
-impl Gated {
-    fn new(answer: Result<Decision, HookError>) -> Arc<Gated> {
-        Arc::new(Gated {
-            calls: AtomicUsize::new(0),
-            permits: Semaphore::new(0),
-            answer,
-        })
-    }
-}
-
-impl Hook for Gated {
-    fn name(&self) -> &str {
-        "gated"
-    }
-
-    fn admit<'a>(&'a self, _: &'a Request) -> HookFuture<'a> {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        Box::pin(async move {
-            self.permits
-                .acquire()
-                .await
-                .expect("semaphore open")
-                .forget();
-            self.answer.clone()
-        })
-    }
 }
 
 /// What one call of a [`Steps`] hook does: answer at once, or never ([`HANG`]).
@@ -276,7 +240,7 @@ async fn open_breaker_skips_the_hook_without_calling_it_or_waiting() {
 #[actix::test]
 async fn after_the_backoff_exactly_one_of_many_concurrent_calls_probes_the_hook() {
     tokio::time::pause();
-    let hook = Gated::new(Ok(Decision::Admit));
+    let hook = Gated::admitting();
     let supervised = supervise(hook.clone(), 1);
     let pass = supervised.gate().enter().expect("closed");
     pass.finish(true);
@@ -291,10 +255,10 @@ async fn after_the_backoff_exactly_one_of_many_concurrent_calls_probes_the_hook(
     // Every call starts while the probe waits for its permit.
     let (results, ()) = tokio::join!(futures_join_all(calls), async {
         tokio::task::yield_now().await;
-        hook.permits.add_permits(16);
+        hook.release(16);
     });
 
-    assert_eq!(hook.calls.load(Ordering::SeqCst), 1);
+    assert_eq!(hook.calls(), 1);
     assert_eq!(results.iter().filter(|result| result.is_ok()).count(), 1);
     assert_eq!(
         results
@@ -444,7 +408,7 @@ async fn two_hooks_have_independent_breakers() {
 #[actix::test]
 async fn cancelled_call_is_not_counted_by_the_breaker() {
     tokio::time::pause();
-    let hook = Gated::new(Err(HookError::Failed("down".to_owned())));
+    let hook = Gated::answering(down());
     let supervised = supervise(hook.clone(), 1);
     let request = sample_request();
 
@@ -454,7 +418,7 @@ async fn cancelled_call_is_not_counted_by_the_breaker() {
         assert!(futures_poll_once(call.as_mut()).await.is_none());
     }
 
-    assert_eq!(hook.calls.load(Ordering::SeqCst), 1);
+    assert_eq!(hook.calls(), 1);
     assert_eq!(supervised.gate().consecutive_failures(), 0);
     assert_eq!(settled(supervised.gate()).await, BreakerState::Closed);
 }
@@ -462,7 +426,7 @@ async fn cancelled_call_is_not_counted_by_the_breaker() {
 #[actix::test]
 async fn cancelled_probe_leaves_the_probe_to_the_next_call() {
     tokio::time::pause();
-    let hook = Gated::new(Ok(Decision::Admit));
+    let hook = Gated::admitting();
     let supervised = supervise(hook.clone(), 1);
     supervised.gate().enter().expect("closed").finish(true);
     assert_eq!(settled(supervised.gate()).await, BreakerState::Open);
@@ -475,11 +439,11 @@ async fn cancelled_probe_leaves_the_probe_to_the_next_call() {
         tokio::pin!(probe);
         assert!(futures_poll_once(probe.as_mut()).await.is_none());
     }
-    hook.permits.add_permits(1);
+    hook.release(1);
     let next = supervised.call(&request, limit()).await;
 
     assert_eq!(next, Ok(Decision::Admit));
-    assert_eq!(hook.calls.load(Ordering::SeqCst), 2);
+    assert_eq!(hook.calls(), 2);
     assert_eq!(settled(supervised.gate()).await, BreakerState::Closed);
 }
 

@@ -11,22 +11,7 @@ use common::{FakeHook, node_selector};
 use dexaflow_admission::admission::{Changes, Hook, HookError};
 use dexaflow_admission::dispatch::placement::Placement;
 use dexaflow_admission::dispatch::task::State;
-use dexaflow_admission::dispatch::{Offer, Tick};
-use fakes::{Harness, settings, start, supervision, task, unit};
-
-async fn offer_and_tick(harness: &Harness, tasks: Vec<dexaflow_admission::dispatch::task::Task>) {
-    harness
-        .dispatcher
-        .send(Offer(tasks))
-        .await
-        .expect("dispatcher alive")
-        .expect("takes offers");
-    harness
-        .dispatcher
-        .send(Tick)
-        .await
-        .expect("dispatcher alive");
-}
+use fakes::{settings, start, supervision, task, unit};
 
 fn hooks(list: Vec<Arc<FakeHook>>) -> Vec<Arc<dyn Hook>> {
     list.into_iter().map(|hook| hook as Arc<dyn Hook>).collect()
@@ -40,7 +25,7 @@ async fn attempt_refused_by_a_builtin_check_gets_no_token_no_placement_and_no_ex
     let mut big = task("aggregate");
     big.resources.requests.cpu = Some("4".to_owned());
 
-    offer_and_tick(&harness, vec![big.clone()]).await;
+    harness.offer_and_tick(vec![big.clone()]).await;
 
     let row = harness.store.get(&big.key).expect("task stored");
     assert_eq!(row.state, State::Failed);
@@ -62,7 +47,7 @@ async fn attempt_refused_by_a_hook_gets_no_token_no_placement_and_no_executor_ca
     let hook = FakeHook::refusing("budget", "tenant acme is over budget").shared();
     let harness = start(settings(), supervision(), hooks(vec![hook.clone()]));
 
-    offer_and_tick(&harness, vec![task("load")]).await;
+    harness.offer_and_tick(vec![task("load")]).await;
 
     let row = harness.store.get(&task("load").key).expect("task stored");
     assert_eq!(row.state, State::Failed);
@@ -81,12 +66,8 @@ async fn refused_attempt_is_not_offered_again() {
     let hook = FakeHook::refusing("budget", "over budget").shared();
     let harness = start(settings(), supervision(), hooks(vec![hook.clone()]));
 
-    offer_and_tick(&harness, vec![task("load")]).await;
-    harness
-        .dispatcher
-        .send(Tick)
-        .await
-        .expect("dispatcher alive");
+    harness.offer_and_tick(vec![task("load")]).await;
+    harness.run_tick().await;
 
     assert_eq!(hook.calls(), 1);
     assert_eq!(
@@ -103,12 +84,8 @@ async fn held_attempt_is_offered_again_without_spending_dispatch_attempts() {
     let hook = FakeHook::holding("freeze", "quarter-end close").shared();
     let harness = start(settings(), supervision(), hooks(vec![hook.clone()]));
 
-    offer_and_tick(&harness, vec![task("load")]).await;
-    harness
-        .dispatcher
-        .send(Tick)
-        .await
-        .expect("dispatcher alive");
+    harness.offer_and_tick(vec![task("load")]).await;
+    harness.run_tick().await;
 
     let row = harness.store.get(&task("load").key).expect("task stored");
     assert_eq!(hook.calls(), 2);
@@ -128,20 +105,12 @@ async fn held_attempt_fails_with_its_reason_once_the_retry_window_is_spent() {
     let hook = FakeHook::holding("freeze", "quarter-end close").shared();
     let harness = start(settings(), supervision(), hooks(vec![hook.clone()]));
 
-    offer_and_tick(&harness, vec![task("load")]).await;
+    harness.offer_and_tick(vec![task("load")]).await;
     tokio::time::advance(Duration::from_secs(15 * 60 - 1)).await;
-    harness
-        .dispatcher
-        .send(Tick)
-        .await
-        .expect("dispatcher alive");
+    harness.run_tick().await;
     let before = harness.store.get(&task("load").key).expect("task stored");
     tokio::time::advance(Duration::from_secs(1)).await;
-    harness
-        .dispatcher
-        .send(Tick)
-        .await
-        .expect("dispatcher alive");
+    harness.run_tick().await;
     let after = harness.store.get(&task("load").key).expect("task stored");
 
     assert_eq!(before.state, State::Scheduled);
@@ -162,14 +131,10 @@ async fn broken_hook_fails_the_attempt_as_dispatch_failed_naming_the_hook_after_
         FakeHook::failing("quota", HookError::Failed("connection refused".to_owned())).shared();
     let harness = start(settings(), supervision(), hooks(vec![hook.clone()]));
 
-    offer_and_tick(&harness, vec![task("load")]).await;
+    harness.offer_and_tick(vec![task("load")]).await;
     let waiting = harness.store.get(&task("load").key).expect("task stored");
     tokio::time::advance(Duration::from_secs(15 * 60)).await;
-    harness
-        .dispatcher
-        .send(Tick)
-        .await
-        .expect("dispatcher alive");
+    harness.run_tick().await;
     let failed = harness.store.get(&task("load").key).expect("task stored");
 
     assert_eq!(waiting.state, State::Scheduled);
@@ -191,7 +156,7 @@ async fn hook_changes_are_applied_before_placement_so_a_node_selector_takes_a_de
     let hook = FakeHook::changing("gpu", node_selector("pool", "gpu")).shared();
     let harness = start(settings(), supervision(), hooks(vec![hook]));
 
-    offer_and_tick(&harness, vec![task("fit")]).await;
+    harness.offer_and_tick(vec![task("fit")]).await;
 
     let calls = harness.executor.calls();
     assert_eq!(calls.len(), 1);
@@ -220,8 +185,8 @@ async fn attempt_no_hook_changed_is_placed_exactly_as_with_no_hook() {
     );
     let without = start(settings(), supervision(), Vec::new());
 
-    offer_and_tick(&with_hook, vec![task("load")]).await;
-    offer_and_tick(&without, vec![task("load")]).await;
+    with_hook.offer_and_tick(vec![task("load")]).await;
+    without.offer_and_tick(vec![task("load")]).await;
 
     let (changed, plain) = (with_hook.executor.calls(), without.executor.calls());
     assert_eq!(changed.len(), 1);
@@ -245,7 +210,7 @@ async fn hook_set_service_account_outside_the_allowlist_refuses_the_attempt_nami
         hooks(vec![FakeHook::changing("escalate", changes).shared()]),
     );
 
-    offer_and_tick(&harness, vec![task("load")]).await;
+    harness.offer_and_tick(vec![task("load")]).await;
 
     let row = harness.store.get(&task("load").key).expect("task stored");
     assert_eq!(row.state, State::Failed);
@@ -273,7 +238,7 @@ async fn hook_may_set_the_default_task_service_account_outside_the_allowlist() {
         hooks(vec![FakeHook::changing("reset", changes).shared()]),
     );
 
-    offer_and_tick(&harness, vec![task("load")]).await;
+    harness.offer_and_tick(vec![task("load")]).await;
 
     let calls = harness.executor.calls();
     assert_eq!(calls.len(), 1);
@@ -291,7 +256,7 @@ async fn builtin_refusals_run_before_any_hook_is_called() {
     let hook = FakeHook::admitting("noop").shared();
     let harness = start(settings, supervision(), hooks(vec![hook.clone()]));
 
-    offer_and_tick(&harness, vec![task("load")]).await;
+    harness.offer_and_tick(vec![task("load")]).await;
 
     let row = harness.store.get(&task("load").key).expect("task stored");
     assert_eq!(row.state, State::Failed);
@@ -313,8 +278,8 @@ async fn with_no_hook_registered_no_request_is_built() {
         hooks(vec![FakeHook::admitting("noop").shared()]),
     );
 
-    offer_and_tick(&without, vec![task("load")]).await;
-    offer_and_tick(&with_hook, vec![task("load")]).await;
+    without.offer_and_tick(vec![task("load")]).await;
+    with_hook.offer_and_tick(vec![task("load")]).await;
 
     assert_eq!(without.pipeline.requests_built(), 0);
     assert_eq!(without.executor.calls().len(), 1);
@@ -329,7 +294,7 @@ async fn admitted_attempt_gets_one_token_for_its_identity_and_is_queued() {
         hooks(vec![FakeHook::admitting("noop").shared()]),
     );
 
-    offer_and_tick(&harness, vec![task("load")]).await;
+    harness.offer_and_tick(vec![task("load")]).await;
 
     let minted = harness.minter.minted();
     assert_eq!(minted.len(), 1);
@@ -352,7 +317,7 @@ async fn hook_sees_the_effective_service_account_and_never_the_environment() {
         .env
         .insert("API_KEY".to_owned(), "hunter2".to_owned());
 
-    offer_and_tick(&harness, vec![secretive]).await;
+    harness.offer_and_tick(vec![secretive]).await;
 
     let seen = hook.seen();
     assert_eq!(seen[0].execution.service_account, "dexaflow-task");

@@ -8,16 +8,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{FakeHook, RecordingObserver, Sleeping, on_paused_clock, sample_request};
+use common::{FakeHook, Gated, RecordingObserver, Sleeping, on_paused_clock, sample_request};
 use dexaflow_admission::admission::{
     Chain, ChangeRules, Decision, Hook, HookError, HookFuture, Outcome, Request, Verdict,
 };
 use dexaflow_admission::dispatch::task::{State, Task};
-use dexaflow_admission::dispatch::{Disposition, Drain, Offer, Settings, Tick};
+use dexaflow_admission::dispatch::{Disposition, Drain, Offer, Settings};
 use dexaflow_admission::events::{BreakerState, Ignore};
 use dexaflow_admission::supervise::SupervisedChain;
 use fakes::{Harness, settings, start, supervision, task};
-use tokio::sync::{Notify, Semaphore};
 use tokio::time::Instant;
 use tracing_subscriber::fmt::MakeWriter;
 
@@ -33,6 +32,12 @@ enum Breakage {
 struct Broken {
     breakage: Breakage,
     calls: AtomicUsize,
+}
+
+impl Broken {
+    fn calls(&self) -> usize {
+        self.calls.load(Ordering::SeqCst)
+    }
 }
 
 impl Hook for Broken {
@@ -53,22 +58,6 @@ impl Hook for Broken {
     }
 }
 
-/// Offers `tasks` to the harness's dispatcher, which takes them.
-async fn offer(harness: &Harness, tasks: Vec<Task>) {
-    harness
-        .dispatcher
-        .send(Offer(tasks))
-        .await
-        .expect("alive")
-        .expect("takes offers");
-}
-
-/// Offers `tasks`, then ticks once.
-async fn offer_and_tick(harness: &Harness, tasks: Vec<Task>) {
-    offer(harness, tasks).await;
-    harness.dispatcher.send(Tick).await.expect("alive");
-}
-
 fn buffered() -> Settings {
     Settings {
         buffer_size: 8,
@@ -87,7 +76,7 @@ async fn dispatch_once_with_broken_hook(
         calls: AtomicUsize::new(0),
     });
     let mut harness = start(settings, supervision(), vec![hook.clone() as Arc<dyn Hook>]);
-    offer_and_tick(&harness, vec![task("load")]).await;
+    harness.offer_and_tick(vec![task("load")]).await;
     let settled = harness.next_settled().await;
     assert_eq!(settled.disposition, Disposition::Waiting);
     (harness, hook)
@@ -104,7 +93,7 @@ fn assert_unavailable(harness: &Harness, hook: &Broken, cause: &str) {
     assert!(!row.token_minted);
     assert!(harness.minter.minted().is_empty());
     assert!(harness.executor.calls().is_empty());
-    assert_eq!(hook.calls.load(Ordering::SeqCst), 1);
+    assert_eq!(hook.calls(), 1);
     assert_eq!(harness.gate(0).consecutive_failures(), 1);
 }
 
@@ -135,13 +124,20 @@ async fn hook_timeout_on_buffered_dispatch_leaves_the_attempt_waiting() {
 #[actix::test]
 async fn hook_panic_on_synchronous_dispatch_leaves_the_attempt_waiting_and_the_dispatcher_running()
 {
-    let (harness, hook) = dispatch_once_with_broken_hook(settings(), Breakage::Panic).await;
+    let (mut harness, hook) = dispatch_once_with_broken_hook(settings(), Breakage::Panic).await;
     assert_unavailable(
         &harness,
         &hook,
         "panicked: index out of bounds: the len is 0 but the index is 0",
     );
-    assert!(harness.dispatcher.send(Tick).await.is_ok());
+    // The dispatcher still runs: the next tick dispatches the attempt again.
+    let report = harness.run_tick().await;
+    assert_eq!(report.offered, 1);
+    assert_eq!(
+        harness.next_settled().await.disposition,
+        Disposition::Waiting
+    );
+    assert_eq!(hook.calls(), 2);
 }
 
 #[actix::test]
@@ -152,12 +148,12 @@ async fn hook_panic_on_buffered_dispatch_leaves_the_attempt_waiting_and_the_work
         &hook,
         "panicked: index out of bounds: the len is 0 but the index is 0",
     );
-    harness.dispatcher.send(Tick).await.expect("alive");
+    harness.run_tick().await;
     assert_eq!(
         harness.next_settled().await.disposition,
         Disposition::Waiting
     );
-    assert_eq!(hook.calls.load(Ordering::SeqCst), 2);
+    assert_eq!(hook.calls(), 2);
 }
 
 /// Supervision with a 500ms timeout and a 600ms chain budget, and breakers that open on the
@@ -178,7 +174,7 @@ fn chain_budget_spent_by_a_slow_first_hook_cuts_the_second_which_its_breaker_doe
         let hooks: Vec<Arc<dyn Hook>> = vec![first.clone(), second.clone()];
         let mut harness = start(settings(), budget_of_600ms(), hooks);
 
-        offer_and_tick(&harness, vec![task("load")]).await;
+        harness.offer_and_tick(vec![task("load")]).await;
 
         assert_eq!(
             harness.next_settled().await.disposition,
@@ -265,15 +261,15 @@ async fn open_breaker_skips_the_hook_and_the_attempt_waits_without_a_timeout() {
     let mut supervision = supervision();
     supervision.breaker.failures = 1;
     let mut harness = start(settings(), supervision, vec![hook.clone() as Arc<dyn Hook>]);
-    offer(&harness, vec![task("a"), task("b")]).await;
+    harness.offer(vec![task("a"), task("b")]).await;
 
     let started = tokio::time::Instant::now();
-    harness.dispatcher.send(Tick).await.expect("alive");
+    harness.run_tick().await;
     let elapsed = started.elapsed();
     harness.next_settled().await;
     harness.next_settled().await;
 
-    assert_eq!(hook.calls.load(Ordering::SeqCst), 1);
+    assert_eq!(hook.calls(), 1);
     // One timeout (tokio's timer rounds up to the next millisecond), not two.
     assert!(
         elapsed >= Duration::from_millis(500) && elapsed < Duration::from_millis(600),
@@ -301,7 +297,7 @@ async fn fail_open_admits_the_attempt_of_a_broken_hook_unchanged() {
     supervision.fail_open = true;
     let mut harness = start(settings(), supervision, vec![hook as Arc<dyn Hook>]);
 
-    offer_and_tick(&harness, vec![task("load")]).await;
+    harness.offer_and_tick(vec![task("load")]).await;
 
     assert_eq!(
         harness.next_settled().await.disposition,
@@ -321,7 +317,7 @@ async fn fail_open_never_admits_a_held_attempt() {
     let hook = FakeHook::holding("freeze", "frozen").shared();
     let mut harness = start(settings(), supervision, vec![hook as Arc<dyn Hook>]);
 
-    offer_and_tick(&harness, vec![task("load")]).await;
+    harness.offer_and_tick(vec![task("load")]).await;
 
     assert_eq!(
         harness.next_settled().await.disposition,
@@ -331,47 +327,9 @@ async fn fail_open_never_admits_a_held_attempt() {
     assert!(harness.minter.minted().is_empty());
 }
 
-/// A hook that admits once the test adds a permit, counts its calls and signals each one.
-struct Gated {
-    calls: AtomicUsize,
-    called: Notify,
-    permits: Semaphore,
-}
-
-impl Hook for Gated {
-    fn name(&self) -> &str {
-        "gated"
-    }
-
-    fn admit<'a>(&'a self, _: &'a Request) -> HookFuture<'a> {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        self.called.notify_one();
-        Box::pin(async move {
-            self.permits.acquire().await.expect("open").forget();
-            Ok(Decision::Admit)
-        })
-    }
-}
-
-fn gated() -> Arc<Gated> {
-    Arc::new(Gated {
-        calls: AtomicUsize::new(0),
-        called: Notify::new(),
-        permits: Semaphore::new(0),
-    })
-}
-
-/// Waits until `hook` has been called, failing instead of waiting for ever if it never is.
-async fn until_called(hook: &Gated) {
-    // A guard, not a measurement: on a paused clock it ends at once when nothing else can run.
-    tokio::time::timeout(Duration::from_secs(60), hook.called.notified())
-        .await
-        .expect("the hook is called");
-}
-
 #[actix::test]
 async fn full_buffer_defers_the_attempt_without_spending_a_dispatch_attempt() {
-    let hook = gated();
+    let hook = Gated::admitting();
     let settings = Settings {
         buffer_size: 1,
         workers: 1,
@@ -379,9 +337,9 @@ async fn full_buffer_defers_the_attempt_without_spending_a_dispatch_attempt() {
     };
     let mut harness = start(settings, supervision(), vec![hook.clone() as Arc<dyn Hook>]);
     let tasks: Vec<Task> = ["a", "b", "c"].into_iter().map(task).collect();
-    offer(&harness, tasks).await;
+    harness.offer(tasks).await;
 
-    let report = harness.dispatcher.send(Tick).await.expect("alive");
+    let report = harness.run_tick().await;
     let deferred = harness.next_settled().await;
 
     assert_eq!(report.offered, 1);
@@ -399,17 +357,17 @@ async fn full_buffer_defers_the_attempt_without_spending_a_dispatch_attempt() {
 
 #[actix::test]
 async fn deferred_attempt_is_dispatched_on_a_later_tick() {
-    let hook = gated();
-    hook.permits.add_permits(10);
+    let hook = Gated::admitting();
+    hook.release(10);
     let settings = Settings {
         buffer_size: 1,
         workers: 1,
         ..settings()
     };
     let mut harness = start(settings, supervision(), vec![hook as Arc<dyn Hook>]);
-    offer_and_tick(&harness, vec![task("a"), task("b")]).await;
+    harness.offer_and_tick(vec![task("a"), task("b")]).await;
     let first = [harness.next_settled().await, harness.next_settled().await];
-    harness.dispatcher.send(Tick).await.expect("alive");
+    harness.run_tick().await;
     let second = harness.next_settled().await;
 
     assert!(first.iter().any(
@@ -434,7 +392,7 @@ async fn deferred_attempt_is_dispatched_on_a_later_tick() {
 
 #[actix::test]
 async fn drain_hands_back_buffered_attempts_and_lets_the_one_in_flight_finish() {
-    let hook = gated();
+    let hook = Gated::admitting();
     let settings = Settings {
         buffer_size: 4,
         workers: 1,
@@ -442,11 +400,11 @@ async fn drain_hands_back_buffered_attempts_and_lets_the_one_in_flight_finish() 
     };
     let mut harness = start(settings, supervision(), vec![hook.clone() as Arc<dyn Hook>]);
     let tasks: Vec<Task> = ["a", "b", "c"].into_iter().map(task).collect();
-    offer_and_tick(&harness, tasks).await;
-    until_called(&hook).await;
+    harness.offer_and_tick(tasks).await;
+    hook.until_called().await;
 
     let drain = harness.dispatcher.send(Drain);
-    hook.permits.add_permits(1);
+    hook.release(1);
     let report = drain.await.expect("alive");
 
     assert_eq!(report.handed_back, 2);
@@ -462,7 +420,7 @@ async fn drain_hands_back_buffered_attempts_and_lets_the_one_in_flight_finish() 
             (State::Scheduled, false, false)
         );
     }
-    assert_eq!(hook.calls.load(Ordering::SeqCst), 1);
+    assert_eq!(hook.calls(), 1);
     let mut dispositions = Vec::new();
     while let Ok(settled) = harness.events.try_recv() {
         dispositions.push(settled.disposition);
@@ -486,7 +444,7 @@ async fn drain_hands_back_buffered_attempts_and_lets_the_one_in_flight_finish() 
 #[actix::test]
 async fn drain_past_its_timeout_cancels_the_call_which_counts_nothing() {
     tokio::time::pause();
-    let hook = gated();
+    let hook = Gated::admitting();
     let settings = Settings {
         buffer_size: 4,
         workers: 1,
@@ -494,8 +452,8 @@ async fn drain_past_its_timeout_cancels_the_call_which_counts_nothing() {
         ..settings()
     };
     let mut harness = start(settings, supervision(), vec![hook.clone() as Arc<dyn Hook>]);
-    offer_and_tick(&harness, vec![task("a")]).await;
-    until_called(&hook).await;
+    harness.offer_and_tick(vec![task("a")]).await;
+    hook.until_called().await;
 
     let report = harness.dispatcher.send(Drain).await.expect("alive");
 
@@ -562,11 +520,11 @@ async fn attempts_held_on_every_tick_do_not_keep_later_attempts_from_the_buffer(
         vec![Arc::new(HoldsFirstTwo) as Arc<dyn Hook>],
     );
     let tasks: Vec<Task> = ["a", "b", "c", "d"].into_iter().map(task).collect();
-    offer(&harness, tasks).await;
+    harness.offer(tasks).await;
 
     let mut offers = 0;
     for _ in 0..4 {
-        let report = harness.dispatcher.send(Tick).await.expect("alive");
+        let report = harness.run_tick().await;
         for _ in 0..report.offered + report.deferred {
             harness.next_settled().await;
         }
@@ -589,8 +547,8 @@ async fn attempts_held_on_every_tick_do_not_keep_later_attempts_from_the_buffer(
 
 #[actix::test]
 async fn deferred_attempt_is_the_first_the_next_tick_offers() {
-    let hook = gated();
-    hook.permits.add_permits(10);
+    let hook = Gated::admitting();
+    hook.release(10);
     let settings = Settings {
         buffer_size: 1,
         workers: 1,
@@ -598,9 +556,9 @@ async fn deferred_attempt_is_the_first_the_next_tick_offers() {
     };
     let mut harness = start(settings, supervision(), vec![hook as Arc<dyn Hook>]);
     let tasks: Vec<Task> = ["a", "b", "c"].into_iter().map(task).collect();
-    offer_and_tick(&harness, tasks).await;
+    harness.offer_and_tick(tasks).await;
     let first = [harness.next_settled().await, harness.next_settled().await];
-    harness.dispatcher.send(Tick).await.expect("alive");
+    harness.run_tick().await;
     let second = [harness.next_settled().await, harness.next_settled().await];
 
     assert!(

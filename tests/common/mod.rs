@@ -13,6 +13,8 @@ use std::sync::{Arc, Mutex};
 
 use std::time::Duration;
 
+use tokio::sync::{Notify, Semaphore};
+
 use dexaflow_admission::admission::{
     Changes, Decision, Hook, HookError, HookFuture, Outcome, Request, TaintEffect, Toleration,
     TolerationOperator,
@@ -206,6 +208,75 @@ impl Hook for Sleeping {
         Box::pin(async move {
             tokio::time::sleep(self.duration).await;
             Ok(Decision::Admit)
+        })
+    }
+}
+
+/// A hook that answers only once the test releases it, counts its calls and signals each one:
+/// an attempt held in flight for as long as a test needs.
+#[derive(Debug)]
+pub struct Gated {
+    answer: Answer,
+    calls: AtomicUsize,
+    called: Notify,
+    permits: Semaphore,
+}
+
+impl Gated {
+    /// A hook named `gated` that gives `answer` to each call the test releases.
+    pub fn answering(answer: Answer) -> Arc<Gated> {
+        Arc::new(Gated {
+            answer,
+            calls: AtomicUsize::new(0),
+            called: Notify::new(),
+            permits: Semaphore::new(0),
+        })
+    }
+
+    /// A gated hook that admits every call it is released for.
+    pub fn admitting() -> Arc<Gated> {
+        Gated::answering(Ok(Decision::Admit))
+    }
+
+    /// Lets `calls` more calls answer.
+    pub fn release(&self, calls: usize) {
+        self.permits.add_permits(calls);
+    }
+
+    /// How many times the hook was called.
+    pub fn calls(&self) -> usize {
+        self.calls.load(Ordering::SeqCst)
+    }
+
+    /// Waits until the hook has been called, failing instead of waiting for ever if it never
+    /// is.
+    ///
+    /// # Panics
+    /// If no call comes within a minute of tokio's clock (at once on a paused clock with
+    /// nothing else to run).
+    pub async fn until_called(&self) {
+        // A guard, not a measurement.
+        tokio::time::timeout(Duration::from_secs(60), self.called.notified())
+            .await
+            .expect("the gated hook is called");
+    }
+}
+
+impl Hook for Gated {
+    fn name(&self) -> &str {
+        "gated"
+    }
+
+    fn admit<'a>(&'a self, _: &'a Request) -> HookFuture<'a> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.called.notify_one();
+        Box::pin(async move {
+            self.permits
+                .acquire()
+                .await
+                .expect("the gate's semaphore is never closed")
+                .forget();
+            self.answer.clone()
         })
     }
 }

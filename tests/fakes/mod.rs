@@ -214,13 +214,18 @@ impl Harness {
             .expect("the pipeline outlives the test")
     }
 
-    /// Offers `tasks` to the dispatcher and runs one tick.
-    pub async fn offer_and_tick(&self, tasks: Vec<Task>) {
+    /// Offers `tasks` to the dispatcher, which takes them.
+    pub async fn offer(&self, tasks: Vec<Task>) {
         self.dispatcher
             .send(Offer(tasks))
             .await
             .expect("dispatcher alive")
             .expect("takes offers");
+    }
+
+    /// Offers `tasks` to the dispatcher and runs one tick.
+    pub async fn offer_and_tick(&self, tasks: Vec<Task>) {
+        self.offer(tasks).await;
         self.run_tick().await;
     }
 
