@@ -1065,3 +1065,194 @@ fn the_request_carries_no_environment_source_or_command() {
     }
     assert!(request.source_mode);
 }
+
+// ---- each refusal path end to end through the dispatcher ---------------------------------------
+
+/// Dispatches `task` under `settings` through a dispatcher whose one hook admits everything, and
+/// asserts the attempt was refused with a reason starting `reason`, before the hook, with no token
+/// and no executor call.
+async fn refused_before_any_hook(settings: Settings, task: Task, reason: &str) {
+    let hook = common::FakeHook::admitting("quota").shared();
+    let mut harness = fakes::start(settings, fakes::supervision(), vec![hook.clone()]);
+
+    let row = harness.dispatch(task).await;
+
+    assert_eq!(row.state, State::Failed);
+    let text = row.failure_reason.expect("a refusal has a reason");
+    assert!(text.starts_with(reason), "{text}");
+    assert_eq!(hook.calls(), 0);
+    assert!(!row.token_minted);
+    assert!(harness.minter.minted().is_empty());
+    assert!(harness.executor.calls().is_empty());
+}
+
+/// [`fakes::task`] `load` with `change` applied.
+fn load(change: impl FnOnce(&mut Task)) -> Task {
+    let mut task = fakes::task("load");
+    change(&mut task);
+    task
+}
+
+#[actix::test]
+async fn resource_that_is_no_quantity_is_refused_end_to_end_with_no_token_and_no_executor_call() {
+    let task = load(|task| task.resources.requests.cpu = Some("lots".to_owned()));
+    refused_before_any_hook(
+        fakes::settings(),
+        task,
+        "dispatch refused: resources.requests.cpu",
+    )
+    .await;
+}
+
+#[actix::test]
+async fn misfit_of_the_unit_is_refused_end_to_end_with_no_token_and_no_executor_call() {
+    let settings = Settings {
+        unit: Some(fakes::unit()),
+        ..fakes::settings()
+    };
+    let task = load(|task| task.resources.requests.cpu = Some("4".to_owned()));
+    refused_before_any_hook(settings, task, "dispatch refused: task \"load\" declares").await;
+}
+
+#[actix::test]
+async fn field_the_allowlist_does_not_allow_is_refused_end_to_end_with_no_token_and_no_executor_call()
+ {
+    let mut settings = fakes::settings();
+    settings.allowlist.fields = AllowedFields::None;
+    let task = load(|task| {
+        task.execution
+            .node_selector
+            .insert("disk".to_owned(), "ssd".to_owned());
+    });
+    refused_before_any_hook(
+        settings,
+        task,
+        "dispatch refused: execution.node_selector is set but",
+    )
+    .await;
+}
+
+#[actix::test]
+async fn service_account_outside_the_allowlist_is_refused_end_to_end_with_no_token_and_no_executor_call()
+ {
+    let mut settings = fakes::settings();
+    settings.allowlist.service_accounts = names(&["etl-runner"]);
+    let task = load(|task| task.execution.service_account = "admin".to_owned());
+    refused_before_any_hook(
+        settings,
+        task,
+        "dispatch refused: execution.service_account \"admin\"",
+    )
+    .await;
+}
+
+#[actix::test]
+async fn priority_class_outside_the_allowlist_is_refused_end_to_end_with_no_token_and_no_executor_call()
+ {
+    let mut settings = fakes::settings();
+    settings.allowlist.priority_classes = names(&["batch"]);
+    let task = load(|task| task.execution.priority_class_name = "critical".to_owned());
+    refused_before_any_hook(
+        settings,
+        task,
+        "dispatch refused: execution.priority_class_name \"critical\"",
+    )
+    .await;
+}
+
+#[actix::test]
+async fn label_kubernetes_rejects_is_refused_end_to_end_with_no_token_and_no_executor_call() {
+    let task = load(|task| {
+        task.execution
+            .labels
+            .insert("bad key!".to_owned(), "v".to_owned());
+    });
+    refused_before_any_hook(
+        fakes::settings(),
+        task,
+        "dispatch refused: execution.labels",
+    )
+    .await;
+}
+
+#[actix::test]
+async fn limit_below_its_request_is_refused_end_to_end_with_no_token_and_no_executor_call() {
+    let task = load(|task| {
+        task.resources.requests = list(None, Some("1Gi"));
+        task.resources.limits = list(None, Some("1000Mi"));
+    });
+    refused_before_any_hook(
+        fakes::settings(),
+        task,
+        "dispatch refused: resources.limits.memory",
+    )
+    .await;
+}
+
+#[actix::test]
+async fn invalid_env_name_is_refused_end_to_end_with_no_token_and_no_executor_call() {
+    let task = load(|task| {
+        task.env.insert("A=B".to_owned(), "value".to_owned());
+    });
+    refused_before_any_hook(
+        fakes::settings(),
+        task,
+        "dispatch refused: env: variable name",
+    )
+    .await;
+}
+
+#[actix::test]
+async fn image_outside_the_allowlist_is_refused_end_to_end_with_no_token_and_no_executor_call() {
+    let mut settings = fakes::settings();
+    settings.allowlist.images = Some(images(&["ghcr.io/other/"]));
+    refused_before_any_hook(
+        settings,
+        fakes::task("load"),
+        "dispatch refused: image \"ghcr.io/acme/etl:1.2\" is not in execution_allowlist.images",
+    )
+    .await;
+}
+
+#[actix::test]
+async fn source_too_large_for_the_pod_is_refused_end_to_end_with_no_token_and_no_executor_call() {
+    let settings = Settings {
+        source_mode: source_mode_settings().source_mode,
+        ..fakes::settings()
+    };
+    let task = Task {
+        image: String::new(),
+        source: Some("s".repeat(MAX_ANNOTATIONS_BYTES)),
+        ..fakes::task("load")
+    };
+    refused_before_any_hook(settings, task, "dispatch refused: ").await;
+}
+
+/// Dispatches [`fakes::task`] `load` through `hook` alone and asserts the attempt was refused
+/// after one call with a reason starting `reason`, with no token and no executor call.
+async fn refused_by_the_hook(hook: common::FakeHook, reason: &str) {
+    let hook = hook.shared();
+    let mut harness = fakes::start(fakes::settings(), fakes::supervision(), vec![hook.clone()]);
+
+    let row = harness.dispatch(fakes::task("load")).await;
+
+    assert_eq!(row.state, State::Failed);
+    let text = row.failure_reason.expect("a refusal has a reason");
+    assert!(text.starts_with(reason), "{text}");
+    assert_eq!(hook.calls(), 1);
+    assert!(!row.token_minted);
+    assert!(harness.minter.minted().is_empty());
+    assert!(harness.executor.calls().is_empty());
+}
+
+#[actix::test]
+async fn hook_refusal_is_final_end_to_end_with_no_token_and_no_executor_call() {
+    let hook = common::FakeHook::refusing("quota", "over quota");
+    refused_by_the_hook(hook, "dispatch refused: admission: over quota").await;
+}
+
+#[actix::test]
+async fn invalid_change_by_a_hook_is_refused_end_to_end_with_no_token_and_no_executor_call() {
+    let hook = common::FakeHook::changing("labeller", common::label("team", "bad value!"));
+    refused_by_the_hook(hook, "dispatch refused: admission: hook \"labeller\"").await;
+}
