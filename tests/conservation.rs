@@ -3,12 +3,13 @@
 
 mod fakes;
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dexaflow_admission::admission::{Changes, Decision, Hook, HookError, HookFuture, Request};
 use dexaflow_admission::dispatch::task::{State, Task, TaskKey};
-use dexaflow_admission::dispatch::{Disposition, Drain, Offer, Settings, Tick};
+use dexaflow_admission::dispatch::{Disposition, Drain, Offer, Settings, Settled, Tick};
 use fakes::{settings, start, supervision, task};
 
 const ATTEMPTS: usize = 100_000;
@@ -46,6 +47,48 @@ impl Hook for Chaos {
     }
 }
 
+/// Whether a disposition ends the task instance's dispatch for good.
+fn is_final(disposition: Disposition) -> bool {
+    matches!(
+        disposition,
+        Disposition::Executed | Disposition::Refused | Disposition::Failed
+    )
+}
+
+/// The settle events of each task instance: its final dispositions, in order.
+#[derive(Default)]
+struct Settles {
+    finals: HashMap<TaskKey, Vec<Disposition>>,
+}
+
+impl Settles {
+    fn record(&mut self, settled: Settled) {
+        let finals = self.finals.entry(settled.key).or_default();
+        if is_final(settled.disposition) {
+            finals.push(settled.disposition);
+        }
+    }
+
+    /// Asserts that `key` was settled with exactly one final disposition, `disposition`.
+    fn assert_final_once(&self, key: &TaskKey, disposition: Disposition) {
+        assert_eq!(
+            self.finals.get(key).map(Vec::as_slice),
+            Some([disposition].as_slice()),
+            "{key} was not settled exactly once as {}",
+            disposition.as_str()
+        );
+    }
+
+    /// Asserts that `key`, still scheduled, was never settled with a final disposition.
+    fn assert_no_final(&self, key: &TaskKey) {
+        let finals = self.finals.get(key).map(Vec::as_slice).unwrap_or_default();
+        assert!(
+            finals.is_empty(),
+            "{key} is scheduled but settled {finals:?}"
+        );
+    }
+}
+
 fn tasks() -> Vec<Task> {
     (0..ATTEMPTS)
         .map(|index| task(&format!("t{index:06}")))
@@ -80,6 +123,7 @@ async fn every_attempt_ends_exactly_once_through_a_shutdown_in_the_middle() {
         .expect("offers");
 
     // Tick every (virtual) 10ms, as the scheduler loop would, until half the attempts are decided.
+    let mut settled_events = Settles::default();
     let mut decided = 0;
     let mut ticks = tokio::time::interval(Duration::from_millis(10));
     while decided < ATTEMPTS / 2 {
@@ -89,14 +133,19 @@ async fn every_attempt_ends_exactly_once_through_a_shutdown_in_the_middle() {
             }
             settled = harness.events.recv() => {
                 let settled = settled.expect("the pipeline outlives the test");
-                if matches!(settled.disposition, Disposition::Executed | Disposition::Refused | Disposition::Failed) {
+                if is_final(settled.disposition) {
                     decided += 1;
                 }
+                settled_events.record(settled);
             }
         }
     }
     let drain = harness.dispatcher.send(Drain).await.expect("alive");
     std::panic::set_hook(quiet);
+    // Drain returns once every dispatch has settled, so every event is queued by now.
+    while let Ok(settled) = harness.events.try_recv() {
+        settled_events.record(settled);
+    }
 
     let instances = harness.store.snapshot();
     assert_eq!(instances.len(), ATTEMPTS);
@@ -105,6 +154,7 @@ async fn every_attempt_ends_exactly_once_through_a_shutdown_in_the_middle() {
         match instance.state {
             State::Queued => {
                 assert_eq!(instance.executions, 1, "{}", instance.task.key);
+                settled_events.assert_final_once(&instance.task.key, Disposition::Executed);
                 assert!(instance.token_minted);
                 executed += 1;
             }
@@ -120,6 +170,7 @@ async fn every_attempt_ends_exactly_once_through_a_shutdown_in_the_middle() {
                     instance.task.key
                 );
                 assert_eq!(instance.executions, 0);
+                settled_events.assert_final_once(&instance.task.key, Disposition::Refused);
                 refused += 1;
             }
             State::Scheduled => {
@@ -134,6 +185,7 @@ async fn every_attempt_ends_exactly_once_through_a_shutdown_in_the_middle() {
                     instance.task.key
                 );
                 assert_eq!(instance.executions, 0);
+                settled_events.assert_no_final(&instance.task.key);
                 handed_back += 1;
             }
             other => panic!("{} ended {other}", instance.task.key),
