@@ -299,20 +299,6 @@ fn the_attempts_own_reason_is_reported_before_disabled_warm_pools() {
 }
 
 #[test]
-fn without_warm_pools_an_attempt_with_no_other_reason_takes_a_dedicated_pod() {
-    assert_eq!(
-        place(
-            &execution(),
-            Changed::Nothing,
-            &task(),
-            false,
-            workers(false)
-        ),
-        Placement::Dedicated(DedicatedReason::NoWarmPool)
-    );
-}
-
-#[test]
 fn a_task_of_more_than_one_unit_takes_a_dedicated_pod_when_warm_workers_are_one_unit() {
     let large = task_of_size(2);
     assert_eq!(

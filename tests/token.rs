@@ -1,7 +1,6 @@
 //! The agent token: an HS256 JWT whose signature verifies with the install's key only, and
 //! whose claims name the attempt.
 
-use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine;
@@ -158,28 +157,4 @@ fn the_token_settings_never_print_their_key_only_its_length() {
         "{printed}"
     );
     assert!(printed.contains("90s"), "{printed}");
-}
-
-/// A minter that records every identity it was asked for, as the dispatcher's tests use.
-#[derive(Debug, Default)]
-struct RecordingMinter {
-    minted: Mutex<Vec<AgentIdentity>>,
-}
-
-impl Minter for RecordingMinter {
-    fn mint(&self, identity: &AgentIdentity) -> Result<String, TokenError> {
-        self.minted.lock().unwrap().push(identity.clone());
-        Ok(format!("token-for-{}", identity.task_instance_id))
-    }
-}
-
-#[test]
-fn a_recording_fake_stands_in_for_the_minter() {
-    let fake = RecordingMinter::default();
-    let minter: &dyn Minter = &fake;
-    assert_eq!(
-        minter.mint(&identity()).unwrap(),
-        "token-for-acme.etl.manual__1.load"
-    );
-    assert_eq!(*fake.minted.lock().unwrap(), vec![identity()]);
 }
