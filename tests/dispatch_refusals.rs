@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dexaflow_admission::admission::{
-    ChangeError, Field, MAX_ANNOTATIONS_BYTES, QuantityError, ResourceList, Resources, TaintEffect,
+    ChangeError, Field, MAX_ANNOTATIONS_BYTES, QuantityError, ResourceList, TaintEffect,
     Toleration, TolerationOperator,
 };
 use dexaflow_admission::dispatch::Settings;
@@ -20,51 +20,37 @@ use dexaflow_admission::dispatch::refusals::{
     refuse_before_token,
 };
 use dexaflow_admission::dispatch::settings::{
-    AllowedFields, Allowlist, Enforce, ExecutorSettings, PolicySettings, ResourceDefaults,
-    ResourceUnit, SourceMode, TokenSettings,
+    AllowedFields, Enforce, ExecutorSettings, ResourceDefaults, ResourceUnit, SourceMode,
 };
 use dexaflow_admission::dispatch::task::State;
-use dexaflow_admission::dispatch::task::{Task, TaskExecution, TaskKey};
+use dexaflow_admission::dispatch::task::Task;
 use dexaflow_admission::dispatch::unit::{UnitError, cpu_quantity, memory_quantity};
 
 const GI: u128 = 1 << 30;
 const RUNTIME_IMAGE: &str = "ghcr.io/dexadata/runtime@sha256:0000000000000000000000000000000000000000000000000000000000000000";
 
+/// The shared settings with warm pools off and the `lite` executor, as the refusals are
+/// checked for an install that runs tasks as local processes.
 fn settings() -> Settings {
     Settings {
-        buffer_size: 0,
-        workers: 1,
-        loop_interval: Duration::from_secs(1),
-        retry_window: Duration::from_secs(900),
-        drain_timeout: Duration::from_secs(15),
-        task_service_account: "dexaflow-task".to_owned(),
-        defaults: ResourceDefaults::default(),
-        unit: None,
-        allowlist: Allowlist::default(),
-        policy: PolicySettings::default(),
-        source_mode: SourceMode::default(),
         warm_pools: false,
-        token: TokenSettings {
-            secret: b"secret".to_vec(),
-            ttl: Duration::from_secs(60),
-        },
         executor: ExecutorSettings::Lite {
             log_dir: PathBuf::from("/tmp/unused"),
             kill_grace: Duration::from_secs(10),
             max_parallel: 1,
         },
+        ..fakes::settings()
     }
 }
 
-/// One unit of 1 CPU and 4Gi under `enforce`.
+/// One unit of 1 CPU and 4Gi under `enforce`: twice the shared unit's memory, so that the
+/// misfits below are misfits of memory as well as CPU.
 fn unit(enforce: Enforce) -> ResourceUnit {
     ResourceUnit {
-        cpu: "1".to_owned(),
         memory: "4Gi".to_owned(),
-        cpu_milli: 1000,
         memory_milli: 4 * GI * 1000,
         enforce,
-        max_size: 64,
+        ..fakes::unit()
     }
 }
 
@@ -76,24 +62,7 @@ fn with_unit(enforce: Enforce) -> Settings {
 }
 
 fn task() -> Task {
-    Task {
-        key: TaskKey {
-            tenant: "acme".to_owned(),
-            dag_id: "etl".to_owned(),
-            run_id: "manual__1".to_owned(),
-            task_id: "load".to_owned(),
-        },
-        operator: "BashOperator".to_owned(),
-        image: "ghcr.io/acme/etl:1.2".to_owned(),
-        command: vec!["true".to_owned()],
-        env: Default::default(),
-        source: None,
-        staging: false,
-        pool_slots: 1,
-        resources: Resources::default(),
-        execution: TaskExecution::default(),
-        execution_timeout_seconds: None,
-    }
+    fakes::manual_task()
 }
 
 fn list(cpu: Option<&str>, memory: Option<&str>) -> ResourceList {

@@ -1,6 +1,7 @@
 //! The executors: `lite` runs the command with the agent's environment and logs its output,
 //! `kubernetes` builds the pod and writes it in dry-run mode, `null` returns at once.
 
+mod fakes;
 mod processes;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -21,7 +22,7 @@ use dexaflow_admission::dispatch::executor::{
     Admitted, Completion, Ending, Executor, ExecutorError, Launched, Step, Steps, is_reserved_env,
 };
 use dexaflow_admission::dispatch::placement::{DedicatedReason, Placement};
-use dexaflow_admission::dispatch::task::{Task, TaskExecution, TaskKey};
+use dexaflow_admission::dispatch::task::Task;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use processes::{wait_for_line, wait_for_pid, wait_until_gone};
@@ -34,22 +35,8 @@ const TI: &str = "acme.etl.manual__1.load";
 fn admitted(command: &[&str]) -> Admitted {
     Admitted {
         task: Arc::new(Task {
-            key: TaskKey {
-                tenant: "acme".to_owned(),
-                dag_id: "etl".to_owned(),
-                run_id: "manual__1".to_owned(),
-                task_id: "load".to_owned(),
-            },
-            operator: "BashOperator".to_owned(),
-            image: "ghcr.io/acme/etl:1.2".to_owned(),
             command: command.iter().map(|part| (*part).to_owned()).collect(),
-            env: BTreeMap::new(),
-            source: None,
-            staging: false,
-            pool_slots: 1,
-            resources: Resources::default(),
-            execution: TaskExecution::default(),
-            execution_timeout_seconds: None,
+            ..fakes::manual_task()
         }),
         image: "ghcr.io/acme/etl:1.2".to_owned(),
         task_instance_id: TI.to_owned(),

@@ -8,35 +8,16 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use common::{FakeHook, annotation, label, node_selector};
-use dexaflow_admission::admission::{
-    Changes, Execution, Hook, Resources, Toleration, TolerationOperator,
-};
+use dexaflow_admission::admission::{Changes, Execution, Hook, Toleration, TolerationOperator};
 use dexaflow_admission::dispatch::placement::{
     Changed, DedicatedReason, Placement, WarmWorkers, place,
 };
-use dexaflow_admission::dispatch::task::{Task, TaskExecution, TaskKey};
+use dexaflow_admission::dispatch::task::Task;
 
 const DEFAULT_SA: &str = "dexaflow-task";
 
 fn task() -> Task {
-    Task {
-        key: TaskKey {
-            tenant: "acme".to_owned(),
-            dag_id: "etl".to_owned(),
-            run_id: "manual__1".to_owned(),
-            task_id: "load".to_owned(),
-        },
-        operator: String::new(),
-        image: "ghcr.io/acme/etl:1".to_owned(),
-        command: Vec::new(),
-        env: BTreeMap::new(),
-        source: None,
-        staging: false,
-        pool_slots: 1,
-        resources: Resources::default(),
-        execution: TaskExecution::default(),
-        execution_timeout_seconds: None,
-    }
+    fakes::manual_task()
 }
 
 /// The plain task, `size` resource units large.

@@ -1,12 +1,14 @@
 //! The agent token: an HS256 JWT whose signature verifies with the install's key only, and
 //! whose claims name the attempt.
 
+mod fakes;
+
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use dexaflow_admission::dispatch::settings::TokenSettings;
-use dexaflow_admission::dispatch::task::TaskKey;
+use dexaflow_admission::dispatch::task_instance_id;
 use dexaflow_admission::dispatch::token::{
     AUDIENCE, AgentIdentity, Claims, Hs256Minter, Minter, TokenError,
 };
@@ -24,13 +26,8 @@ fn minter(secret: &[u8]) -> Hs256Minter {
 }
 
 fn identity() -> AgentIdentity {
-    let key = TaskKey {
-        tenant: "acme".to_owned(),
-        dag_id: "etl".to_owned(),
-        run_id: "manual__1".to_owned(),
-        task_id: "load".to_owned(),
-    };
-    AgentIdentity::new(&key, "acme.etl.manual__1.load", 2, 7)
+    let key = fakes::manual_task().key;
+    AgentIdentity::new(&key, task_instance_id(&key), 2, 7)
 }
 
 /// The three parts of a compact JWT.

@@ -165,15 +165,20 @@ pub fn supervision() -> supervise::Settings {
     }
 }
 
+/// The key of task `task_id` of tenant `acme`, DAG `etl`, run `run_id`.
+pub fn key(run_id: &str, task_id: &str) -> TaskKey {
+    TaskKey {
+        tenant: "acme".to_owned(),
+        dag_id: "etl".to_owned(),
+        run_id: run_id.to_owned(),
+        task_id: task_id.to_owned(),
+    }
+}
+
 /// A plain task of tenant `acme`, DAG `etl`, run `r1`.
 pub fn task(task_id: &str) -> Task {
     Task {
-        key: TaskKey {
-            tenant: "acme".to_owned(),
-            dag_id: "etl".to_owned(),
-            run_id: "r1".to_owned(),
-            task_id: task_id.to_owned(),
-        },
+        key: key("r1", task_id),
         operator: "BashOperator".to_owned(),
         image: "ghcr.io/acme/etl:1.2".to_owned(),
         command: vec!["true".to_owned()],
@@ -184,6 +189,17 @@ pub fn task(task_id: &str) -> Task {
         resources: Default::default(),
         execution: TaskExecution::default(),
         execution_timeout_seconds: None,
+    }
+}
+
+/// Task `load` of the manual run `manual__1`, one slot large: the attempt (task instance
+/// `acme.etl.manual__1.load`) the tests of single steps (refusals, placement, executors) are
+/// written for, byte counts of its pod's own annotations included.
+pub fn manual_task() -> Task {
+    Task {
+        key: key("manual__1", "load"),
+        pool_slots: 1,
+        ..task("load")
     }
 }
 
