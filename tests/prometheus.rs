@@ -335,10 +335,20 @@ fn panel_queries(dashboard: &Value) -> Vec<(String, String)> {
     let mut queries = Vec::new();
     for panel in panels(dashboard) {
         let title = panel["title"].as_str().unwrap_or("untitled").to_owned();
-        for target in panel["targets"].as_array().into_iter().flatten() {
-            let Some(expr) = target["expr"].as_str() else {
-                continue;
-            };
+        let targets = panel["targets"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        // A row only groups panels; every other panel shows at least one query, so none is
+        // left unproved by having no target.
+        assert!(
+            panel["type"] == "row" || !targets.is_empty(),
+            "panel {title:?} has no query"
+        );
+        for target in targets {
+            let expr = target["expr"]
+                .as_str()
+                .unwrap_or_else(|| panic!("panel {title:?} has a target without an expr"));
             let expr = expr
                 .replace("$__rate_interval", RATE_INTERVAL)
                 .replace("$__interval", "1s")
@@ -701,7 +711,9 @@ fn every_panel_reads_the_datasource_variable() {
             && v["query"] == "prometheus"),
         "no Prometheus datasource variable named datasource: {variables:?}"
     );
-    for panel in panels(&dashboard) {
+    let panels = panels(&dashboard);
+    assert!(!panels.is_empty(), "the dashboard has no panels");
+    for panel in panels {
         assert_eq!(
             panel["datasource"]["uid"], "${datasource}",
             "{}",
