@@ -1,7 +1,8 @@
 //! Buffered dispatch throughput: attempts per second through the bounded buffer and its
 //! admission workers, for buffers of 64 and 1024 and 1, 4, 16 and 64 workers, with a `noop`
 //! hook and a `sleep:1ms` hook, and synchronous dispatch through the same harness as the
-//! baseline.
+//! baseline; then buffer 1024 with 16 workers on 2 worker threads against synchronous, with a
+//! `noop` hook and a CPU-bound `spin:20us` hook.
 //!
 //! Each sample is a load-test run (`loadtest::run`) of as many attempts as criterion asks for,
 //! offered as fast as the dispatcher settles them; the time is the run's own, from the first
@@ -69,12 +70,41 @@ fn buffered(c: &mut Criterion) {
     }
 }
 
+/// Buffered dispatch with the workers on threads of their own against synchronous dispatch.
+fn worker_threads(c: &mut Criterion) {
+    for (name, hook) in [
+        ("noop", HookSpec::Noop),
+        ("spin_20us", HookSpec::Spin(Duration::from_micros(20))),
+    ] {
+        let mut group = c.benchmark_group(format!("worker_threads/{name}"));
+        group.throughput(Throughput::Elements(1));
+        let synchronous = Plan {
+            hooks: vec![hook.clone()],
+            ..Plan::default()
+        };
+        group.bench_with_input("synchronous", &synchronous, |b, plan| {
+            b.iter_custom(|iters| measure(plan, iters))
+        });
+        let threaded = Plan {
+            buffer_size: 1024,
+            workers: 16,
+            worker_threads: 2,
+            hooks: vec![hook],
+            ..Plan::default()
+        };
+        group.bench_with_input("buffer_1024_workers_16_threads_2", &threaded, |b, plan| {
+            b.iter_custom(|iters| measure(plan, iters))
+        });
+        group.finish();
+    }
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default()
         .sample_size(10)
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2));
-    targets = buffered
+    targets = buffered, worker_threads
 }
 criterion_main!(benches);

@@ -128,6 +128,16 @@ struct LoadtestArgs {
         allow_hyphen_values = true,
     )]
     workers: usize,
+    /// Threads the admission workers are spread over (scheduler.dispatch.worker_threads); 0
+    /// runs them on the dispatcher's thread.
+    #[arg(
+        long,
+        value_name = "T",
+        default_value_t = 0,
+        value_parser = parse_whole::<usize>,
+        allow_hyphen_values = true,
+    )]
+    worker_threads: usize,
     /// A hook, repeatable, in chain order: noop, sleep:DUR, jitter:MIN..MAX, spin:DUR (keeps
     /// the CPU busy for DUR, a CPU-bound hook), or error:P, panic:P, timeout:P, hold:P,
     /// refuse:P, change:P with P a probability from 0 to 1 (the hook misbehaves that way with
@@ -435,6 +445,7 @@ fn loadtest(args: LoadtestArgs) -> Result<(), String> {
         rate: args.rate,
         buffer_size: args.buffer_size,
         workers: args.workers,
+        worker_threads: args.worker_threads,
         hooks,
         webhook_files: WebhookFiles {
             ca_bundle: args.webhook_ca_bundle,

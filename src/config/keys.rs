@@ -9,6 +9,7 @@ pub(super) const ENV_PREFIX: &str = "DEXAFLOW_";
 pub(super) const LOOP_INTERVAL_MS: &str = "scheduler.loop_interval_ms";
 pub(super) const BUFFER_SIZE: &str = "scheduler.dispatch.buffer_size";
 pub(super) const WORKERS: &str = "scheduler.dispatch.workers";
+pub(super) const WORKER_THREADS: &str = "scheduler.dispatch.worker_threads";
 pub(super) const RETRY_WINDOW: &str = "scheduler.dispatch.retry_window";
 pub(super) const DRAIN_TIMEOUT: &str = "scheduler.dispatch.drain_timeout";
 pub(super) const EXECUTOR_TYPE: &str = "executor.type";
@@ -75,6 +76,7 @@ pub(super) const LEAVES: &[&str] = &[
     LOOP_INTERVAL_MS,
     BUFFER_SIZE,
     WORKERS,
+    WORKER_THREADS,
     RETRY_WINDOW,
     DRAIN_TIMEOUT,
     EXECUTOR_TYPE,

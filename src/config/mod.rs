@@ -457,6 +457,7 @@ impl Reader {
         let dispatch = dispatch::Settings {
             buffer_size: scheduler.buffer_size,
             workers: scheduler.workers,
+            worker_threads: scheduler.worker_threads,
             loop_interval: scheduler.loop_interval,
             retry_window: scheduler.retry_window,
             drain_timeout: scheduler.drain_timeout,

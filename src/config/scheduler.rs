@@ -1,10 +1,15 @@
-//! The `scheduler.*` section: the tick and dispatch (buffer, workers, retry window, drain).
+//! The `scheduler.*` section: the tick and dispatch (buffer, workers, their
+//! threads, retry window, drain).
 
 use std::time::Duration;
 
-use super::keys::{BUFFER_SIZE, DRAIN_TIMEOUT, LOOP_INTERVAL_MS, RETRY_WINDOW, WORKERS};
+use super::keys::{
+    BUFFER_SIZE, DRAIN_TIMEOUT, LOOP_INTERVAL_MS, RETRY_WINDOW, WORKER_THREADS, WORKERS,
+};
 use super::reader::{Reader, as_u64, to_usize};
-use crate::dispatch::settings::{MAX_BUFFER_SIZE, MAX_WORKERS};
+use crate::dispatch::settings::{
+    DEFAULT_WORKER_THREADS, MAX_BUFFER_SIZE, MAX_WORKER_THREADS, MAX_WORKERS,
+};
 
 /// `scheduler.*` as read, for [`crate::dispatch::Settings`].
 pub(super) struct Scheduler {
@@ -12,6 +17,7 @@ pub(super) struct Scheduler {
     pub(super) buffer_size: usize,
     /// Floored to 1.
     pub(super) workers: usize,
+    pub(super) worker_threads: usize,
     pub(super) retry_window: Duration,
     pub(super) drain_timeout: Duration,
 }
@@ -21,6 +27,11 @@ impl Reader {
         let loop_interval_ms = self.integer(LOOP_INTERVAL_MS, 1000, 1..=u64::MAX);
         let buffer_size = self.integer(BUFFER_SIZE, 0, 0..=as_u64(MAX_BUFFER_SIZE));
         let workers = self.integer(WORKERS, 0, 0..=as_u64(MAX_WORKERS));
+        let worker_threads = self.integer(
+            WORKER_THREADS,
+            as_u64(DEFAULT_WORKER_THREADS),
+            0..=as_u64(MAX_WORKER_THREADS),
+        );
         let retry_window = self.duration(
             RETRY_WINDOW,
             Duration::from_secs(15 * 60),
@@ -31,6 +42,7 @@ impl Reader {
             loop_interval: Duration::from_millis(loop_interval_ms),
             buffer_size: to_usize(buffer_size),
             workers: to_usize(workers).max(1),
+            worker_threads: to_usize(worker_threads),
             retry_window,
             drain_timeout,
         }

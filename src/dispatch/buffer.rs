@@ -4,10 +4,14 @@
 //! full is deferred to the next tick, as Dexaflow's `ErrAtCapacity` is. Each worker runs the
 //! same [`Pipeline::dispatch`] the synchronous tick runs. On shutdown, attempts still buffered
 //! are handed back as deferred.
+//!
+//! With `worker_threads` above 0 the workers are spread round robin over that many actix
+//! arbiters (threads of their own, each with its own runtime), so that a CPU-bound hook uses
+//! more than the dispatcher's core; with 0 they all run on the dispatcher's arbiter.
 
 use std::sync::Arc;
 
-use actix::{Actor, Addr};
+use actix::{Actor, Addr, Arbiter};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use tokio::sync::mpsc;
 
@@ -33,16 +37,31 @@ pub(super) struct Buffer {
     sender: Sender<Job>,
     receiver: Receiver<Job>,
     workers: Vec<Addr<AdmissionWorker<BufferedDispatch>>>,
+    // The threads the workers run on; empty when they share the dispatcher's.
+    threads: Vec<Arbiter>,
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        // A dispatcher dropped without a drain must not leave its threads behind.
+        for thread in &self.threads {
+            thread.stop();
+        }
+    }
 }
 
 impl Buffer {
     /// A buffer of `capacity` attempts drained by `workers` admission workers (at least one),
-    /// started on the current arbiter; each holds a clone of `done` until it stops.
+    /// spread round robin over `threads` new arbiters, or started on the current arbiter when
+    /// `threads` is 0; each worker holds a clone of `done` until it stops.
+    ///
+    /// # Panics
+    /// When the operating system cannot start a thread.
     pub(super) fn start(
         pipeline: &Arc<Pipeline>,
         shutdown: &Shutdown,
         capacity: usize,
-        workers: usize,
+        (workers, threads): (usize, usize),
         done: &mpsc::Sender<()>,
     ) -> Buffer {
         let (sender, receiver) = crossbeam_channel::bounded(capacity);
@@ -52,14 +71,24 @@ impl Buffer {
             shutdown: shutdown.clone(),
             depth: receiver.clone(),
         });
+        let threads: Vec<Arbiter> = (0..threads).map(|_| Arbiter::new()).collect();
         let workers = (0..workers.max(1))
-            .map(|_| AdmissionWorker::new(receiver.clone(), Arc::clone(&run), done.clone()).start())
+            .map(|index| {
+                let worker = AdmissionWorker::new(receiver.clone(), Arc::clone(&run), done.clone());
+                match threads.get(index % threads.len().max(1)) {
+                    None => worker.start(),
+                    Some(thread) => {
+                        AdmissionWorker::start_in_arbiter(&thread.handle(), move |_| worker)
+                    }
+                }
+            })
             .collect();
         Buffer {
             capacity,
             sender,
             receiver,
             workers,
+            threads,
         }
     }
 
@@ -120,6 +149,30 @@ impl Buffer {
         }
         pipeline.observer().buffer_depth(self.receiver.len());
         handed_back
+    }
+
+    /// The workers' threads, for [`join`] once every worker has stopped.
+    pub(super) fn take_threads(&mut self) -> Vec<Arbiter> {
+        std::mem::take(&mut self.threads)
+    }
+}
+
+/// Stops the workers' `threads` and waits for each to end, off the caller's thread.
+pub(super) async fn join(threads: Vec<Arbiter>) {
+    if threads.is_empty() {
+        return;
+    }
+    let joined = tokio::task::spawn_blocking(move || {
+        for thread in threads {
+            thread.stop();
+            if thread.join().is_err() {
+                tracing::error!("an admission worker thread panicked");
+            }
+        }
+    })
+    .await;
+    if joined.is_err() {
+        tracing::error!("joining the admission worker threads failed");
     }
 }
 

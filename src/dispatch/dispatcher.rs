@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::Settings;
-use super::buffer::Buffer;
+use super::buffer::{self, Buffer};
 use super::pipeline::Pipeline;
 use super::shutdown::{self, Shutdown, Trigger};
 use super::task::Task;
@@ -126,7 +126,7 @@ impl Dispatcher {
             &self.pipeline,
             &self.shutdown,
             self.settings.buffer_size,
-            self.settings.workers,
+            (self.settings.workers, self.settings.worker_threads),
             done,
         ));
     }
@@ -228,6 +228,11 @@ impl Handler<Drain> for Dispatcher {
         let Some(mut done) = self.done_rx.take() else {
             return Box::pin(actix::fut::ready(report));
         };
+        let threads = self
+            .buffer
+            .as_mut()
+            .map(Buffer::take_threads)
+            .unwrap_or_default();
         let drain_timeout = self.settings.drain_timeout;
         let wait = async move {
             let finished = tokio::time::timeout(drain_timeout, done.recv())
@@ -248,6 +253,8 @@ impl Handler<Drain> for Dispatcher {
                         if !finished {
                             done.recv().await;
                         }
+                        // Every worker has stopped: their threads have nothing left to run.
+                        buffer::join(threads).await;
                         report
                     }
                     .into_actor(dispatcher)

@@ -21,6 +21,18 @@ pub const MAX_BUFFER_SIZE: usize = 65_536;
 /// sees at once, which is what the maximum keeps sane.
 pub const MAX_WORKERS: usize = 1_024;
 
+/// The default `scheduler.dispatch.worker_threads`: two threads of admission workers.
+///
+/// Two is what a CPU-bound hook needs to use a second core beside the dispatcher's own thread,
+/// and costs two idle threads where the hooks wait on the network instead. A fixed number
+/// rather than the core count keeps the effective config the same on every machine; an install
+/// whose policy evaluation is the bottleneck on a larger machine raises it.
+pub const DEFAULT_WORKER_THREADS: usize = 2;
+
+/// The largest `scheduler.dispatch.worker_threads`: more threads than workers would sit idle,
+/// and more than a few dozen only contend for the cores.
+pub const MAX_WORKER_THREADS: usize = 64;
+
 /// Everything the dispatch path needs to know about the install.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
@@ -29,6 +41,10 @@ pub struct Settings {
     pub buffer_size: usize,
     /// `scheduler.dispatch.workers`: admission workers draining the buffer (floored to 1).
     pub workers: usize,
+    /// `scheduler.dispatch.worker_threads`: the threads (actix arbiters) the admission workers
+    /// are spread over; 0 runs every worker on the dispatcher's own thread, as tests on tokio's
+    /// paused clock need.
+    pub worker_threads: usize,
     /// `scheduler.loop_interval_ms`: time between ticks.
     pub loop_interval: Duration,
     /// `scheduler.dispatch.retry_window` (ADR 0093): how long a held or unavailable attempt is

@@ -1,6 +1,7 @@
 //! The harness's own observer: counts hook calls by outcome with their latency, breaker
 //! transitions and at-capacity deferrals.
 
+use std::hash::BuildHasher;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -9,14 +10,21 @@ use super::report::{BreakerTransitions, Latencies};
 use crate::admission::Outcome;
 use crate::events::{BreakerEvents, BreakerState, BufferEvents, HookEvents};
 
+/// How many sets of hook-call histograms a [`Counter`] keeps: a few per thread that calls hooks
+/// on any sensible `--worker-threads`, so that two threads rarely share one.
+const SHARDS: usize = 16;
+
 /// Counts what supervision and the dispatcher report during a run.
 ///
-/// Every method is a lock of an uncontended mutex or an atomic add: the dispatcher and its
-/// workers share one thread in the harness, and this runs on their hot path.
+/// Every method is a lock of an uncontended mutex or an atomic add, since this runs on the
+/// dispatch path: hook calls are counted in one of 16 sets of histograms chosen by the
+/// calling thread, so that admission workers on threads of their own (`--worker-threads`) do
+/// not all take one lock for every call.
 #[derive(Debug)]
 pub struct Counter {
-    // One histogram per hook-call outcome, in the order of `Outcome::ALL`.
-    calls: Mutex<Vec<Latencies>>,
+    // Per shard, one histogram per hook-call outcome, in the order of `Outcome::ALL`, made on
+    // the outcome's first call in the shard (a histogram is a few hundred KiB).
+    calls: Box<[Mutex<Vec<Option<Latencies>>>]>,
     opened: AtomicU64,
     half_opened: AtomicU64,
     closed: AtomicU64,
@@ -33,7 +41,9 @@ impl Counter {
     /// A counter with nothing counted.
     pub fn new() -> Counter {
         Counter {
-            calls: Mutex::new(Outcome::ALL.iter().map(|_| Latencies::new()).collect()),
+            calls: (0..SHARDS)
+                .map(|_| Mutex::new(Outcome::ALL.iter().map(|_| None).collect()))
+                .collect(),
             opened: AtomicU64::new(0),
             half_opened: AtomicU64::new(0),
             closed: AtomicU64::new(0),
@@ -43,15 +53,22 @@ impl Counter {
 
     /// Hook calls by outcome, with their latency, for the outcomes that happened.
     pub fn hook_calls(&self) -> Vec<(Outcome, Latencies)> {
-        let calls = self
-            .calls
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut merged: Vec<Latencies> = Outcome::ALL.iter().map(|_| Latencies::new()).collect();
+        for shard in &self.calls {
+            let shard = shard
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            for (total, latencies) in merged.iter_mut().zip(shard.iter()) {
+                if let Some(latencies) = latencies {
+                    total.merge(latencies);
+                }
+            }
+        }
         Outcome::ALL
             .iter()
-            .zip(calls.iter())
+            .copied()
+            .zip(merged)
             .filter(|(_, latencies)| latencies.count() > 0)
-            .map(|(outcome, latencies)| (*outcome, latencies.clone()))
             .collect()
     }
 
@@ -75,11 +92,14 @@ impl HookEvents for Counter {
         let Some(index) = Outcome::ALL.iter().position(|known| *known == outcome) else {
             return;
         };
-        let mut calls = self
-            .calls
+        let thread = foldhash::fast::FixedState::default().hash_one(std::thread::current().id());
+        let shard = &self.calls[thread as usize % SHARDS];
+        let mut calls = shard
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        calls[index].record(elapsed);
+        calls[index]
+            .get_or_insert_with(Latencies::new)
+            .record(elapsed);
     }
 }
 

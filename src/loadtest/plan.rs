@@ -15,7 +15,8 @@ use super::timer::{HookTimer, TimerThread};
 use crate::admission::{Chain, Hook, Resources};
 use crate::dispatch::executor::null::Null;
 use crate::dispatch::settings::{
-    Allowlist, ExecutorSettings, PolicySettings, ResourceDefaults, SourceMode, TokenSettings,
+    Allowlist, ExecutorSettings, MAX_WORKER_THREADS, PolicySettings, ResourceDefaults, SourceMode,
+    TokenSettings,
 };
 use crate::dispatch::task::{Task, TaskExecution, TaskKey};
 use crate::dispatch::token::Hs256Minter;
@@ -45,6 +46,8 @@ pub struct Plan {
     pub buffer_size: usize,
     /// `scheduler.dispatch.workers` (0 is taken as 1).
     pub workers: usize,
+    /// `scheduler.dispatch.worker_threads`: 0 runs the workers on the harness's thread.
+    pub worker_threads: usize,
     /// The hooks, in chain order.
     pub hooks: Vec<HookSpec>,
     /// The files of every `webhook:URL` hook.
@@ -66,6 +69,7 @@ impl Default for Plan {
             rate: 0.0,
             buffer_size: 0,
             workers: 1,
+            worker_threads: 0,
             hooks: Vec::new(),
             webhook_files: WebhookFiles::default(),
             hook_timer: HookTimer::Thread,
@@ -99,6 +103,12 @@ impl Plan {
             return bad(
                 "--rate",
                 "must be a number of attempts per second, 0 or more",
+            );
+        }
+        if self.worker_threads > MAX_WORKER_THREADS {
+            return bad(
+                "--worker-threads",
+                &format!("must be at most {MAX_WORKER_THREADS}"),
             );
         }
         if self.tenants == 0 {
@@ -179,9 +189,14 @@ impl Plan {
             "synchronous".to_owned()
         } else {
             format!(
-                "buffer {}, {} workers",
+                "buffer {}, {} workers on {}",
                 self.buffer_size,
-                self.workers.max(1)
+                self.workers.max(1),
+                match self.worker_threads {
+                    0 => "the dispatcher's thread".to_owned(),
+                    1 => "1 thread".to_owned(),
+                    threads => format!("{threads} threads"),
+                }
             )
         };
         let hooks = if self.hooks.is_empty() {
@@ -208,6 +223,7 @@ impl Plan {
             "rate": self.rate,
             "buffer_size": self.buffer_size,
             "workers": self.workers.max(1),
+            "worker_threads": self.worker_threads,
             "hooks": self.hooks.iter().map(ToString::to_string).collect::<Vec<_>>(),
             "tenants": self.tenants,
             "timeout_seconds": self.supervise.timeout.as_secs_f64(),
@@ -228,6 +244,7 @@ impl Plan {
         Settings {
             buffer_size: self.buffer_size,
             workers: self.workers.max(1),
+            worker_threads: self.worker_threads,
             // The harness ticks itself (`Ticking::Manual`).
             loop_interval: Duration::from_secs(1),
             retry_window: Duration::ZERO,

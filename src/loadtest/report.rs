@@ -41,6 +41,13 @@ impl Latencies {
         self.histogram.saturating_record(micros);
     }
 
+    /// Adds every latency `other` recorded.
+    pub fn merge(&mut self, other: &Latencies) {
+        self.histogram
+            .add(&other.histogram)
+            .expect("every histogram of latencies has the same bounds");
+    }
+
     /// How many latencies were recorded.
     pub fn count(&self) -> u64 {
         self.histogram.len()

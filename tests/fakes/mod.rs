@@ -118,6 +118,7 @@ pub fn settings() -> Settings {
     Settings {
         buffer_size: 0,
         workers: 1,
+        worker_threads: 0,
         loop_interval: Duration::from_secs(1),
         retry_window: Duration::from_secs(15 * 60),
         drain_timeout: Duration::from_secs(15),
