@@ -97,15 +97,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let counts = Arc::new(Counts::default());
 
     // The settings: the defaults, a `null` executor (nothing is launched), buffered dispatch.
-    let install = Install::from_yaml("executor: {type: \"null\"}")?
-        .configure(|settings| {
-            settings.buffer_size = 64;
-            settings.workers = 2;
-            settings.loop_interval = Duration::from_millis(10);
-        })
-        .hook(Arc::new(Deny::new(&deny)))
+    let install = Install::from_yaml("executor: {type: \"null\"}")?.configure(|settings| {
+        settings.buffer_size = 64;
+        settings.workers = 2;
+        settings.loop_interval = Duration::from_millis(10);
+    });
+    // Checked as the config path checks them, the placement against the install's own rules.
+    let deny = Deny::checked(&deny).map_err(|errors| format!("{errors:?}"))?;
+    let rules = install.settings().change_rules();
+    let placement =
+        Placement::checked(&placement, &rules).map_err(|errors| format!("{errors:?}"))?;
+    let install = install
+        .hook(Arc::new(deny))
         .hook(Arc::new(budget))
-        .hook(Arc::new(Placement::new(&placement)))
+        .hook(Arc::new(placement))
         .observer(counts.clone());
 
     let attempts = [

@@ -9,6 +9,7 @@ use dexaflow_admission::admission::{Changes, Decision, Hook, HookFuture, Request
 use dexaflow_admission::dispatch::task::{State, Task};
 use dexaflow_admission::dispatch::{Disposition, Reason};
 use dexaflow_admission::events::BreakerState;
+use dexaflow_admission::hooks::{Deny, DenySpec, Matcher, SpecError};
 use dexaflow_admission::install::{InstallError, OfferError};
 use dexaflow_admission::supervise::ChainBuilder;
 use dexaflow_admission::{Install, admission::HookError};
@@ -216,4 +217,25 @@ async fn a_panic_stays_the_cause_after_the_breaker_opens() {
     };
     assert_eq!(hook, "panics");
     assert!(matches!(error, HookError::Panicked(_)), "got {error:?}");
+}
+
+#[test]
+fn a_deny_hook_built_by_hand_is_checked_as_the_config_checks_it() {
+    let everything = DenySpec {
+        name: "deny-all".to_owned(),
+        matcher: Matcher::default(),
+        reason: None,
+    };
+    assert_eq!(
+        Deny::checked(&everything).map(|_| ()),
+        Err(vec![SpecError::EmptyMatch])
+    );
+    let sandbox = DenySpec {
+        matcher: Matcher {
+            tenants: vec!["sandbox".to_owned()],
+            ..Matcher::default()
+        },
+        ..everything
+    };
+    assert!(Deny::checked(&sandbox).is_ok());
 }
