@@ -296,6 +296,11 @@ impl std::fmt::Debug for Handle {
 }
 
 /// One offer of an attempt that ended, as [`Handle::next_settled`] streams it.
+///
+/// Its [`Disposition`] is how this offer ended; the task instance's
+/// [`State`](crate::dispatch::task::State) is where the task stands after it (read it with
+/// [`Handle::instance`]); the hook calls' [`Outcome`](crate::admission::Outcome)s go to the
+/// observer.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settlement {
     /// The task instance.

@@ -224,6 +224,13 @@ impl TaskExecution {
 ///
 /// `dispatch_failed` is not a state: such a task is `failed` with its reason in
 /// `failure_reason`.
+///
+/// One of three words for what happened to an attempt, each at its own level: a hook call ends
+/// with an [`Outcome`](crate::admission::Outcome) (what the metrics count: `admit`, `refuse`,
+/// `timeout`, ...); one offer of the attempt ends with a
+/// [`Disposition`](crate::dispatch::Disposition) (executed, refused, waiting, deferred, ...);
+/// and the task instance is left in a `State`, which several offers may share (a held attempt
+/// stays `scheduled` through many `waiting` offers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum State {
