@@ -14,8 +14,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use dexaflow_admission::Install;
 use dexaflow_admission::admission::{
-    Chain, ChangeRules, Changes, Decision, Hook, HookFuture, Request, TaintEffect, Toleration,
+    Chain, Changes, Decision, Hook, HookFuture, Request, TaintEffect, Toleration,
     TolerationOperator, Verdict,
 };
 
@@ -83,7 +84,11 @@ fn main() {
         ("acme".to_owned(), "acme-gpu".to_owned()),
         ("globex".to_owned(), "globex-batch".to_owned()),
     ]);
-    let chain = Chain::new(ChangeRules::default())
+    // The changes must pass the install's own rules (its allowlists, default service account
+    // and unit), never rules made up here: `ChangeRules::default()` would allow any priority
+    // class or service account a hook sets.
+    let install = Install::defaults().expect("the defaults are valid");
+    let chain = Chain::new(install.settings().change_rules())
         .with_hook(Arc::new(TenantPlacement { pools }))
         .with_hook(Arc::new(Freeze {
             dag_id: "month_end_close",

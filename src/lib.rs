@@ -27,15 +27,22 @@
 //! - [`loadtest`]: the load-test harness behind the `loadtest` subcommand: synthetic hooks, an
 //!   open-loop driver of the real dispatcher, conservation, the report and its charts.
 //!
-//! # Example
-//! A hook that places one tenant on its own node pool, chained and asked about one attempt:
+//! - [`install`]: the front door for a program that embeds the dispatch path: settings, hooks,
+//!   an executor and an observer in, a running dispatcher [`Handle`] out. The `dispatch` command
+//!   assembles its dispatcher there too.
+//!
+//! # Example: the front door
+//! A hook of the program's own, after the config's hooks, under the install's own change rules
+//! (its allowlists, default service account and unit): attempts offered, each settled attempt
+//! read back with the hook that decided, then drained.
 //!
 //! ```
 //! use std::sync::Arc;
-//! use dexaflow_admission::admission::{
-//!     Chain, ChangeRules, Changes, Decision, Hook, HookFuture, Request, Verdict,
-//! };
+//! use dexaflow_admission::Install;
+//! use dexaflow_admission::admission::{Changes, Decision, Hook, HookFuture, Request};
+//! use dexaflow_admission::dispatch::{Disposition, task::Task};
 //!
+//! /// Places each tenant on its own node pool; refuses the tenant `sandbox`.
 //! struct TenantPool;
 //!
 //! impl Hook for TenantPool {
@@ -44,6 +51,9 @@
 //!     }
 //!     fn admit<'a>(&'a self, request: &'a Request) -> HookFuture<'a> {
 //!         Box::pin(async move {
+//!             if request.tenant == "sandbox" {
+//!                 return Ok(Decision::Refuse("no sandbox in production".into()));
+//!             }
 //!             let mut changes = Changes::default();
 //!             changes.node_selector.insert("pool".into(), request.tenant.clone());
 //!             Ok(Decision::AdmitWith(changes))
@@ -51,16 +61,32 @@
 //!     }
 //! }
 //!
-//! # fn main() {
-//! let chain = Chain::new(ChangeRules::default()).with_hook(Arc::new(TenantPool));
-//! let verdict = futures_lite_block_on(chain.admit(Request::new("acme", "etl", "load")));
-//! let Verdict::Admit { request, .. } = verdict else { panic!("admitted") };
-//! assert_eq!(request.execution.node_selector["pool"], "acme");
-//! # }
-//! # fn futures_lite_block_on<F: std::future::Future>(future: F) -> F::Output {
-//! #     tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(future)
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let install = Install::from_yaml("executor: {type: \"null\"}")?
+//!     .configure(|settings| settings.buffer_size = 16)
+//!     .hook(Arc::new(TenantPool));
+//! let settled = install.run_blocking(|mut handle| async move {
+//!     handle.offer(Task::new("acme", "etl", "run-1", "load")).expect("new");
+//!     handle.offer(Task::new("sandbox", "etl", "run-1", "load")).expect("new");
+//!     handle.wait_settled().await;
+//!     let mut settled = Vec::new();
+//!     while let Some(attempt) = handle.try_next_settled() {
+//!         settled.push((attempt.key.tenant.clone(), attempt.disposition,
+//!                       attempt.deciding_hook().map(str::to_owned)));
+//!     }
+//!     handle.drain().await;
+//!     settled
+//! })?;
+//! assert!(settled.contains(&("acme".into(), Disposition::Executed, None)));
+//! assert!(settled.contains(&("sandbox".into(), Disposition::Refused, Some("tenant-pool".into()))));
+//! # Ok(())
 //! # }
 //! ```
+//!
+//! # Panics and unwinding
+//! A hook that panics is caught and counted as unavailable, which depends on unwinding: a program
+//! that embeds this crate must keep `panic = "unwind"` (the default) in every profile; with
+//! `panic = "abort"` one hook's panic ends the whole process.
 
 #![deny(missing_docs)]
 #![warn(missing_debug_implementations, unreachable_pub)]
@@ -71,9 +97,19 @@ pub mod config;
 pub mod dispatch;
 pub mod events;
 pub mod hooks;
+pub mod install;
 pub mod loadtest;
 pub mod metrics;
 pub mod report;
 pub mod serve;
 pub mod supervise;
 pub mod workload;
+
+pub use install::{Handle, Install};
+
+/// The actor framework the dispatcher and the breakers run on, for the types of it that appear in
+/// public signatures ([`dispatch::Dispatcher`] is an actor); the front door needs none of it.
+pub use actix;
+/// The async runtime under [`actix`], for the types of it that appear in public signatures
+/// ([`dispatch::Parts`] takes a channel sender); the front door needs none of it.
+pub use tokio;

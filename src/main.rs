@@ -11,18 +11,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use dexaflow_admission::Install;
 use dexaflow_admission::admission::error_chain;
 use dexaflow_admission::config::{self, Config};
 use dexaflow_admission::dispatch::TaskInstance;
-use dexaflow_admission::dispatch::executor;
-use dexaflow_admission::dispatch::run::{Install, run};
 use dexaflow_admission::dispatch::task::State;
-use dexaflow_admission::dispatch::token::Hs256Minter;
 use dexaflow_admission::loadtest::{self, Amount, HookTimer, Options, Plan, WebhookFiles};
 use dexaflow_admission::metrics::{self, Metrics, ServerMetrics};
 use dexaflow_admission::serve::{self, Server, TaskAdmission};
 use dexaflow_admission::supervise::{self, BreakerSettings, ChainBuilder};
-use dexaflow_admission::{hooks, report, workload};
+use dexaflow_admission::{report, workload};
 
 /// Decides, for every task attempt a Dexaflow orchestrator dispatches, whether it runs, runs
 /// changed, waits or is refused, before its agent token is minted (ADR 0100).
@@ -370,25 +368,17 @@ fn dispatch(
     if tasks.is_empty() {
         return print_instances(&[], output);
     }
-    let settings = Arc::new(config.dispatch);
-    let chain = hooks::chain(
-        &config.hooks,
-        config.policy.as_ref(),
-        settings.change_rules(),
-    );
     let (listen, origin) = match metrics_listen {
         Some(listen) => (listen, "--metrics-listen"),
         None => (config.metrics_listen, config::METRICS_LISTEN),
     };
-    let metrics = start_metrics(listen, origin, chain.hooks().iter().map(|hook| hook.name()))?;
-    let install = Install {
-        minter: Arc::new(Hs256Minter::new(settings.token.clone())),
-        executor: executor::from_settings(&settings.executor),
-        settings,
-        supervise: config.supervise,
-        chain,
-        observer: Arc::new(metrics),
-    };
+    let install = Install::from_config(config);
+    let metrics = start_metrics(
+        listen,
+        origin,
+        install.hook_names().iter().map(String::as_str),
+    )?;
+    let install = install.observer(Arc::new(metrics));
     let show_progress = std::io::stderr().is_terminal();
     let progress = move |unsettled: usize| {
         if show_progress {
@@ -397,15 +387,21 @@ fn dispatch(
             ));
         }
     };
-    let system = actix::System::new();
-    let report = system
-        .block_on(run(install, tasks, shutdown_signal(), progress))
-        .map_err(|error| error.to_string())?;
+    let (report, interrupted) = install
+        .run_blocking(|handle| async move {
+            for task in tasks {
+                // A workload's keys are unique: the loader refuses a repeated one.
+                handle.offer(task).map_err(|error| error.to_string())?;
+            }
+            let interrupted = handle.settle_all(shutdown_signal(), progress).await;
+            Ok::<_, String>((handle.drain().await, interrupted))
+        })
+        .map_err(|error| error_chain(&error))??;
     if show_progress {
         write_stderr("\n");
     }
     print_instances(&report.instances, output)?;
-    if report.interrupted {
+    if interrupted {
         let left = report
             .instances
             .iter()

@@ -16,13 +16,10 @@ use dexaflow_admission::admission::{
 };
 use dexaflow_admission::config::Config;
 use dexaflow_admission::dispatch::TaskInstance;
-use dexaflow_admission::dispatch::executor;
 use dexaflow_admission::dispatch::placement::{DedicatedReason, Placement};
-use dexaflow_admission::dispatch::run::{Install, run};
 use dexaflow_admission::dispatch::task::{State, Task};
-use dexaflow_admission::events::Ignore;
-use dexaflow_admission::hooks;
 use dexaflow_admission::hooks::Webhook;
+use dexaflow_admission::install::{Install, Report};
 use fakes::{RecordingMinter, supervision, task};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -98,28 +95,13 @@ async fn dispatch_on_the_real_clock(
     );
     let config = Config::from_yaml_str(&yaml, NO_ENV)
         .unwrap_or_else(|errors| panic!("config is valid:\n{errors}"));
-    let chain = hooks::chain(
-        &config.hooks,
-        config.policy.as_ref(),
-        config.dispatch.change_rules(),
-    );
-    let chain = operator_hooks
-        .into_iter()
-        .fold(chain, |chain, hook| chain.with_hook(hook));
     let minter = Arc::new(RecordingMinter::default());
-    let settings = Arc::new(config.dispatch);
-    let install = Install {
-        executor: executor::from_settings(&settings.executor),
-        settings,
-        supervise: supervision(),
-        chain,
-        minter: minter.clone(),
-        observer: Arc::new(Ignore),
-    };
+    let install = operator_hooks
+        .into_iter()
+        .fold(Install::from_config(config), Install::hook)
+        .minter(minter.clone());
     let key = task.key.clone();
-    let report = run(install, vec![task], std::future::pending(), |_| {})
-        .await
-        .expect("a fresh dispatcher takes the offer");
+    let report = run(install, vec![task]).await;
     let pods = std::fs::read_dir(dir.path())
         .expect("the dry-run directory")
         .map(|entry| {
@@ -657,23 +639,12 @@ async fn the_policy_refuses_on_lite_too() {
         logs.path().display().to_string()
     );
     let config = Config::from_yaml_str(&yaml, NO_ENV).expect("config is valid");
-    let chain = hooks::chain(&[], config.policy.as_ref(), config.dispatch.change_rules());
     let minter = Arc::new(RecordingMinter::default());
-    let settings = Arc::new(config.dispatch);
     let mut evil = task("load");
     evil.image = "evil.io/x:1".to_owned();
-    let install = Install {
-        executor: executor::from_settings(&settings.executor),
-        settings,
-        supervise: supervision(),
-        chain,
-        minter: minter.clone(),
-        observer: Arc::new(Ignore),
-    };
+    let install = Install::from_config(config).minter(minter.clone());
 
-    let report = run(install, vec![evil], std::future::pending(), |_| {})
-        .await
-        .expect("a fresh dispatcher takes the offer");
+    let report = run(install, vec![evil]).await;
 
     let instance = &report.instances[0];
     assert_eq!(
@@ -707,24 +678,9 @@ async fn the_example_policy_gives_the_outcomes_the_readme_shows() {
     let tasks =
         dexaflow_admission::workload::load(std::path::Path::new("examples/policy-workload.yaml"))
             .expect("the example workload is valid");
-    let chain = hooks::chain(
-        &config.hooks,
-        config.policy.as_ref(),
-        config.dispatch.change_rules(),
-    );
-    let settings = Arc::new(config.dispatch);
-    let install = Install {
-        executor: executor::from_settings(&settings.executor),
-        settings,
-        supervise: supervision(),
-        chain,
-        minter: Arc::new(RecordingMinter::default()),
-        observer: Arc::new(Ignore),
-    };
+    let install = Install::from_config(config).minter(Arc::new(RecordingMinter::default()));
 
-    let report = run(install, tasks, std::future::pending(), |_| {})
-        .await
-        .expect("a fresh dispatcher takes the offer");
+    let report = run(install, tasks).await;
 
     let outcomes: Vec<(&str, Option<&str>)> = report
         .instances
@@ -782,4 +738,18 @@ async fn the_example_policy_gives_the_outcomes_the_readme_shows() {
     assert_eq!(execution.node_selector["pool"], "tenant-jobs");
     assert_eq!(execution.service_account, "etl-runner");
     assert_eq!(execution.runtime_class_name, "gvisor");
+}
+
+/// Offers `tasks` to `install` (supervised as the tests' fakes say) and waits until each is
+/// settled, then drains.
+async fn run(install: Install, tasks: Vec<Task>) -> Report {
+    let handle = install
+        .supervise(|settings| *settings = supervision())
+        .start()
+        .expect("an actix test runs in an actix system");
+    for task in tasks {
+        handle.offer(task).expect("each task is offered once");
+    }
+    handle.wait_settled().await;
+    handle.drain().await
 }

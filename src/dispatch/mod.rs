@@ -15,7 +15,6 @@ mod pipeline;
 pub mod placement;
 mod reason;
 pub mod refusals;
-pub mod run;
 pub mod settings;
 mod shutdown;
 mod store;

@@ -15,7 +15,7 @@ use super::executor::Completion;
 use super::placement::Placement;
 use super::reason::{FailureReason, Reason};
 use super::task::{State, Task, TaskKey};
-use crate::admission::Execution;
+use crate::admission::{Execution, HookError};
 
 /// The most dispatch attempts an executor error may spend (Dexaflow's `dispatchMaxAttempts`).
 pub const MAX_DISPATCH_ATTEMPTS: u32 = 6;
@@ -213,13 +213,21 @@ impl TaskStore {
 
     /// Adds a task as `scheduled` for its first try; a task already present is left alone.
     pub fn schedule(&self, task: Task) -> Write {
+        self.schedule_try(task, 1)
+    }
+
+    /// Adds a task as `scheduled` for try `try_number` (a retry: 2 or more); a task already
+    /// present is left alone, whatever its try.
+    pub fn schedule_try(&self, task: Task, try_number: u32) -> Write {
         let key = task.key.clone();
         let mut rows = self.rows();
         if rows.by_key.contains_key(&key) {
             return Write::Superseded;
         }
         rows.offerable.insert(key.clone());
-        rows.by_key.insert(key, TaskInstance::new(Arc::new(task)));
+        let mut row = TaskInstance::new(Arc::new(task));
+        row.try_number = try_number;
+        rows.by_key.insert(key, row);
         Write::Applied
     }
 
@@ -342,6 +350,20 @@ impl TaskStore {
         }
         let since = *row.waiting_since.get_or_insert(now);
         row.in_flight = false;
+        // A breaker that opened after a failure says less than the failure: keep the first cause.
+        let reason = match (
+            &reason,
+            row.failure_reason.as_ref().map(|kept| kept.reason()),
+        ) {
+            (
+                Reason::Unavailable {
+                    hook,
+                    error: HookError::Skipped,
+                },
+                Some(kept @ Reason::Unavailable { hook: first, .. }),
+            ) if hook == first => kept.clone(),
+            _ => reason,
+        };
         if now.duration_since(since) >= retry_window {
             row.state = State::Failed;
             row.failure_reason = Some(FailureReason::new(Reason::RetryWindowSpent(Box::new(

@@ -124,6 +124,59 @@ impl Task {
         "execution_timeout_seconds",
     ];
 
+    /// A task of run `run_id` of `dag_id` of `tenant`, with nothing else declared: the runtime
+    /// image, no command, one resource unit, no execution fields of its own. Fill the rest with
+    /// the `with_` setters or the public fields.
+    pub fn new(
+        tenant: impl Into<String>,
+        dag_id: impl Into<String>,
+        run_id: impl Into<String>,
+        task_id: impl Into<String>,
+    ) -> Task {
+        Task {
+            key: TaskKey {
+                tenant: tenant.into(),
+                dag_id: dag_id.into(),
+                run_id: run_id.into(),
+                task_id: task_id.into(),
+            },
+            operator: String::new(),
+            image: String::new(),
+            command: Vec::new(),
+            env: BTreeMap::new(),
+            source: None,
+            staging: false,
+            pool_slots: 0,
+            resources: Resources::default(),
+            execution: TaskExecution::default(),
+            execution_timeout_seconds: None,
+        }
+    }
+
+    /// The task with `image` (empty: the runtime image).
+    pub fn with_image(mut self, image: impl Into<String>) -> Task {
+        self.image = image.into();
+        self
+    }
+
+    /// The task with `command`, what `lite` runs and the pod's container command.
+    pub fn with_command(mut self, command: impl IntoIterator<Item = impl Into<String>>) -> Task {
+        self.command = command.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The task with its author's own `execution` fields.
+    pub fn with_execution(mut self, execution: TaskExecution) -> Task {
+        self.execution = execution;
+        self
+    }
+
+    /// The task with its declared `resources`.
+    pub fn with_resources(mut self, resources: Resources) -> Task {
+        self.resources = resources;
+        self
+    }
+
     /// [`Task::execution_timeout_seconds`] as a duration.
     pub fn execution_timeout(&self) -> Option<std::time::Duration> {
         self.execution_timeout_seconds
@@ -171,6 +224,13 @@ impl TaskExecution {
 ///
 /// `dispatch_failed` is not a state: such a task is `failed` with its reason in
 /// `failure_reason`.
+///
+/// One of three words for what happened to an attempt, each at its own level: a hook call ends
+/// with an [`Outcome`](crate::admission::Outcome) (what the metrics count: `admit`, `refuse`,
+/// `timeout`, ...); one offer of the attempt ends with a
+/// [`Disposition`](crate::dispatch::Disposition) (executed, refused, waiting, deferred, ...);
+/// and the task instance is left in a `State`, which several offers may share (a held attempt
+/// stays `scheduled` through many `waiting` offers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum State {

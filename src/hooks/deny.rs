@@ -48,7 +48,16 @@ pub struct Deny {
 }
 
 impl Deny {
-    /// The hook the spec describes.
+    /// The hook the spec describes, once [`DenySpec::check`] passes: what a program that builds
+    /// the hook itself calls, so that it is held to what the config path checks.
+    ///
+    /// # Errors
+    /// What [`DenySpec::check`] finds.
+    pub fn checked(spec: &DenySpec) -> Result<Deny, Vec<SpecError>> {
+        spec.check().map(|()| Deny::new(spec))
+    }
+
+    /// The hook the spec describes, unchecked (the config path checked it at load).
     pub fn new(spec: &DenySpec) -> Deny {
         Deny {
             name: spec.name.clone(),

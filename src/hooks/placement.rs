@@ -145,7 +145,17 @@ fn change_problems(rules: &ChangeRules, set: &Changes) -> Vec<ChangeError> {
 }
 
 impl Placement {
-    /// The hook the spec describes.
+    /// The hook the spec describes, once [`PlacementSpec::check`] passes against the install's
+    /// `rules` (`dispatch::Settings::change_rules`): what a program that builds the hook itself
+    /// calls, so that it is held to what the config path checks.
+    ///
+    /// # Errors
+    /// What [`PlacementSpec::check`] finds.
+    pub fn checked(spec: &PlacementSpec, rules: &ChangeRules) -> Result<Placement, Vec<SpecError>> {
+        spec.check(rules).map(|()| Placement::new(spec))
+    }
+
+    /// The hook the spec describes, unchecked (the config path checked it at load).
     pub fn new(spec: &PlacementSpec) -> Placement {
         Placement {
             name: spec.name.clone(),

@@ -2,7 +2,6 @@
 //! synthetic hooks and their supervision; what a flag could have set wrong; and the dispatcher
 //! settings, hooks and pipeline the plan stands for.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,13 +11,13 @@ use tokio::sync::mpsc;
 use super::LoadTestError;
 use super::spec::{HookSpec, Synthetic, WebhookFiles};
 use super::timer::{HookTimer, TimerThread};
-use crate::admission::{Chain, Hook, Resources};
+use crate::admission::{Chain, Hook};
 use crate::dispatch::executor::null::Null;
 use crate::dispatch::settings::{
     Allowlist, ExecutorSettings, MAX_WORKER_THREADS, PolicySettings, ResourceDefaults, SourceMode,
     TokenSettings,
 };
-use crate::dispatch::task::{Task, TaskExecution, TaskKey};
+use crate::dispatch::task::Task;
 use crate::dispatch::token::Hs256Minter;
 use crate::dispatch::{Parts, Pipeline, Settings, Settled, TaskStore};
 use crate::events::Observer;
@@ -345,24 +344,11 @@ impl Plan {
 /// task `a<index>` (zero-padded to nine digits, so that the store's key order is the offer
 /// order), a `BashOperator` on a fixed image, and no resources or execution fields of its own.
 pub fn attempt(index: u64, tenant: &str) -> Task {
-    Task {
-        key: TaskKey {
-            tenant: tenant.to_owned(),
-            dag_id: "loadtest".to_owned(),
-            run_id: "run".to_owned(),
-            task_id: format!("a{index:09}"),
-        },
-        operator: "BashOperator".to_owned(),
-        image: IMAGE.to_owned(),
-        command: vec!["true".to_owned()],
-        env: BTreeMap::new(),
-        source: None,
-        staging: false,
-        pool_slots: 0,
-        resources: Resources::default(),
-        execution: TaskExecution::default(),
-        execution_timeout_seconds: None,
-    }
+    let mut task = Task::new(tenant, "loadtest", "run", format!("a{index:09}"))
+        .with_image(IMAGE)
+        .with_command(["true"]);
+    task.operator = "BashOperator".to_owned();
+    task
 }
 
 /// The image of every load-test attempt.

@@ -12,7 +12,8 @@ use crate::events::{Ignore, SupervisionEvents};
 ///
 /// ```
 /// use std::sync::Arc;
-/// use dexaflow_admission::admission::{ChangeRules, Decision, Hook, HookFuture, Request, Verdict};
+/// use dexaflow_admission::Install;
+/// use dexaflow_admission::admission::{Decision, Hook, HookFuture, Request, Verdict};
 /// use dexaflow_admission::supervise::{ChainBuilder, Settings};
 ///
 /// struct Allow;
@@ -23,10 +24,11 @@ use crate::events::{Ignore, SupervisionEvents};
 ///     }
 /// }
 ///
-/// let builder = ChainBuilder::new(ChangeRules::default(), Settings::default())
-///     .hook(Arc::new(Allow));
+/// // The install's own rules (allowlists, default service account, unit), never made-up ones.
+/// let rules = Install::defaults().expect("valid defaults").settings().change_rules();
+/// let builder = ChainBuilder::new(rules, Settings::default()).hook(Arc::new(Allow));
 /// // The breakers are actors: start them inside an actix system.
-/// actix::System::new().block_on(async move {
+/// dexaflow_admission::actix::System::new().block_on(async move {
 ///     let chain = builder.start().expect("one hook");
 ///     let verdict = chain.admit(Request::new("acme", "etl", "load")).await;
 ///     assert!(matches!(verdict, Verdict::Admit { .. }));

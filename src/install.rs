@@ -1,0 +1,507 @@
+//! The front door for a program that embeds the dispatch path: settings, hooks, an executor and
+//! an observer in, a running dispatcher [`Handle`] out (ADR 0100 §1, §6). The `dispatch`
+//! command assembles its dispatcher here too, so there is one way to do it.
+//!
+//! The change rules a hook's changes must pass always come from the install's settings
+//! ([`crate::dispatch::Settings::change_rules`]: its allowlists, default task service account
+//! and resource unit); nothing passed through the front door can replace them. The config's own
+//! hooks run first, then the hooks given to [`Install::hook`] in the order given, then the
+//! executor policy when the config sets one, always last.
+//!
+//! [`Install::run_blocking`] starts what it needs and blocks; [`Install::start`] is for a
+//! program already inside an actix system (`#[actix::main]`, or [`crate::actix::System`]).
+
+use std::future::Future;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use actix::{Actor, Addr};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::admission::{Chain, Hook};
+use crate::config::{Config, ConfigErrors};
+use crate::dispatch::executor::{self, Executor};
+use crate::dispatch::task::{Task, TaskKey};
+use crate::dispatch::token::{Hs256Minter, Minter};
+use crate::dispatch::{
+    Dispatcher, Disposition, Drain, DrainReport, Parts, Pipeline, Reason, Settings, Settled,
+    TaskInstance, TaskStore, Tick, TickReport, Ticking, Write,
+};
+use crate::events::{BreakerEvents, BreakerState, BufferEvents, Fanout, HookEvents, Observer};
+use crate::supervise::{self, ChainBuilder};
+
+/// What could not be installed or started.
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    /// The config (a file, YAML text or the defaults) is not valid.
+    #[error("the config is not valid")]
+    Config(#[source] ConfigErrors),
+    /// [`Install::start`] was called outside a running actix system, where the breakers (actors)
+    /// cannot start.
+    #[error(
+        "supervision needs a running actix system: call Install::start inside one, or use Install::run_blocking"
+    )]
+    NoSystem,
+}
+
+/// Why an offer was not taken.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OfferError {
+    /// The task instance is already stored (whatever its try number): the offer changed nothing.
+    #[error("task instance {0} was already offered")]
+    Duplicate(TaskKey),
+    /// A try number is counted from 1.
+    #[error("task instance {0}: try_number must be 1 or more, got 0")]
+    ZeroTry(TaskKey),
+}
+
+/// A builder of a dispatcher: the settings, the hooks in order, the executor and the observer.
+///
+/// ```
+/// use std::time::Duration;
+/// use dexaflow_admission::Install;
+/// use dexaflow_admission::dispatch::task::Task;
+///
+/// let install = Install::from_yaml("executor: {type: \"null\"}")?
+///     .configure(|settings| settings.loop_interval = Duration::from_millis(5));
+/// let states = install.run_blocking(|handle| async move {
+///     handle.offer(Task::new("acme", "etl", "run-1", "load")).expect("a new task");
+///     handle.wait_settled().await;
+///     handle.drain().await.instances.iter().map(|row| row.state).collect::<Vec<_>>()
+/// })?;
+/// assert_eq!(states.len(), 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Install {
+    config: Config,
+    hooks: Vec<Arc<dyn Hook>>,
+    executor: Option<Arc<dyn Executor>>,
+    minter: Option<Arc<dyn Minter>>,
+    observer: Option<Arc<dyn Observer>>,
+    ticking: Option<Ticking>,
+}
+
+impl std::fmt::Debug for Install {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Install")
+            .field("config", &self.config)
+            .field("hooks", &self.hooks.len())
+            .finish()
+    }
+}
+
+impl Install {
+    /// An install of `config` as loaded ([`Config::load`], [`Config::from_yaml_str`]).
+    pub fn from_config(config: Config) -> Install {
+        Install {
+            config,
+            hooks: Vec::new(),
+            executor: None,
+            minter: None,
+            observer: None,
+            ticking: None,
+        }
+    }
+
+    /// An install with every setting at its default, to change with [`Install::configure`].
+    ///
+    /// # Errors
+    /// [`InstallError::Config`] only where the system has no random generator for the agent
+    /// token secret (then give one in YAML with [`Install::from_yaml`]).
+    pub fn defaults() -> Result<Install, InstallError> {
+        Install::from_yaml("")
+    }
+
+    /// An install of the config in YAML `text`, without environment overrides.
+    ///
+    /// # Errors
+    /// [`InstallError::Config`] naming every bad key.
+    pub fn from_yaml(text: &str) -> Result<Install, InstallError> {
+        let no_env: [(&str, &str); 0] = [];
+        Config::from_yaml_str(text, no_env)
+            .map(Install::from_config)
+            .map_err(InstallError::Config)
+    }
+
+    /// An install of the config file at `path`, with the process's `DEXAFLOW_` overrides.
+    ///
+    /// # Errors
+    /// [`InstallError::Config`] when the file cannot be read or names a bad key.
+    pub fn from_file(path: &Path) -> Result<Install, InstallError> {
+        Config::load(path, std::env::vars_os())
+            .map(Install::from_config)
+            .map_err(InstallError::Config)
+    }
+
+    /// Changes the dispatch settings (buffer size, workers, allowlists, ...). The change rules
+    /// are read from them when the install starts.
+    pub fn configure(mut self, change: impl FnOnce(&mut Settings)) -> Install {
+        change(&mut self.config.dispatch);
+        self
+    }
+
+    /// Changes how hook calls are supervised (timeouts, chain budget, fail-open, breakers).
+    pub fn supervise(mut self, change: impl FnOnce(&mut supervise::Settings)) -> Install {
+        change(&mut self.config.supervise);
+        self
+    }
+
+    /// Adds `hook` after the config's hooks and the hooks added so far, before the executor
+    /// policy.
+    pub fn hook(mut self, hook: Arc<dyn Hook>) -> Install {
+        self.hooks.push(hook);
+        self
+    }
+
+    /// Runs admitted attempts on `executor` instead of the one the settings name.
+    pub fn executor(mut self, executor: Arc<dyn Executor>) -> Install {
+        self.executor = Some(executor);
+        self
+    }
+
+    /// Mints agent tokens with `minter` instead of the settings' HS256 minter.
+    pub fn minter(mut self, minter: Arc<dyn Minter>) -> Install {
+        self.minter = Some(minter);
+        self
+    }
+
+    /// Tells `observer` of every hook call, breaker change and buffer change (the
+    /// [`crate::metrics::Metrics`] exporter is one).
+    pub fn observer(mut self, observer: Arc<dyn Observer>) -> Install {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// Ticks only when [`Handle::tick`] is called (and while [`Handle::wait_settled`] waits),
+    /// instead of every `scheduler.loop_interval_ms`.
+    pub fn manual_ticks(mut self) -> Install {
+        self.ticking = Some(Ticking::Manual);
+        self
+    }
+
+    /// The settings as they stand.
+    pub fn settings(&self) -> &Settings {
+        &self.config.dispatch
+    }
+
+    /// The hooks' names, in chain order: for a breaker gauge per hook from the start.
+    pub fn hook_names(&self) -> Vec<String> {
+        self.chain()
+            .hooks()
+            .iter()
+            .map(|hook| hook.name().to_owned())
+            .collect()
+    }
+
+    /// The chain: the config's hooks, the added ones, the policy last, under the install's
+    /// own change rules.
+    fn chain(&self) -> Chain {
+        let config = &self.config;
+        let chain = crate::hooks::chain(
+            &config.hooks,
+            config.policy.as_ref(),
+            config.dispatch.change_rules(),
+        );
+        self.hooks.iter().cloned().fold(chain, Chain::with_hook)
+    }
+
+    /// Starts the breakers, the dispatcher and its workers, and returns the handle that feeds
+    /// them.
+    ///
+    /// # Errors
+    /// [`InstallError::NoSystem`] outside a running actix system.
+    pub fn start(self) -> Result<Handle, InstallError> {
+        if actix::System::try_current().is_none() {
+            return Err(InstallError::NoSystem);
+        }
+        let chain = self.chain();
+        let breakers = Arc::new(Breakers::new(&chain));
+        let mut observers: Vec<Arc<dyn Observer>> = vec![breakers.clone()];
+        observers.extend(self.observer);
+        let observer: Arc<dyn Observer> = Arc::new(Fanout(observers));
+        let settings = Arc::new(self.config.dispatch);
+        let chain = ChainBuilder::from_chain(chain, self.config.supervise)
+            .observer(observer.clone())
+            .start();
+        let (events, settled) = mpsc::unbounded_channel();
+        let store = TaskStore::new();
+        let pipeline = Arc::new(Pipeline::new(Parts {
+            store: store.clone(),
+            chain,
+            minter: self
+                .minter
+                .unwrap_or_else(|| Arc::new(Hs256Minter::new(settings.token.clone()))),
+            executor: self
+                .executor
+                .unwrap_or_else(|| executor::from_settings(&settings.executor)),
+            observer,
+            events: Some(events),
+            settings: Arc::clone(&settings),
+        }));
+        let ticking = self
+            .ticking
+            .unwrap_or(Ticking::Every(settings.loop_interval));
+        let dispatcher =
+            Dispatcher::new(Arc::clone(&pipeline), Arc::clone(&settings), ticking).start();
+        Ok(Handle {
+            store,
+            pipeline,
+            dispatcher,
+            settled,
+            breakers,
+            ticking,
+            interval: settings.loop_interval,
+        })
+    }
+
+    /// Starts an actix system on this thread, starts the install in it, runs `body` with the
+    /// handle to the end and returns what it returns; the system stops when this returns.
+    ///
+    /// # Errors
+    /// [`InstallError::NoSystem`] never in practice: the system is started first.
+    ///
+    /// # Panics
+    /// When called from inside an async runtime (use [`Install::start`] there), or when the
+    /// operating system cannot start a runtime.
+    pub fn run_blocking<F, T>(self, body: impl FnOnce(Handle) -> F) -> Result<T, InstallError>
+    where
+        F: Future<Output = T>,
+    {
+        let system = actix::System::new();
+        system.block_on(async move {
+            let handle = self.start()?;
+            Ok(body(handle).await)
+        })
+    }
+}
+
+/// A running dispatcher: offer attempts, tick, read each settled attempt, wait, drain.
+pub struct Handle {
+    store: TaskStore,
+    pipeline: Arc<Pipeline>,
+    dispatcher: Addr<Dispatcher>,
+    settled: mpsc::UnboundedReceiver<Settled>,
+    breakers: Arc<Breakers>,
+    ticking: Ticking,
+    interval: std::time::Duration,
+}
+
+impl std::fmt::Debug for Handle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handle")
+            .field("pipeline", &self.pipeline)
+            .finish()
+    }
+}
+
+/// One offer of an attempt that ended, as [`Handle::next_settled`] streams it.
+///
+/// Its [`Disposition`] is how this offer ended; the task instance's
+/// [`State`](crate::dispatch::task::State) is where the task stands after it (read it with
+/// [`Handle::instance`]); the hook calls' [`Outcome`](crate::admission::Outcome)s go to the
+/// observer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settlement {
+    /// The task instance.
+    pub key: TaskKey,
+    /// The try number the hooks saw.
+    pub try_number: u32,
+    /// How the offer ended.
+    pub disposition: Disposition,
+    /// Why it failed, or what it waits for; `None` when it ran with nothing to say.
+    pub reason: Option<Reason>,
+}
+
+impl Settlement {
+    /// The hook that refused, held or was unavailable, when one decided; `None` when a built-in
+    /// check or the executor did, or nothing stopped the attempt.
+    pub fn deciding_hook(&self) -> Option<&str> {
+        let mut reason = self.reason.as_ref()?;
+        while let Reason::RetryWindowSpent(waited) = reason {
+            reason = waited;
+        }
+        match reason {
+            Reason::RefusedByHook { hook, .. }
+            | Reason::Held { hook, .. }
+            | Reason::Unavailable { hook, .. } => Some(hook),
+            _ => None,
+        }
+    }
+}
+
+/// How [`Handle::drain`] or [`Handle::settle_all`] ended.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// Every task instance, in key order.
+    pub instances: Vec<TaskInstance>,
+    /// What draining the dispatcher did.
+    pub drain: DrainReport,
+}
+
+impl Handle {
+    /// Offers `task` for its first try.
+    ///
+    /// # Errors
+    /// [`OfferError::Duplicate`] when the task instance is already stored.
+    pub fn offer(&self, task: Task) -> Result<(), OfferError> {
+        self.offer_try(task, 1)
+    }
+
+    /// Offers `task` for try `try_number` (a retry carries 2 or more): hooks see it in the
+    /// request's `try_number`.
+    ///
+    /// # Errors
+    /// [`OfferError::Duplicate`] when the task instance is already stored,
+    /// [`OfferError::ZeroTry`] for try 0.
+    pub fn offer_try(&self, task: Task, try_number: u32) -> Result<(), OfferError> {
+        if try_number == 0 {
+            return Err(OfferError::ZeroTry(task.key));
+        }
+        let key = task.key.clone();
+        match self.store.schedule_try(task, try_number) {
+            Write::Applied => Ok(()),
+            Write::Superseded => Err(OfferError::Duplicate(key)),
+        }
+    }
+
+    /// Runs one tick now: offers the ready attempts (buffered: puts them in the buffer).
+    ///
+    /// # Cancel safety
+    /// Dropping the future does not stop the tick once the dispatcher has it.
+    pub async fn tick(&self) -> TickReport {
+        self.dispatcher.send(Tick).await.unwrap_or(TickReport {
+            skipped: true,
+            ..TickReport::default()
+        })
+    }
+
+    /// The next attempt that settled, waiting for one; `None` once the dispatcher is gone.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a settlement not returned stays for the next call.
+    pub async fn next_settled(&mut self) -> Option<Settlement> {
+        let settled = self.settled.recv().await?;
+        Some(self.settlement(settled))
+    }
+
+    /// The next attempt that settled, if one has.
+    pub fn try_next_settled(&mut self) -> Option<Settlement> {
+        let settled = self.settled.try_recv().ok()?;
+        Some(self.settlement(settled))
+    }
+
+    fn settlement(&self, Settled { key, disposition }: Settled) -> Settlement {
+        let row = self.store.get(&key);
+        Settlement {
+            try_number: row.as_ref().map_or(1, |row| row.try_number),
+            reason: row
+                .and_then(|row| row.failure_reason)
+                .map(|reason| reason.into_reason()),
+            key,
+            disposition,
+        }
+    }
+
+    /// Waits until every task instance offered is settled ([`TaskInstance::is_settled`]),
+    /// ticking on each check when ticks are manual.
+    pub async fn wait_settled(&self) {
+        self.settle_all(std::future::pending(), |_| {}).await;
+    }
+
+    /// Waits as [`Handle::wait_settled`] does, or until `shutdown` resolves; `progress` is told
+    /// after each check how many task instances are not yet settled. Returns whether `shutdown`
+    /// cut the wait.
+    pub async fn settle_all(
+        &self,
+        shutdown: impl Future<Output = ()>,
+        mut progress: impl FnMut(usize),
+    ) -> bool {
+        let mut checks = tokio::time::interval_at(Instant::now() + self.interval, self.interval);
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                () = &mut shutdown => return true,
+                _ = checks.tick() => {
+                    let unsettled = self.store.count_unsettled();
+                    progress(unsettled);
+                    if unsettled == 0 {
+                        return false;
+                    }
+                    if self.ticking == Ticking::Manual {
+                        self.tick().await;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Each hook's breaker state, in chain order.
+    pub fn breakers(&self) -> Vec<(String, BreakerState)> {
+        self.breakers.snapshot()
+    }
+
+    /// Every task instance, in key order.
+    pub fn instances(&self) -> Vec<TaskInstance> {
+        self.store.snapshot()
+    }
+
+    /// The task instance `key`, when offered.
+    pub fn instance(&self, key: &TaskKey) -> Option<TaskInstance> {
+        self.store.get(key)
+    }
+
+    /// How many admission requests were built: none for as long as no hook is registered.
+    pub fn requests_built(&self) -> u64 {
+        self.pipeline.requests_built()
+    }
+
+    /// Stops taking ticks, gives attempts in flight the drain timeout, hands buffered ones back
+    /// as scheduled, stops the executor, and waits until every step it sent is written.
+    pub async fn drain(self) -> Report {
+        let drain = self.dispatcher.send(Drain).await.unwrap_or_default();
+        // Only once no dispatch is in flight can nothing more be launched.
+        self.pipeline.executor().shutdown().await;
+        self.pipeline.followers().idle().await;
+        Report {
+            instances: self.store.snapshot(),
+            drain,
+        }
+    }
+}
+
+/// Each hook's breaker state, kept from the breakers' events.
+struct Breakers(Mutex<Vec<(String, BreakerState)>>);
+
+impl Breakers {
+    fn new(chain: &Chain) -> Breakers {
+        let states = chain
+            .hooks()
+            .iter()
+            .map(|hook| (hook.name().to_owned(), BreakerState::Closed))
+            .collect();
+        Breakers(Mutex::new(states))
+    }
+
+    fn snapshot(&self) -> Vec<(String, BreakerState)> {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+}
+
+impl HookEvents for Breakers {}
+impl BufferEvents for Breakers {}
+
+impl BreakerEvents for Breakers {
+    fn breaker_changed(&self, position: usize, _: &str, state: BreakerState) {
+        let mut states = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(entry) = states.get_mut(position) {
+            entry.1 = state;
+        }
+    }
+}

@@ -1,0 +1,241 @@
+//! The front door (`dexaflow_admission::Install`) as a library user drives it: public API only.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use dexaflow_admission::admission::{Changes, Decision, Hook, HookFuture, Request, Verdict};
+use dexaflow_admission::dispatch::task::{State, Task};
+use dexaflow_admission::dispatch::{Disposition, Reason};
+use dexaflow_admission::events::BreakerState;
+use dexaflow_admission::hooks::{Deny, DenySpec, Matcher, SpecError};
+use dexaflow_admission::install::{InstallError, OfferError};
+use dexaflow_admission::supervise::ChainBuilder;
+use dexaflow_admission::{Install, admission::HookError};
+
+/// A hook that answers `decide` and counts its calls and the last try number it saw.
+struct Scripted {
+    calls: AtomicU32,
+    last_try: AtomicU32,
+    decide: fn() -> Decision,
+}
+
+impl Scripted {
+    fn new(decide: fn() -> Decision) -> Arc<Scripted> {
+        Arc::new(Scripted {
+            calls: AtomicU32::new(0),
+            last_try: AtomicU32::new(0),
+            decide,
+        })
+    }
+}
+
+impl Hook for Scripted {
+    fn name(&self) -> &str {
+        "scripted"
+    }
+    fn admit<'a>(&'a self, request: &'a Request) -> HookFuture<'a> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.last_try.store(request.try_number, Ordering::SeqCst);
+        let decision = (self.decide)();
+        Box::pin(async move { Ok(decision) })
+    }
+}
+
+fn vip_class() -> Decision {
+    Decision::AdmitWith(Changes {
+        priority_class: Some("vip".to_owned()),
+        ..Changes::default()
+    })
+}
+
+fn refuse() -> Decision {
+    Decision::Refuse("over budget".to_owned())
+}
+
+fn install() -> Install {
+    Install::from_yaml("executor: {type: \"null\"}\nscheduler: {loop_interval_ms: 5}")
+        .expect("a valid config")
+        .manual_ticks()
+}
+
+fn only_batch(settings: &mut dexaflow_admission::dispatch::Settings) {
+    settings.allowlist.priority_classes = Some(BTreeSet::from(["batch".to_owned()]));
+}
+
+#[actix::test]
+async fn a_hook_set_priority_class_outside_the_allowlist_is_refused_however_the_dispatcher_is_assembled()
+ {
+    tokio::time::pause();
+    let hook = Scripted::new(vip_class);
+    let install = install().configure(only_batch).hook(hook.clone());
+    let settings = install.settings().clone();
+    let handle = install.start().expect("inside an actix system");
+    let task = Task::new("acme", "etl", "run-1", "load");
+    handle.offer(task.clone()).expect("a new task");
+    handle.wait_settled().await;
+    let row = handle.instance(&task.key).expect("offered");
+    assert_eq!(row.state, State::Failed);
+    assert!(!row.token_minted, "no token for a refused attempt");
+    assert_eq!(row.executions, 0, "no executor call");
+    assert!(
+        matches!(row.failure_reason.map(|r| r.into_reason()), Some(Reason::RefusedByHook { hook, .. }) if hook == "scripted")
+    );
+
+    let chain = ChainBuilder::new(settings.change_rules(), Default::default())
+        .hook(hook)
+        .start()
+        .expect("one hook");
+    let verdict = chain.admit(Request::new("acme", "etl", "load")).await;
+    assert!(matches!(verdict, Verdict::Refuse { hook, .. } if hook == "scripted"));
+}
+
+#[actix::test]
+async fn a_retry_offer_carries_its_try_number_to_the_hooks() {
+    tokio::time::pause();
+    let hook = Scripted::new(|| Decision::Admit);
+    let handle = install().hook(hook.clone()).start().expect("inside actix");
+    let task = Task::new("acme", "etl", "run-1", "load");
+    handle.offer_try(task.clone(), 3).expect("a new task");
+    handle.wait_settled().await;
+    assert_eq!(hook.last_try.load(Ordering::SeqCst), 3);
+    assert_eq!(
+        handle.instance(&task.key).map(|row| row.try_number),
+        Some(3)
+    );
+}
+
+#[actix::test]
+async fn a_duplicate_offer_is_reported_and_changes_nothing() {
+    tokio::time::pause();
+    let hook = Scripted::new(|| Decision::Admit);
+    let handle = install().hook(hook.clone()).start().expect("inside actix");
+    let task = Task::new("acme", "etl", "run-1", "load");
+    handle.offer(task.clone()).expect("a new task");
+    assert_eq!(
+        handle.offer_try(task.clone(), 2),
+        Err(OfferError::Duplicate(task.key.clone()))
+    );
+    handle.wait_settled().await;
+    assert_eq!(hook.calls.load(Ordering::SeqCst), 1, "admitted once");
+    assert_eq!(
+        handle.instance(&task.key).map(|row| row.try_number),
+        Some(1)
+    );
+}
+
+#[actix::test]
+async fn each_settled_attempt_names_the_hook_that_refused_it() {
+    tokio::time::pause();
+    let mut handle = install()
+        .hook(Scripted::new(refuse))
+        .start()
+        .expect("inside actix");
+    let task = Task::new("acme", "etl", "run-1", "load");
+    handle.offer(task.clone()).expect("a new task");
+    handle.tick().await;
+    let settled = handle.next_settled().await.expect("one settlement");
+    assert_eq!(settled.key, task.key);
+    assert_eq!(settled.disposition, Disposition::Refused);
+    assert_eq!(settled.deciding_hook(), Some("scripted"));
+    assert!(
+        handle.try_next_settled().is_none(),
+        "one offer, one settlement"
+    );
+}
+
+#[test]
+fn the_blocking_entry_point_runs_without_naming_the_runtime() {
+    let install =
+        Install::from_yaml("executor: {type: \"null\"}\nscheduler: {loop_interval_ms: 5}")
+            .expect("a valid config");
+    let states = install
+        .run_blocking(|handle| async move {
+            handle
+                .offer(Task::new("acme", "etl", "run-1", "load"))
+                .expect("a new task");
+            handle.wait_settled().await;
+            let report = handle.drain().await;
+            report
+                .instances
+                .into_iter()
+                .map(|row| row.state)
+                .collect::<Vec<_>>()
+        })
+        .expect("the system starts");
+    assert_eq!(states, vec![State::Queued]);
+}
+
+#[test]
+fn starting_outside_an_actix_system_is_an_error_that_says_so() {
+    let error = install().start().expect_err("no actix system here");
+    assert!(matches!(error, InstallError::NoSystem));
+    assert!(error.to_string().contains("actix system"));
+}
+
+/// A hook that panics on every call.
+struct Panics;
+
+impl Hook for Panics {
+    fn name(&self) -> &str {
+        "panics"
+    }
+    fn admit<'a>(&'a self, _: &'a Request) -> HookFuture<'a> {
+        Box::pin(async { panic!("budget table missing") })
+    }
+}
+
+#[actix::test]
+async fn a_panic_stays_the_cause_after_the_breaker_opens() {
+    tokio::time::pause();
+    let handle = install()
+        .supervise(|settings| {
+            settings.breaker.failures = 1;
+            settings.breaker.backoff = Duration::from_secs(600);
+            settings.breaker.max_backoff = Duration::from_secs(600);
+            settings.breaker.jitter = 0.0;
+        })
+        .hook(Arc::new(Panics))
+        .start()
+        .expect("inside actix");
+    let task = Task::new("acme", "etl", "run-1", "load");
+    handle.offer(task.clone()).expect("a new task");
+    for _ in 0..100 {
+        handle.tick().await;
+        if handle.breakers() == vec![("panics".to_owned(), BreakerState::Open)] {
+            break;
+        }
+    }
+    assert_eq!(handle.breakers()[0].1, BreakerState::Open);
+    handle.tick().await;
+    let row = handle.instance(&task.key).expect("offered");
+    assert_eq!(row.state, State::Scheduled, "still waiting");
+    let Some(Reason::Unavailable { hook, error }) = row.failure_reason.map(|r| r.into_reason())
+    else {
+        panic!("waiting on an unavailable hook");
+    };
+    assert_eq!(hook, "panics");
+    assert!(matches!(error, HookError::Panicked(_)), "got {error:?}");
+}
+
+#[test]
+fn a_deny_hook_built_by_hand_is_checked_as_the_config_checks_it() {
+    let everything = DenySpec {
+        name: "deny-all".to_owned(),
+        matcher: Matcher::default(),
+        reason: None,
+    };
+    assert_eq!(
+        Deny::checked(&everything).map(|_| ()),
+        Err(vec![SpecError::EmptyMatch])
+    );
+    let sandbox = DenySpec {
+        matcher: Matcher {
+            tenants: vec!["sandbox".to_owned()],
+            ..Matcher::default()
+        },
+        ..everything
+    };
+    assert!(Deny::checked(&sandbox).is_ok());
+}
