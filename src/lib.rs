@@ -83,6 +83,19 @@
 //! # }
 //! ```
 //!
+//! # One attempt, three vocabularies
+//! An attempt is described at three levels, and each word belongs to one of them only:
+//!
+//! | Type | Says | Examples | Where it shows |
+//! |---|---|---|---|
+//! | [`admission::Outcome`] | what one hook call gave | `admit`, `admit_with`, `hold`, `refuse`, `timeout`, `panic`, `skipped` | the metrics' `outcome` label, [`events::HookEvents`] |
+//! | [`dispatch::Disposition`] | how one offer of the attempt ended in the dispatcher | `executed`, `refused`, `waiting`, `rejected`, `deferred` | [`install::Settlement`], the load test's counts |
+//! | [`dispatch::task::State`] | where the task instance stands in the store (Dexaflow's states) | `scheduled`, `queued`, `running`, `failed` | the `dispatch` command's rows |
+//!
+//! One offer runs every hook of the chain (many outcomes) and ends in one disposition, which
+//! leaves the task instance in one state; several offers may share a state (a held attempt
+//! stays `scheduled` through many `waiting` offers).
+//!
 //! # Panics and unwinding
 //! A hook that panics is caught and counted as unavailable, which depends on unwinding: a program
 //! that embeds this crate must keep `panic = "unwind"` (the default) in every profile; with

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::{FakeHook, node_selector};
 use dexaflow_admission::admission::{Changes, Hook, HookError};
-use dexaflow_admission::dispatch::placement::Placement;
+use dexaflow_admission::dispatch::placement::PodKind;
 use dexaflow_admission::dispatch::task::State;
 use fakes::{settings, start, supervision, task, unit};
 
@@ -169,7 +169,7 @@ async fn hook_changes_are_applied_before_placement_so_a_node_selector_takes_a_de
         Some("gpu")
     );
     assert!(
-        matches!(calls[0].placement, Placement::Dedicated(_)),
+        matches!(calls[0].placement, PodKind::Dedicated(_)),
         "{:?}",
         calls[0].placement
     );
@@ -190,7 +190,7 @@ async fn attempt_no_hook_changed_is_placed_exactly_as_with_no_hook() {
 
     let (changed, plain) = (with_hook.executor.calls(), without.executor.calls());
     assert_eq!(changed.len(), 1);
-    assert_eq!(changed[0].placement, Placement::Warm);
+    assert_eq!(changed[0].placement, PodKind::Warm);
     assert_eq!(changed[0].placement, plain[0].placement);
     assert_eq!(changed[0].execution, plain[0].execution);
     assert_eq!(changed[0].resources, plain[0].resources);

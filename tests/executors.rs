@@ -21,7 +21,7 @@ use dexaflow_admission::dispatch::executor::null::Null;
 use dexaflow_admission::dispatch::executor::{
     Admitted, Completion, Ending, Executor, ExecutorError, Launched, Step, Steps, is_reserved_env,
 };
-use dexaflow_admission::dispatch::placement::{DedicatedReason, Placement};
+use dexaflow_admission::dispatch::placement::{DedicatedReason, PodKind};
 use dexaflow_admission::dispatch::task::Task;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -47,7 +47,7 @@ fn admitted(command: &[&str]) -> Admitted {
             service_account: "dexaflow-task".to_owned(),
             ..Execution::default()
         },
-        placement: Placement::Dedicated(DedicatedReason::NoWarmPool),
+        placement: PodKind::Dedicated(DedicatedReason::NoWarmPool),
         token: TOKEN.to_owned(),
     }
 }

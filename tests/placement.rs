@@ -10,7 +10,7 @@ use std::sync::Arc;
 use common::{FakeHook, annotation, label, node_selector};
 use dexaflow_admission::admission::{Changes, Execution, Hook, Toleration, TolerationOperator};
 use dexaflow_admission::dispatch::placement::{
-    Changed, DedicatedReason, Placement, WarmWorkers, place,
+    Changed, DedicatedReason, PodKind, WarmWorkers, place,
 };
 use dexaflow_admission::dispatch::task::Task;
 
@@ -53,24 +53,24 @@ fn unit_sized_workers() -> WarmWorkers<'static> {
 }
 
 /// Where an attempt no hook changed goes, with warm pools on.
-fn warm(execution: &Execution, task: &Task) -> Placement {
+fn warm(execution: &Execution, task: &Task) -> PodKind {
     place(execution, Changed::Nothing, task, false, workers(true))
 }
 
 /// Where an attempt a hook changed goes, with warm pools on.
-fn changed(execution: &Execution, task: &Task) -> Placement {
+fn changed(execution: &Execution, task: &Task) -> PodKind {
     place(execution, Changed::ByHook, task, false, workers(true))
 }
 
 #[test]
 fn a_plain_attempt_goes_warm() {
-    assert_eq!(warm(&execution(), &task()), Placement::Warm);
+    assert_eq!(warm(&execution(), &task()), PodKind::Warm);
 }
 
 #[test]
 fn an_empty_service_account_counts_as_the_default() {
     let execution = Execution::default();
-    assert_eq!(warm(&execution, &task()), Placement::Warm);
+    assert_eq!(warm(&execution, &task()), PodKind::Warm);
 }
 
 #[test]
@@ -83,7 +83,7 @@ fn every_attempt_is_dedicated_while_warm_pools_are_disabled() {
             false,
             workers(false)
         ),
-        Placement::Dedicated(DedicatedReason::NoWarmPool)
+        PodKind::Dedicated(DedicatedReason::NoWarmPool)
     );
 }
 
@@ -91,7 +91,7 @@ fn every_attempt_is_dedicated_while_warm_pools_are_disabled() {
 fn a_source_mode_attempt_is_dedicated() {
     assert_eq!(
         place(&execution(), Changed::Nothing, &task(), true, workers(true)),
-        Placement::Dedicated(DedicatedReason::SourceMode)
+        PodKind::Dedicated(DedicatedReason::SourceMode)
     );
 }
 
@@ -103,7 +103,7 @@ fn a_staging_attempt_is_dedicated() {
     };
     assert_eq!(
         warm(&execution(), &task),
-        Placement::Dedicated(DedicatedReason::Staging)
+        PodKind::Dedicated(DedicatedReason::Staging)
     );
 }
 
@@ -115,7 +115,7 @@ fn a_service_account_other_than_the_default_is_dedicated() {
     };
     assert_eq!(
         warm(&execution, &task()),
-        Placement::Dedicated(DedicatedReason::ServiceAccount)
+        PodKind::Dedicated(DedicatedReason::ServiceAccount)
     );
 }
 
@@ -127,7 +127,7 @@ fn a_node_selector_is_dedicated() {
         .insert("pool".to_owned(), "gpu".to_owned());
     assert_eq!(
         warm(&execution, &task()),
-        Placement::Dedicated(DedicatedReason::PlacementFields)
+        PodKind::Dedicated(DedicatedReason::PlacementFields)
     );
 }
 
@@ -143,7 +143,7 @@ fn a_toleration_is_dedicated() {
     });
     assert_eq!(
         warm(&execution, &task()),
-        Placement::Dedicated(DedicatedReason::PlacementFields)
+        PodKind::Dedicated(DedicatedReason::PlacementFields)
     );
 }
 
@@ -155,7 +155,7 @@ fn a_priority_class_is_dedicated() {
     };
     assert_eq!(
         warm(&execution, &task()),
-        Placement::Dedicated(DedicatedReason::PlacementFields)
+        PodKind::Dedicated(DedicatedReason::PlacementFields)
     );
 }
 
@@ -167,7 +167,7 @@ fn a_runtime_class_is_dedicated() {
     };
     assert_eq!(
         warm(&execution, &task()),
-        Placement::Dedicated(DedicatedReason::RuntimeClass)
+        PodKind::Dedicated(DedicatedReason::RuntimeClass)
     );
 }
 
@@ -182,7 +182,7 @@ fn a_hook_set_node_selector_is_dedicated_as_an_admission_change_although_the_tas
         .insert("tenant-pool".to_owned(), "acme".to_owned());
     assert_eq!(
         changed(&execution, &task),
-        Placement::Dedicated(DedicatedReason::AdmissionChange)
+        PodKind::Dedicated(DedicatedReason::AdmissionChange)
     );
 }
 
@@ -194,9 +194,9 @@ fn a_hook_change_of_labels_alone_takes_a_dedicated_pod() {
         .insert("team".to_owned(), "data".to_owned());
     assert_eq!(
         changed(&execution, &task()),
-        Placement::Dedicated(DedicatedReason::AdmissionChange)
+        PodKind::Dedicated(DedicatedReason::AdmissionChange)
     );
-    assert_eq!(warm(&execution, &task()), Placement::Warm);
+    assert_eq!(warm(&execution, &task()), PodKind::Warm);
 }
 
 #[test]
@@ -207,9 +207,9 @@ fn a_hook_change_of_annotations_alone_takes_a_dedicated_pod() {
         .insert("example.com/note".to_owned(), "x".to_owned());
     assert_eq!(
         changed(&execution, &task()),
-        Placement::Dedicated(DedicatedReason::AdmissionChange)
+        PodKind::Dedicated(DedicatedReason::AdmissionChange)
     );
-    assert_eq!(warm(&execution, &task()), Placement::Warm);
+    assert_eq!(warm(&execution, &task()), PodKind::Warm);
 }
 
 #[test]
@@ -220,11 +220,11 @@ fn a_hook_change_is_the_reason_shown_before_the_task_s_own_placement_fields() {
     };
     assert_eq!(
         changed(&execution, &task()),
-        Placement::Dedicated(DedicatedReason::AdmissionChange)
+        PodKind::Dedicated(DedicatedReason::AdmissionChange)
     );
     assert_eq!(
         warm(&execution, &task()),
-        Placement::Dedicated(DedicatedReason::PlacementFields)
+        PodKind::Dedicated(DedicatedReason::PlacementFields)
     );
 }
 
@@ -232,7 +232,7 @@ fn a_hook_change_is_the_reason_shown_before_the_task_s_own_placement_fields() {
 fn source_mode_and_staging_are_the_reasons_shown_before_a_hook_change() {
     assert_eq!(
         place(&execution(), Changed::ByHook, &task(), true, workers(true)),
-        Placement::Dedicated(DedicatedReason::SourceMode)
+        PodKind::Dedicated(DedicatedReason::SourceMode)
     );
     let staging = Task {
         staging: true,
@@ -240,7 +240,7 @@ fn source_mode_and_staging_are_the_reasons_shown_before_a_hook_change() {
     };
     assert_eq!(
         changed(&execution(), &staging),
-        Placement::Dedicated(DedicatedReason::Staging)
+        PodKind::Dedicated(DedicatedReason::Staging)
     );
 }
 
@@ -252,7 +252,7 @@ fn the_task_s_own_placement_fields_are_judged_on_the_execution_passed_in() {
     task.execution
         .node_selector
         .insert("pool".to_owned(), "gpu".to_owned());
-    assert_eq!(warm(&execution(), &task), Placement::Warm);
+    assert_eq!(warm(&execution(), &task), PodKind::Warm);
 }
 
 #[test]
@@ -264,7 +264,7 @@ fn the_task_s_own_labels_and_annotations_alone_stay_warm() {
     execution
         .annotations
         .insert("example.com/note".to_owned(), "x".to_owned());
-    assert_eq!(warm(&execution, &task()), Placement::Warm);
+    assert_eq!(warm(&execution, &task()), PodKind::Warm);
 }
 
 #[test]
@@ -275,7 +275,7 @@ fn the_attempts_own_reason_is_reported_before_disabled_warm_pools() {
     };
     assert_eq!(
         place(&execution, Changed::Nothing, &task(), false, workers(false)),
-        Placement::Dedicated(DedicatedReason::PlacementFields)
+        PodKind::Dedicated(DedicatedReason::PlacementFields)
     );
 }
 
@@ -290,7 +290,7 @@ fn a_task_of_more_than_one_unit_takes_a_dedicated_pod_when_warm_workers_are_one_
             false,
             unit_sized_workers()
         ),
-        Placement::Dedicated(DedicatedReason::Size)
+        PodKind::Dedicated(DedicatedReason::Size)
     );
     assert_eq!(
         place(
@@ -300,7 +300,7 @@ fn a_task_of_more_than_one_unit_takes_a_dedicated_pod_when_warm_workers_are_one_
             false,
             unit_sized_workers()
         ),
-        Placement::Warm
+        PodKind::Warm
     );
 }
 
@@ -316,7 +316,7 @@ fn a_task_with_resources_of_its_own_takes_a_dedicated_pod_when_warm_workers_are_
             false,
             unit_sized_workers()
         ),
-        Placement::Dedicated(DedicatedReason::Size)
+        PodKind::Dedicated(DedicatedReason::Size)
     );
 }
 
@@ -335,7 +335,7 @@ fn a_hooks_change_is_the_reason_shown_before_the_tasks_size() {
             false,
             unit_sized_workers()
         ),
-        Placement::Dedicated(DedicatedReason::AdmissionChange)
+        PodKind::Dedicated(DedicatedReason::AdmissionChange)
     );
 }
 
@@ -348,7 +348,7 @@ fn the_tasks_size_is_the_reason_shown_before_disabled_warm_pools() {
     };
     assert_eq!(
         place(&execution(), Changed::Nothing, &large, false, disabled),
-        Placement::Dedicated(DedicatedReason::Size)
+        PodKind::Dedicated(DedicatedReason::Size)
     );
 }
 
@@ -356,13 +356,13 @@ fn the_tasks_size_is_the_reason_shown_before_disabled_warm_pools() {
 fn without_a_unit_a_tasks_size_and_resources_do_not_keep_it_from_a_warm_worker() {
     let mut large = task_of_size(4);
     large.resources.limits.memory = Some("8Gi".to_owned());
-    assert_eq!(warm(&execution(), &large), Placement::Warm);
+    assert_eq!(warm(&execution(), &large), PodKind::Warm);
 }
 
 #[test]
 fn placements_print_short_words_for_a_table() {
-    let printed = |reason| Placement::Dedicated(reason).to_string();
-    assert_eq!(Placement::Warm.to_string(), "warm");
+    let printed = |reason| PodKind::Dedicated(reason).to_string();
+    assert_eq!(PodKind::Warm.to_string(), "warm");
     assert_eq!(
         printed(DedicatedReason::PlacementFields),
         "dedicated (placement fields)"
@@ -393,16 +393,16 @@ fn placements_print_short_words_for_a_table() {
 
 #[test]
 fn placements_have_stable_names_for_json() {
-    let dedicated = Placement::Dedicated(DedicatedReason::PlacementFields);
+    let dedicated = PodKind::Dedicated(DedicatedReason::PlacementFields);
     assert_eq!(dedicated.as_str(), "dedicated");
     assert_eq!(
         dedicated.reason().map(DedicatedReason::as_str),
         Some("placement_fields")
     );
     assert!(dedicated.is_dedicated());
-    assert_eq!(Placement::Warm.as_str(), "warm");
-    assert_eq!(Placement::Warm.reason(), None);
-    assert!(!Placement::Warm.is_dedicated());
+    assert_eq!(PodKind::Warm.as_str(), "warm");
+    assert_eq!(PodKind::Warm.reason(), None);
+    assert!(!PodKind::Warm.is_dedicated());
     assert_eq!(
         DedicatedReason::AdmissionChange.as_str(),
         "admission_change"
@@ -413,7 +413,7 @@ fn placements_have_stable_names_for_json() {
 
 /// Where the one attempt of a task goes through a hook that admits it with `changes`, checking
 /// that the hook was called once, one token was minted and the executor got the attempt.
-async fn placement_after(changes: Changes) -> Placement {
+async fn placement_after(changes: Changes) -> PodKind {
     let hook = FakeHook::changing("hook", changes).shared();
     let hooks: Vec<Arc<dyn Hook>> = vec![hook.clone()];
     let harness = fakes::start(fakes::settings(), fakes::supervision(), hooks);
@@ -430,7 +430,7 @@ async fn placement_after(changes: Changes) -> Placement {
     calls[0].placement
 }
 
-const ADMISSION_CHANGE: Placement = Placement::Dedicated(DedicatedReason::AdmissionChange);
+const ADMISSION_CHANGE: PodKind = PodKind::Dedicated(DedicatedReason::AdmissionChange);
 
 #[actix::test]
 async fn a_hook_that_changes_only_a_label_sends_the_attempt_to_a_dedicated_pod() {
@@ -454,7 +454,7 @@ async fn a_hook_set_node_selector_is_placed_as_an_admission_change() {
 
 #[actix::test]
 async fn a_hook_that_admits_with_empty_changes_leaves_the_attempt_warm() {
-    assert_eq!(placement_after(Changes::default()).await, Placement::Warm);
+    assert_eq!(placement_after(Changes::default()).await, PodKind::Warm);
 }
 
 #[test]
@@ -466,11 +466,11 @@ fn the_executor_policy_is_the_reason_shown_over_another_hook_s_change() {
 
     assert_eq!(
         place(&execution, Changed::ByPolicy, &task(), false, workers(true)),
-        Placement::Dedicated(DedicatedReason::ExecutorPolicy)
+        PodKind::Dedicated(DedicatedReason::ExecutorPolicy)
     );
     assert_eq!(
         place(&execution, Changed::ByPolicy, &task(), true, workers(true)),
-        Placement::Dedicated(DedicatedReason::SourceMode),
+        PodKind::Dedicated(DedicatedReason::SourceMode),
         "source mode, which no hook can change, is still shown first"
     );
 }

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use dexaflow_admission::dispatch::executor::Admitted;
 use dexaflow_admission::dispatch::executor::kubernetes::{ANNOTATION_TASK_INSTANCE_ID, build_pod};
-use dexaflow_admission::dispatch::placement::{DedicatedReason, Placement};
+use dexaflow_admission::dispatch::placement::{DedicatedReason, PodKind};
 use dexaflow_admission::dispatch::refusals::{Effective, effective_execution};
 use dexaflow_admission::dispatch::task::Task;
 use dexaflow_admission::dispatch::task_instance_id;
@@ -121,7 +121,7 @@ fn unchecked_pod(task: &Task) -> Pod {
         attempt_epoch: 1,
         resources: effective.resources.clone(),
         execution: effective_execution(task, &effective),
-        placement: Placement::Dedicated(if source_mode {
+        placement: PodKind::Dedicated(if source_mode {
             DedicatedReason::SourceMode
         } else {
             DedicatedReason::NoWarmPool

@@ -15,7 +15,7 @@ use dexaflow_admission::dispatch::executor::kubernetes::{
     build_pod, label_value, pod_name,
 };
 use dexaflow_admission::dispatch::executor::{Admitted, Executor, ExecutorError, from_settings};
-use dexaflow_admission::dispatch::placement::{DedicatedReason, Placement};
+use dexaflow_admission::dispatch::placement::{DedicatedReason, PodKind};
 use dexaflow_admission::dispatch::settings::ExecutorSettings;
 use dexaflow_admission::dispatch::task::Task;
 use dexaflow_admission::dispatch::task_instance_id;
@@ -25,7 +25,7 @@ use proptest::prelude::*;
 const NAMESPACE: &str = "dexaflow-tasks";
 
 /// An attempt of `task` placed `placement`, with the default service account.
-fn attempt(task: Task, placement: Placement) -> Admitted {
+fn attempt(task: Task, placement: PodKind) -> Admitted {
     Admitted {
         image: task.image.clone(),
         task_instance_id: task_instance_id(&task.key),
@@ -43,7 +43,7 @@ fn attempt(task: Task, placement: Placement) -> Admitted {
 }
 
 fn dedicated(task: Task) -> Admitted {
-    attempt(task, Placement::Dedicated(DedicatedReason::NoWarmPool))
+    attempt(task, PodKind::Dedicated(DedicatedReason::NoWarmPool))
 }
 
 fn source_mode(source: &str) -> Admitted {
@@ -51,7 +51,7 @@ fn source_mode(source: &str) -> Admitted {
         source: Some(source.to_owned()),
         ..fakes::task("train")
     };
-    attempt(task, Placement::Dedicated(DedicatedReason::SourceMode))
+    attempt(task, PodKind::Dedicated(DedicatedReason::SourceMode))
 }
 
 fn files_in(dir: &Path) -> Vec<PathBuf> {
@@ -198,7 +198,7 @@ async fn a_warm_attempt_writes_no_pod() {
     let executor = Kubernetes::new(NAMESPACE, Some(dir.path().to_owned()), true);
 
     let launched = executor
-        .execute(&attempt(fakes::task("load"), Placement::Warm))
+        .execute(&attempt(fakes::task("load"), PodKind::Warm))
         .await
         .expect("a warm attempt is handed over");
 

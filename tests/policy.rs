@@ -16,7 +16,7 @@ use dexaflow_admission::admission::{
 };
 use dexaflow_admission::config::Config;
 use dexaflow_admission::dispatch::TaskInstance;
-use dexaflow_admission::dispatch::placement::{DedicatedReason, Placement};
+use dexaflow_admission::dispatch::placement::{DedicatedReason, PodKind};
 use dexaflow_admission::dispatch::task::{State, Task};
 use dexaflow_admission::hooks::Webhook;
 use dexaflow_admission::install::{Install, Report};
@@ -600,7 +600,7 @@ async fn an_attempt_the_policy_forced_a_field_onto_takes_a_dedicated_pod_for_the
     dispatched.pod();
     assert_eq!(
         dispatched.instance.placement,
-        Some(Placement::Dedicated(DedicatedReason::ExecutorPolicy))
+        Some(PodKind::Dedicated(DedicatedReason::ExecutorPolicy))
     );
 }
 
@@ -616,7 +616,7 @@ async fn an_attempt_whose_limit_the_policy_filled_takes_a_dedicated_pod_for_the_
     dispatched.pod();
     assert_eq!(
         dispatched.instance.placement,
-        Some(Placement::Dedicated(DedicatedReason::ExecutorPolicy))
+        Some(PodKind::Dedicated(DedicatedReason::ExecutorPolicy))
     );
 }
 
@@ -625,7 +625,7 @@ async fn an_attempt_a_policy_only_checked_goes_warm() {
     let dispatched = dispatch("{images: {allowed: [ghcr.io/acme/]}}", vec![], task("load")).await;
 
     assert_eq!(dispatched.tokens, 1);
-    assert_eq!(dispatched.instance.placement, Some(Placement::Warm));
+    assert_eq!(dispatched.instance.placement, Some(PodKind::Warm));
 }
 
 // ---- Lite ---------------------------------------------------------------------------------------
@@ -732,7 +732,7 @@ async fn the_example_policy_gives_the_outcomes_the_readme_shows() {
     assert_eq!(extract.state, State::Success);
     assert_eq!(
         extract.placement,
-        Some(Placement::Dedicated(DedicatedReason::ExecutorPolicy))
+        Some(PodKind::Dedicated(DedicatedReason::ExecutorPolicy))
     );
     let execution = extract.execution.as_ref().expect("admitted");
     assert_eq!(execution.node_selector["pool"], "tenant-jobs");

@@ -19,7 +19,7 @@ use super::dispatcher::TickReport;
 use super::pipeline::{Disposition, Pipeline};
 use super::shutdown::Shutdown;
 use super::task::{Task, TaskKey};
-use super::worker::{AdmissionWorker, Run, Stop, Wake};
+use super::worker::{AdmissionWorker, JobRunner, Stop, Wake};
 
 /// The message `Deferred` carries (Dexaflow's `ErrAtCapacity`).
 pub const AT_CAPACITY: &str = "dispatch buffer at capacity; will retry next tick";
@@ -202,7 +202,7 @@ pub(super) struct BufferedDispatch {
     depth: Receiver<Job>,
 }
 
-impl Run for BufferedDispatch {
+impl JobRunner for BufferedDispatch {
     type Job = Job;
 
     async fn run(&self, job: Job) {

@@ -34,4 +34,4 @@ pub use shutdown::{Shutdown, Tracked, Tracker, Trigger, signal};
 pub use store::{
     MAX_DISPATCH_ATTEMPTS, Requeue, TaskInstance, TaskStore, Waited, Write, dispatch_backoff,
 };
-pub use worker::{AdmissionWorker, Run, Stop, Wake};
+pub use worker::{AdmissionWorker, JobRunner, Stop, Wake};

@@ -14,9 +14,11 @@ use std::fmt;
 use super::task::Task;
 use crate::admission::Execution;
 
-/// Where an admitted attempt runs.
+/// Which kind of pod an admitted attempt runs in: one of its own, or a warm worker. Not to be
+/// confused with the `placement` hook ([`crate::hooks::Placement`]), which changes where a pod
+/// is scheduled; this is only the dedicated-or-warm choice made after every hook.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Placement {
+pub enum PodKind {
     /// A pod of its own, for the reason given.
     Dedicated(DedicatedReason),
     /// A warm worker of its DAG version.
@@ -50,26 +52,26 @@ pub enum DedicatedReason {
     Size,
 }
 
-impl Placement {
+impl PodKind {
     /// The stable name of the placement for JSON and metrics: `dedicated` or `warm`.
     pub fn as_str(self) -> &'static str {
         match self {
-            Placement::Dedicated(_) => "dedicated",
-            Placement::Warm => "warm",
+            PodKind::Dedicated(_) => "dedicated",
+            PodKind::Warm => "warm",
         }
     }
 
     /// Why the attempt is dedicated; `None` when it is warm.
     pub fn reason(self) -> Option<DedicatedReason> {
         match self {
-            Placement::Dedicated(reason) => Some(reason),
-            Placement::Warm => None,
+            PodKind::Dedicated(reason) => Some(reason),
+            PodKind::Warm => None,
         }
     }
 
     /// Whether the attempt takes a pod of its own.
     pub fn is_dedicated(self) -> bool {
-        matches!(self, Placement::Dedicated(_))
+        matches!(self, PodKind::Dedicated(_))
     }
 }
 
@@ -111,12 +113,12 @@ impl fmt::Display for DedicatedReason {
     }
 }
 
-impl fmt::Display for Placement {
+impl fmt::Display for PodKind {
     /// `warm`, or `dedicated (<reason>)` such as `dedicated (placement fields)`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Placement::Dedicated(reason) => write!(f, "dedicated ({reason})"),
-            Placement::Warm => f.write_str("warm"),
+            PodKind::Dedicated(reason) => write!(f, "dedicated ({reason})"),
+            PodKind::Warm => f.write_str("warm"),
         }
     }
 }
@@ -160,7 +162,7 @@ pub fn place(
     task: &Task,
     source_mode: bool,
     warm: WarmWorkers<'_>,
-) -> Placement {
+) -> PodKind {
     // The reasons that belong to the attempt come first, so that the table says why this
     // attempt needs its own pod even on an install without warm pools. Source mode and staging,
     // which no hook can change, come before a hook's change; the change comes before the fields,
@@ -189,7 +191,7 @@ pub fn place(
     } else if !warm.enabled {
         DedicatedReason::NoWarmPool
     } else {
-        return Placement::Warm;
+        return PodKind::Warm;
     };
-    Placement::Dedicated(reason)
+    PodKind::Dedicated(reason)
 }

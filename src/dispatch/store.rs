@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::executor::Completion;
-use super::placement::Placement;
+use super::placement::PodKind;
 use super::reason::{FailureReason, Reason};
 use super::task::{State, Task, TaskKey};
 use crate::admission::{Execution, HookError};
@@ -44,7 +44,7 @@ pub struct TaskInstance {
     /// worker), so that it is not offered twice.
     pub in_flight: bool,
     /// Where the admitted attempt runs.
-    pub placement: Option<Placement>,
+    pub placement: Option<PodKind>,
     /// The execution fields the admitted attempt runs with.
     pub execution: Option<Execution>,
     /// What the attempt last waited for (a hold, an unavailable hook) before it was admitted.
@@ -391,7 +391,7 @@ impl TaskStore {
         &self,
         key: &TaskKey,
         epoch: u64,
-        placement: Placement,
+        placement: PodKind,
         execution: Execution,
         followed: bool,
     ) -> Write {

@@ -3,7 +3,7 @@
 //! The buffer is a crossbeam channel the dispatcher fills with `try_send`. A worker never blocks
 //! its arbiter on it: a [`Wake`] makes an idle worker drain with `try_recv` until the buffer is
 //! empty, running each attempt to completion before taking the next. The worker knows nothing
-//! of what an attempt is: it runs the [`Run`] it was given, the same pipeline function the
+//! of what an attempt is: it runs the [`JobRunner`] it was given, the same pipeline function the
 //! synchronous tick runs. A drain is one future however many attempts it runs, so an attempt
 //! costs the worker no allocation of its own.
 
@@ -19,7 +19,7 @@ use crossbeam_channel::Receiver;
 use tokio::sync::mpsc;
 
 /// What a worker does with each attempt it takes from the buffer.
-pub trait Run: Send + Sync + 'static {
+pub trait JobRunner: Send + Sync + 'static {
     /// An attempt as the buffer holds it.
     type Job: Send + Unpin + 'static;
 
@@ -28,7 +28,7 @@ pub trait Run: Send + Sync + 'static {
 }
 
 /// An admission worker draining a buffer of `R::Job` with `R`.
-pub struct AdmissionWorker<R: Run> {
+pub struct AdmissionWorker<R: JobRunner> {
     buffer: Receiver<R::Job>,
     run: Arc<R>,
     stopping: Arc<AtomicBool>,
@@ -37,7 +37,7 @@ pub struct AdmissionWorker<R: Run> {
     _done: mpsc::Sender<()>,
 }
 
-impl<R: Run> std::fmt::Debug for AdmissionWorker<R> {
+impl<R: JobRunner> std::fmt::Debug for AdmissionWorker<R> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AdmissionWorker")
             .field("buffered", &self.buffer.len())
@@ -60,7 +60,7 @@ pub struct Wake;
 #[rtype(result = "()")]
 pub struct Stop;
 
-impl<R: Run> AdmissionWorker<R> {
+impl<R: JobRunner> AdmissionWorker<R> {
     /// A worker that drains `buffer` by calling `run` on each attempt, holding `done` until it
     /// stops.
     pub fn new(
@@ -78,11 +78,11 @@ impl<R: Run> AdmissionWorker<R> {
     }
 }
 
-impl<R: Run> Actor for AdmissionWorker<R> {
+impl<R: JobRunner> Actor for AdmissionWorker<R> {
     type Context = Context<Self>;
 }
 
-impl<R: Run> Handler<Wake> for AdmissionWorker<R> {
+impl<R: JobRunner> Handler<Wake> for AdmissionWorker<R> {
     type Result = ();
 
     fn handle(&mut self, _: Wake, ctx: &mut Context<Self>) {
@@ -110,7 +110,7 @@ impl<R: Run> Handler<Wake> for AdmissionWorker<R> {
     }
 }
 
-impl<R: Run> Handler<Stop> for AdmissionWorker<R> {
+impl<R: JobRunner> Handler<Stop> for AdmissionWorker<R> {
     type Result = ();
 
     fn handle(&mut self, _: Stop, ctx: &mut Context<Self>) {

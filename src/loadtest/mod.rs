@@ -35,7 +35,7 @@
 //!
 //! Modules: [`plan`] (what a run offers, through which hooks, and its validation), [`spec`]
 //! (the SPEC grammar and the synthetic hooks), [`timer`] (the hooks' timer thread),
-//! [`run`](mod@run) (a run from start to report), `driver` (offering and ticking, the open
+//! `harness` (a run from start to report: [`run`], [`run_blocking`]), `driver` (offering and ticking, the open
 //! loop), `accounting` (what was offered and settled, and conservation), [`report`] (the table
 //! and JSON), [`chart`] (the SVG charts of `--report DIR`), [`Counter`] (the harness's own
 //! observer).
@@ -46,17 +46,17 @@ mod counter;
 mod cpu;
 mod driver;
 mod error;
+mod harness;
 pub mod plan;
 pub mod report;
-pub mod run;
 pub mod spec;
 pub mod timer;
 
 pub use counter::Counter;
 pub use cpu::process_cpu_time;
 pub use error::LoadTestError;
+pub use harness::{Options, run, run_blocking};
 pub use plan::{Amount, Plan, attempt};
 pub use report::{AttemptOutcome, BreakerTransitions, Latencies, Report, Throughput};
-pub use run::{Options, run, run_blocking};
 pub use spec::{HookSpec, SpecError, Synthetic, WebhookFiles, parse_all};
 pub use timer::{HookTimer, TimerThread};

@@ -31,7 +31,7 @@ use super::{
     TASK_INSTANCE_ID_ENV, is_reserved_env,
 };
 use crate::admission::{MAX_NAME, ResourceList, Toleration, is_reserved_key, label_value_problem};
-use crate::dispatch::placement::{DedicatedReason, Placement};
+use crate::dispatch::placement::{DedicatedReason, PodKind};
 
 /// The label naming the attempt's DAG.
 pub const LABEL_DAG_ID: &str = "dexaflow.io/dag-id";
@@ -198,7 +198,7 @@ pub fn build_pod(attempt: &Admitted, namespace: &str, run_as_non_root: bool) -> 
     ]);
     // Placement judges source mode first, so the reason is source mode exactly when it applies.
     let source = match attempt.placement {
-        Placement::Dedicated(DedicatedReason::SourceMode) => task.source.as_deref(),
+        PodKind::Dedicated(DedicatedReason::SourceMode) => task.source.as_deref(),
         _ => None,
     };
     let mut annotations: BTreeMap<String, String> = execution

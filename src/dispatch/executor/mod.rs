@@ -12,7 +12,7 @@ pub mod kubernetes;
 pub mod lite;
 pub mod null;
 
-use super::placement::Placement;
+use super::placement::PodKind;
 use super::settings::ExecutorSettings;
 use super::task::Task;
 use crate::admission::{Execution, Resources};
@@ -37,7 +37,7 @@ pub struct Admitted {
     /// applied.
     pub execution: Execution,
     /// Where it runs.
-    pub placement: Placement,
+    pub placement: PodKind,
     /// The agent token minted for this attempt.
     pub token: String,
 }
