@@ -301,8 +301,9 @@ fn write_stderr(text: &str) {
         .and_then(|()| stderr.flush());
 }
 
-/// Resolves at the first SIGINT (Ctrl-C) or SIGTERM: both shut `dispatch` down the same way. A
-/// signal whose handler cannot be installed is never awaited.
+/// Resolves at the first SIGINT (Ctrl-C) or SIGTERM (how Kubernetes stops a pod): both shut
+/// `dispatch` and `serve` down the same way. A signal whose handler cannot be installed is never
+/// awaited.
 async fn shutdown_signal() {
     let interrupt = async {
         if tokio::signal::ctrl_c().await.is_err() {
@@ -539,32 +540,7 @@ fn serve(path: PathBuf, enabled_admission: Option<String>) -> Result<(), String>
             bound.push_str(&format!("probes http://{probes}\n"));
         }
         write_stdout(&bound)?;
-        server.run_until(termination()).await;
+        server.run_until(shutdown_signal()).await;
         Ok(())
     })
-}
-
-/// Completes on the first SIGTERM (how Kubernetes stops a pod) or Ctrl-C; never, when neither
-/// handler can be installed.
-async fn termination() {
-    let ctrl_c = async {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = term => {}
-    }
 }
