@@ -12,7 +12,7 @@
 //! `take_ready`, by `schedule` and by a hand-back that leaves the row offerable. Lock order: the
 //! index, then a shard; never the index while a shard is held.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::hash::BuildHasher;
 use std::ops::Bound::{self, Excluded, Included, Unbounded};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -178,15 +178,45 @@ impl Default for TaskStore {
     }
 }
 
-/// Hashes task keys for the shards' rows and for choosing a shard. Every attempt looks its row
-/// up several times, and a key is four strings: std's SipHash made those lookups a tenth of an
-/// attempt's cost. Foldhash is seeded at random per process and per instance, so colliding
-/// task ids cannot be written in advance; it is only minimally resistant to an attacker who
-/// studies a running store's timing.
+/// Hashes task keys, once per look-up: the hash chooses the shard and finds the row in it.
+/// Every attempt looks its row up several times, and a key is four strings: std's SipHash made
+/// those lookups a tenth of an attempt's cost. Foldhash is seeded at random per process and per
+/// store, so colliding task ids cannot be written in advance; it is only minimally resistant to
+/// an attacker who studies a running store's timing.
 type KeyHasher = foldhash::fast::RandomState;
 
-/// The rows of one shard.
-type Rows = HashMap<TaskKey, TaskInstance, KeyHasher>;
+/// The rows of one shard, found by their key's hash (a table rather than a map, so that the
+/// hash that chose the shard is not computed again).
+type Rows = hashbrown::HashTable<TaskInstance>;
+
+/// The bits of a key's hash that choose its shard: above those a shard's table indexes by (its
+/// low bits, for any table of fewer than 2^32 slots) and below those it tags slots with (its
+/// top 7 bits), so that the rows of one shard still spread over its table.
+const SHARD_SHIFT: u32 = 32;
+
+/// One locked shard and the hash of the key it was chosen for.
+struct Locked<'a> {
+    rows: MutexGuard<'a, Rows>,
+    hash: u64,
+    hasher: &'a KeyHasher,
+}
+
+impl Locked<'_> {
+    fn get(&self, key: &TaskKey) -> Option<&TaskInstance> {
+        self.rows.find(self.hash, |row| row.task.key == *key)
+    }
+
+    fn get_mut(&mut self, key: &TaskKey) -> Option<&mut TaskInstance> {
+        self.rows.find_mut(self.hash, |row| row.task.key == *key)
+    }
+
+    /// Adds the row of the key the shard was chosen for, which is not in it yet.
+    fn insert(&mut self, row: TaskInstance) {
+        let hasher = self.hasher;
+        self.rows
+            .insert_unique(self.hash, row, |row| hasher.hash_one(&row.task.key));
+    }
+}
 
 /// One shard, aligned to a cache line pair so that two shards' locks taken on two cores do not
 /// share one.
@@ -198,9 +228,7 @@ struct Shard(Mutex<Rows>);
 #[derive(Debug)]
 struct Shared {
     shards: Box<[Shard]>,
-    // Chooses a shard; seeded apart from the shards' own maps, so that the rows of one shard do
-    // not share the low bits their map indexes by.
-    chooser: KeyHasher,
+    hasher: KeyHasher,
     offerable: Mutex<Offerable>,
 }
 
@@ -240,29 +268,28 @@ impl TaskStore {
             per_shard + per_shard / 8 + 16
         };
         let shards = (0..SHARDS)
-            .map(|_| {
-                Shard(Mutex::new(HashMap::with_capacity_and_hasher(
-                    per_shard,
-                    KeyHasher::default(),
-                )))
-            })
+            .map(|_| Shard(Mutex::new(Rows::with_capacity(per_shard))))
             .collect();
         TaskStore {
             inner: Arc::new(Shared {
                 shards,
-                chooser: KeyHasher::default(),
+                hasher: KeyHasher::default(),
                 offerable: Mutex::new(Offerable::default()),
             }),
         }
     }
 
     /// The locked shard that holds `key`'s row.
-    fn shard(&self, key: &TaskKey) -> MutexGuard<'_, Rows> {
-        let hash = self.inner.chooser.hash_one(key);
-        // Truncating the hash is the point: its low bits choose the shard.
+    fn shard(&self, key: &TaskKey) -> Locked<'_> {
+        let hash = self.inner.hasher.hash_one(key);
+        // Truncating the hash is the point: these bits choose the shard.
         #[allow(clippy::cast_possible_truncation)]
-        let index = hash as usize & (SHARDS - 1);
-        lock(&self.inner.shards[index].0)
+        let index = (hash >> SHARD_SHIFT) as usize & (SHARDS - 1);
+        Locked {
+            rows: lock(&self.inner.shards[index].0),
+            hash,
+            hasher: &self.inner.hasher,
+        }
     }
 
     /// The locked index of offerable rows. Never taken while a shard is held.
@@ -315,7 +342,7 @@ impl TaskStore {
                 None => {
                     let mut row = TaskInstance::new(Arc::new(task));
                     row.try_number = try_number;
-                    rows.insert(key.clone(), row);
+                    rows.insert(row);
                 }
             }
         }
@@ -607,7 +634,7 @@ impl TaskStore {
     /// A copy of every task instance, in key order.
     pub fn snapshot(&self) -> Vec<TaskInstance> {
         let mut rows = Vec::new();
-        self.each_shard(|shard| rows.extend(shard.values().cloned()));
+        self.each_shard(|shard| rows.extend(shard.iter().cloned()));
         rows.sort_by(|a, b| a.task.key.cmp(&b.task.key));
         rows
     }
@@ -617,7 +644,7 @@ impl TaskStore {
     /// Each shard's lock is held while its rows are visited: `visit` must not call the store.
     /// Rows written meanwhile are seen as they were when their shard was visited.
     pub fn for_each(&self, mut visit: impl FnMut(&TaskInstance)) {
-        self.each_shard(|shard| shard.values().for_each(&mut visit));
+        self.each_shard(|shard| shard.iter().for_each(&mut visit));
     }
 
     /// How many task instances are not settled ([`TaskInstance::is_settled`]).
