@@ -13,7 +13,10 @@
 
 use std::time::Duration;
 
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::measurement::WallTime;
+use criterion::{
+    BenchmarkGroup, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main,
+};
 use dexaflow_admission::loadtest::{self, Amount, HookSpec, Options, Plan};
 
 /// Runs `iters` attempts through `plan`'s buffer and workers and returns the run's time.
@@ -32,22 +35,31 @@ fn measure(plan: &Plan, iters: u64) -> Duration {
     report.elapsed
 }
 
+/// A group named `name` per attempt, opened with the baseline: the same harness with `hook` on
+/// the synchronous tick, for the buffered-against-synchronous ratio.
+fn against_synchronous<'c>(
+    c: &'c mut Criterion,
+    name: String,
+    hook: &HookSpec,
+) -> BenchmarkGroup<'c, WallTime> {
+    let mut group = c.benchmark_group(name);
+    group.throughput(Throughput::Elements(1));
+    let synchronous = Plan {
+        hooks: vec![hook.clone()],
+        ..Plan::default()
+    };
+    group.bench_with_input("synchronous", &synchronous, |b, plan| {
+        b.iter_custom(|iters| measure(plan, iters))
+    });
+    group
+}
+
 fn buffered(c: &mut Criterion) {
     for (name, hook) in [
         ("noop", HookSpec::Noop),
         ("sleep_1ms", HookSpec::Sleep(Duration::from_millis(1))),
     ] {
-        let mut group = c.benchmark_group(format!("buffered_throughput/{name}"));
-        group.throughput(Throughput::Elements(1));
-        // The same harness with the chain on the tick, for the buffered-against-synchronous
-        // ratio.
-        let synchronous = Plan {
-            hooks: vec![hook.clone()],
-            ..Plan::default()
-        };
-        group.bench_with_input("synchronous", &synchronous, |b, plan| {
-            b.iter_custom(|iters| measure(plan, iters))
-        });
+        let mut group = against_synchronous(c, format!("buffered_throughput/{name}"), &hook);
         for buffer_size in [64, 1024] {
             for workers in [1, 4, 16, 64] {
                 let plan = Plan {
@@ -76,15 +88,7 @@ fn worker_threads(c: &mut Criterion) {
         ("noop", HookSpec::Noop),
         ("spin_20us", HookSpec::Spin(Duration::from_micros(20))),
     ] {
-        let mut group = c.benchmark_group(format!("worker_threads/{name}"));
-        group.throughput(Throughput::Elements(1));
-        let synchronous = Plan {
-            hooks: vec![hook.clone()],
-            ..Plan::default()
-        };
-        group.bench_with_input("synchronous", &synchronous, |b, plan| {
-            b.iter_custom(|iters| measure(plan, iters))
-        });
+        let mut group = against_synchronous(c, format!("worker_threads/{name}"), &hook);
         let threaded = Plan {
             buffer_size: 1024,
             workers: 16,

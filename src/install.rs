@@ -48,7 +48,8 @@ pub enum InstallError {
 /// Why an offer was not taken.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum OfferError {
-    /// The task instance is already stored (whatever its try number): the offer changed nothing.
+    /// The task is already stored for this try or a later one, or its previous try has not
+    /// settled yet: the offer changed nothing.
     #[error("task instance {0} was already offered")]
     Duplicate(TaskKey),
     /// A try number is counted from 1.
@@ -343,16 +344,17 @@ impl Handle {
     /// Offers `task` for its first try.
     ///
     /// # Errors
-    /// [`OfferError::Duplicate`] when the task instance is already stored.
+    /// [`OfferError::Duplicate`] when the task is already stored.
     pub fn offer(&self, task: Task) -> Result<(), OfferError> {
         self.offer_try(task, 1)
     }
 
     /// Offers `task` for try `try_number` (a retry carries 2 or more): hooks see it in the
-    /// request's `try_number`.
+    /// request's `try_number`. A later try of a task whose previous try settled replaces it.
     ///
     /// # Errors
-    /// [`OfferError::Duplicate`] when the task instance is already stored,
+    /// [`OfferError::Duplicate`] when the task is stored for this try or a later one, or its
+    /// previous try has not settled,
     /// [`OfferError::ZeroTry`] for try 0.
     pub fn offer_try(&self, task: Task, try_number: u32) -> Result<(), OfferError> {
         if try_number == 0 {

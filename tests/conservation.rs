@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use dexaflow_admission::admission::{Changes, Decision, Hook, HookError, HookFuture, Request};
+use dexaflow_admission::admission::{Hook, HookFuture, Request};
 use dexaflow_admission::dispatch::task::{State, Task, TaskKey};
 use dexaflow_admission::dispatch::{Disposition, Drain, Offer, Settings, Settled, Tick};
 use fakes::{settings, start, supervision, task};
@@ -27,23 +27,7 @@ impl Hook for Chaos {
 
     fn admit<'a>(&'a self, _: &'a Request) -> HookFuture<'a> {
         let roll = self.rng.lock().expect("no panic while rolling").u8(0..7);
-        Box::pin(async move {
-            match roll {
-                0 => Ok(Decision::Admit),
-                1 => {
-                    let mut changes = Changes::default();
-                    changes
-                        .labels
-                        .insert("chaos".to_owned(), "changed".to_owned());
-                    Ok(Decision::AdmitWith(changes))
-                }
-                2 => Ok(Decision::Hold("try later".to_owned())),
-                3 => Ok(Decision::Refuse("no".to_owned())),
-                4 => Err(HookError::Failed("backend down".to_owned())),
-                5 => std::future::pending().await,
-                _ => panic!("chaos"),
-            }
-        })
+        Box::pin(fakes::chaos(roll.into()))
     }
 }
 

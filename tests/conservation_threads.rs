@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dexaflow_admission::admission::{Changes, Decision, Hook, HookError, HookFuture, Request};
+use dexaflow_admission::admission::{Hook, HookFuture, Request};
 use dexaflow_admission::dispatch::task::{State, Task, TaskKey};
 use dexaflow_admission::dispatch::{Disposition, Drain, Offer, Settings, Tick};
 use dexaflow_admission::loadtest::{self, AttemptOutcome, Options, Plan};
@@ -30,23 +30,7 @@ impl Hook for ChaosByTask {
 
     fn admit<'a>(&'a self, request: &'a Request) -> HookFuture<'a> {
         let number: usize = request.task_id[1..].parse().expect("tasks are numbered");
-        Box::pin(async move {
-            match number % 7 {
-                0 => Ok(Decision::Admit),
-                1 => {
-                    let mut changes = Changes::default();
-                    changes
-                        .labels
-                        .insert("chaos".to_owned(), "changed".to_owned());
-                    Ok(Decision::AdmitWith(changes))
-                }
-                2 => Ok(Decision::Hold("try later".to_owned())),
-                3 => Ok(Decision::Refuse("no".to_owned())),
-                4 => Err(HookError::Failed("backend down".to_owned())),
-                5 => std::future::pending().await,
-                _ => panic!("chaos"),
-            }
-        })
+        Box::pin(fakes::chaos(number % 7))
     }
 }
 

@@ -2,9 +2,18 @@
 //!
 //! Every write is guarded the way Dexaflow's SQL is (`... WHERE state='scheduled'`), so a write
 //! that lost a race changes nothing and says so. The store is shared by the dispatcher, its
-//! workers and executor completions; its lock is never held across an await.
+//! workers and executor completions; no lock of it is ever held across an await.
+//!
+//! The rows are split into 64 shards by a hash of the task key, each behind a lock of its
+//! own, so that admission workers on different threads writing different tasks do not wait for
+//! each other: an attempt's own writes (`resolve`, `record_token`, `mark_queued`, `mark_running`,
+//! `complete`, and the in-flight guard's `hand_back` of an attempt that left `scheduled`) take
+//! only its shard's lock. The tick's index of offerable rows has a lock of its own, taken by
+//! `take_ready`, by `schedule` and by a hand-back that leaves the row offerable. Lock order: the
+//! index, then a shard; never the index while a shard is held.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeMap;
+use std::hash::BuildHasher;
 use std::ops::Bound::{self, Excluded, Included, Unbounded};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -19,6 +28,11 @@ use crate::admission::{Execution, HookError};
 
 /// The most dispatch attempts an executor error may spend (Dexaflow's `dispatchMaxAttempts`).
 pub const MAX_DISPATCH_ATTEMPTS: u32 = 6;
+
+/// How many shards the task store's rows are split into, each with a lock of its own: enough
+/// that admission workers on a few dozen threads rarely meet on one (a power of two, so that a
+/// shard is chosen with a mask).
+const SHARDS: usize = 64;
 
 /// One task instance as the store keeps it.
 #[derive(Debug, Clone, PartialEq)]
@@ -41,7 +55,9 @@ pub struct TaskInstance {
     /// When the current run of holds or unavailable hooks started: the retry window's start.
     pub waiting_since: Option<Instant>,
     /// Whether an attempt is being dispatched right now (on the tick, in the buffer or on a
-    /// worker), so that it is not offered twice.
+    /// worker), so that it is not offered twice. Set when the tick takes the row, cleared only
+    /// by [`TaskStore::hand_back`] (or [`TaskStore::defer`]), which whoever took it calls once
+    /// the attempt is written.
     pub in_flight: bool,
     /// Where the admitted attempt runs.
     pub placement: Option<PodKind>,
@@ -81,8 +97,12 @@ impl TaskInstance {
     }
 
     /// Whether nothing more happens to the task instance in this run: it is neither
-    /// `scheduled` nor `running`, nor `queued` with its executor following it.
+    /// `scheduled` nor `running`, nor `queued` with its executor following it, nor still in the
+    /// hands of the dispatch that wrote it.
     pub fn is_settled(&self) -> bool {
+        if self.in_flight {
+            return false;
+        }
         match self.state {
             State::Scheduled | State::Running => false,
             State::Queued => !self.followed,
@@ -147,42 +167,88 @@ pub enum Waited {
 }
 
 /// The task instances, shared between the dispatcher, its workers and executor completions.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct TaskStore {
-    inner: Arc<Mutex<Rows>>,
+    inner: Arc<Shared>,
 }
 
-/// Hashes task keys for the rows' index. Every attempt looks its row up several times, and a
-/// key is four strings: std's SipHash made those lookups a tenth of an attempt's cost. Foldhash
-/// is seeded at random per process, so colliding task ids cannot be written in advance; it is
-/// only minimally resistant to an attacker who studies a running store's timing.
+impl Default for TaskStore {
+    fn default() -> TaskStore {
+        TaskStore::with_capacity(0)
+    }
+}
+
+/// Hashes task keys, once per look-up: the hash chooses the shard and finds the row in it.
+/// Every attempt looks its row up several times, and a key is four strings: std's SipHash made
+/// those lookups a tenth of an attempt's cost. Foldhash is seeded at random per process and per
+/// store, so colliding task ids cannot be written in advance; it is only minimally resistant to
+/// an attacker who studies a running store's timing.
 type KeyHasher = foldhash::fast::RandomState;
 
-/// The rows and an index of the ones that may be offered, so that a tick costs what it offers,
-/// not the size of the store.
+/// The rows of one shard, found by their key's hash (a table rather than a map, so that the
+/// hash that chose the shard is not computed again).
+type Rows = hashbrown::HashTable<TaskInstance>;
+
+/// The bits of a key's hash that choose its shard: above those a shard's table indexes by (its
+/// low bits, for any table of fewer than 2^32 slots) and below those it tags slots with (its
+/// top 7 bits), so that the rows of one shard still spread over its table.
+const SHARD_SHIFT: u32 = 32;
+
+/// One locked shard and the hash of the key it was chosen for.
+struct Locked<'a> {
+    rows: MutexGuard<'a, Rows>,
+    hash: u64,
+    hasher: &'a KeyHasher,
+}
+
+impl Locked<'_> {
+    fn get(&self, key: &TaskKey) -> Option<&TaskInstance> {
+        self.rows.find(self.hash, |row| row.task.key == *key)
+    }
+
+    fn get_mut(&mut self, key: &TaskKey) -> Option<&mut TaskInstance> {
+        self.rows.find_mut(self.hash, |row| row.task.key == *key)
+    }
+
+    /// Adds the row of the key the shard was chosen for, which is not in it yet.
+    fn insert(&mut self, row: TaskInstance) {
+        let hasher = self.hasher;
+        self.rows
+            .insert_unique(self.hash, row, |row| hasher.hash_one(&row.task.key));
+    }
+}
+
+/// One shard, aligned to a cache line pair so that two shards' locks taken on two cores do not
+/// share one.
 #[derive(Debug, Default)]
-struct Rows {
-    by_key: HashMap<TaskKey, TaskInstance, KeyHasher>,
-    // Every scheduled row that is not in flight, in key order.
-    offerable: BTreeSet<TaskKey>,
+#[repr(align(128))]
+struct Shard(Mutex<Rows>);
+
+/// What the store's clones share: the sharded rows and the tick's index.
+#[derive(Debug)]
+struct Shared {
+    shards: Box<[Shard]>,
+    hasher: KeyHasher,
+    offerable: Mutex<Offerable>,
+}
+
+/// The index of the rows that may be offered, so that a tick costs what it offers, not the size
+/// of the store.
+#[derive(Debug, Default)]
+struct Offerable {
+    // Every scheduled row that is not in flight, in key order, with the instant before which it
+    // is not offered (a backoff), if any. A hint: `take_ready` checks each row it takes under
+    // its shard's lock, and forgets a key whose row is no longer offerable.
+    ready_at: BTreeMap<TaskKey, Option<Instant>>,
     // Where the next tick starts: after the last key a tick took, or at a deferred key.
     resume: Option<Bound<TaskKey>>,
 }
 
-impl Rows {
-    fn get_mut(&mut self, key: &TaskKey) -> Option<&mut TaskInstance> {
-        self.by_key.get_mut(key)
-    }
-
-    /// Clears the in-flight mark of `key` and makes it offerable again if it is still scheduled.
-    fn release(&mut self, key: &TaskKey) {
-        if let Some(row) = self.by_key.get_mut(key) {
-            row.in_flight = false;
-            if row.state == State::Scheduled {
-                self.offerable.insert(key.clone());
-            }
-        }
-    }
+/// Locks `mutex`; a panic while holding it leaves plain data behind, so keep serving it.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl TaskStore {
@@ -191,24 +257,60 @@ impl TaskStore {
         TaskStore::default()
     }
 
-    /// An empty store with room for `rows` task instances, so that filling it up to that many
-    /// never stops to grow its index (a load test knows how many attempts it offers).
+    /// An empty store with room for about `rows` task instances, so that filling it up to that
+    /// many seldom stops to grow a shard (a load test knows how many attempts it offers).
     pub fn with_capacity(rows: usize) -> TaskStore {
-        let rows = Rows {
-            by_key: HashMap::with_capacity_and_hasher(rows, KeyHasher::default()),
-            offerable: BTreeSet::new(),
-            resume: None,
+        // Keys spread over the shards at random: leave room for the fuller ones.
+        let per_shard = rows.div_ceil(SHARDS);
+        let per_shard = if rows == 0 {
+            0
+        } else {
+            per_shard + per_shard / 8 + 16
         };
+        let shards = (0..SHARDS)
+            .map(|_| Shard(Mutex::new(Rows::with_capacity(per_shard))))
+            .collect();
         TaskStore {
-            inner: Arc::new(Mutex::new(rows)),
+            inner: Arc::new(Shared {
+                shards,
+                hasher: KeyHasher::default(),
+                offerable: Mutex::new(Offerable::default()),
+            }),
         }
     }
 
-    fn rows(&self) -> MutexGuard<'_, Rows> {
-        // A panic while holding the lock leaves plain data behind; keep serving it.
-        self.inner
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    /// The locked shard that holds `key`'s row.
+    fn shard(&self, key: &TaskKey) -> Locked<'_> {
+        let hash = self.inner.hasher.hash_one(key);
+        // Truncating the hash is the point: these bits choose the shard.
+        #[allow(clippy::cast_possible_truncation)]
+        let index = (hash >> SHARD_SHIFT) as usize & (SHARDS - 1);
+        Locked {
+            rows: lock(&self.inner.shards[index].0),
+            hash,
+            hasher: &self.inner.hasher,
+        }
+    }
+
+    /// The locked index of offerable rows. Never taken while a shard is held.
+    fn offerable(&self) -> MutexGuard<'_, Offerable> {
+        lock(&self.inner.offerable)
+    }
+
+    /// Every shard in turn, each locked while `visit` runs.
+    fn each_shard(&self, mut visit: impl FnMut(&Rows)) {
+        for shard in &self.inner.shards {
+            visit(&lock(&shard.0));
+        }
+    }
+
+    /// Clears the in-flight mark of `key`, and returns when it may be offered next (`Some`) if
+    /// it is still scheduled, so that the caller puts it back in the index.
+    fn release(&self, key: &TaskKey) -> Option<Option<Instant>> {
+        let mut rows = self.shard(key);
+        let row = rows.get_mut(key)?;
+        row.in_flight = false;
+        (row.state == State::Scheduled).then_some(row.next_dispatch_at)
     }
 
     /// Adds a task as `scheduled` for its first try; a task already present is left alone.
@@ -216,30 +318,47 @@ impl TaskStore {
         self.schedule_try(task, 1)
     }
 
-    /// Adds a task as `scheduled` for try `try_number` (a retry: 2 or more); a task already
-    /// present is left alone, whatever its try.
+    /// Adds a task as `scheduled` for try `try_number` (a retry: 2 or more).
+    ///
+    /// A task already present is scheduled again only for a later try once its previous try
+    /// settled ([`TaskInstance::is_settled`]): the row starts afresh for that try, keeping its
+    /// attempt epoch so that a late write of the earlier try is refused. Any other offer of a
+    /// present task (the same or an earlier try, or a later one while the previous try is still
+    /// going) is a duplicate and changes nothing: [`Write::Superseded`].
     pub fn schedule_try(&self, task: Task, try_number: u32) -> Write {
         let key = task.key.clone();
-        let mut rows = self.rows();
-        if rows.by_key.contains_key(&key) {
-            return Write::Superseded;
+        {
+            let mut rows = self.shard(&key);
+            match rows.get_mut(&key) {
+                Some(row) if row.try_number >= try_number || !row.is_settled() => {
+                    return Write::Superseded;
+                }
+                Some(row) => {
+                    let epoch = row.attempt_epoch;
+                    *row = TaskInstance::new(Arc::new(task));
+                    row.try_number = try_number;
+                    row.attempt_epoch = epoch;
+                }
+                None => {
+                    let mut row = TaskInstance::new(Arc::new(task));
+                    row.try_number = try_number;
+                    rows.insert(row);
+                }
+            }
         }
-        rows.offerable.insert(key.clone());
-        let mut row = TaskInstance::new(Arc::new(task));
-        row.try_number = try_number;
-        rows.by_key.insert(key, row);
+        self.offerable().ready_at.insert(key, None);
         Write::Applied
     }
 
     /// The scheduled tasks ready to be offered at `now` (at most `limit`), marked in flight, in
     /// key order. Tasks still backing off stay for a later tick.
     pub fn take_ready(&self, now: Instant, limit: usize) -> Vec<(TaskKey, Arc<Task>)> {
-        let mut guard = self.rows();
-        let rows = &mut *guard;
+        let mut guard = self.offerable();
+        let index = &mut *guard;
         // Start after the last task taken and wrap around, so that tasks offered again on every
         // tick (held, waiting on a hook) cannot keep later tasks from their turn; Dexaflow's
         // scheduler rotates the same way after a deferral.
-        let (after, wrapped) = match &rows.resume {
+        let (after, wrapped) = match &index.resume {
             Some(start) => {
                 // The keys before the start, for the wrap-around: the complement of `start`.
                 let before = match start {
@@ -248,62 +367,66 @@ impl TaskStore {
                     Unbounded => Unbounded,
                 };
                 (
-                    rows.offerable
+                    index
+                        .ready_at
                         .range::<TaskKey, _>((start.as_ref(), Unbounded)),
-                    Some(rows.offerable.range::<TaskKey, _>((Unbounded, before))),
+                    Some(index.ready_at.range::<TaskKey, _>((Unbounded, before))),
                 )
             }
-            None => (rows.offerable.range::<TaskKey, _>(..), None),
+            None => (index.ready_at.range::<TaskKey, _>(..), None),
         };
         let mut taken = Vec::new();
-        for key in after.chain(wrapped.into_iter().flatten()) {
+        let mut forgotten = Vec::new();
+        for (key, ready_at) in after.chain(wrapped.into_iter().flatten()) {
             if taken.len() == limit {
                 break;
             }
-            let row = rows
-                .by_key
-                .get(key)
-                .expect("the offerable index only holds stored keys");
-            if row.next_dispatch_at.is_none_or(|at| at <= now) {
-                taken.push(key.clone());
+            if ready_at.is_some_and(|at| at > now) {
+                continue;
+            }
+            match self.shard(key).get_mut(key) {
+                Some(row) if row.state == State::Scheduled && !row.in_flight => {
+                    row.in_flight = true;
+                    taken.push((key.clone(), Arc::clone(&row.task)));
+                }
+                _ => forgotten.push(key.clone()),
             }
         }
-        if let Some(last) = taken.last() {
-            rows.resume = Some(Excluded(last.clone()));
+        if let Some((last, _)) = taken.last() {
+            index.resume = Some(Excluded(last.clone()));
+        }
+        for (key, _) in &taken {
+            index.ready_at.remove(key);
+        }
+        for key in &forgotten {
+            index.ready_at.remove(key);
         }
         taken
-            .into_iter()
-            .map(|key| {
-                rows.offerable.remove(&key);
-                let row = rows
-                    .by_key
-                    .get_mut(&key)
-                    .expect("key was just read under the same lock");
-                row.in_flight = true;
-                let task = Arc::clone(&row.task);
-                (key, task)
-            })
-            .collect()
     }
 
     /// Hands an in-flight attempt back without a decision (deferred, cancelled or drained): it
     /// stays scheduled and is offered again, and nothing is spent.
     pub fn hand_back(&self, key: &TaskKey) {
-        self.rows().release(key);
+        if let Some(ready_at) = self.release(key) {
+            self.offerable().ready_at.insert(key.clone(), ready_at);
+        }
     }
 
     /// Hands back an attempt the buffer had no room for, and makes it the first the next tick
     /// takes, so that a deferral delays an attempt by one tick, never by a whole rotation.
     pub fn defer(&self, key: &TaskKey) {
-        let mut rows = self.rows();
-        rows.release(key);
-        rows.resume = Some(Included(key.clone()));
+        let released = self.release(key);
+        let mut index = self.offerable();
+        if let Some(ready_at) = released {
+            index.ready_at.insert(key.clone(), ready_at);
+        }
+        index.resume = Some(Included(key.clone()));
     }
 
     /// Resolves an attempt: claims the next attempt epoch (consumed even if a later check
     /// refuses) and returns the try number and epoch, or `None` when the task is not scheduled.
     pub fn resolve(&self, key: &TaskKey) -> Option<(u32, u64)> {
-        let mut rows = self.rows();
+        let mut rows = self.shard(key);
         let row = rows.get_mut(key)?;
         if row.state != State::Scheduled {
             return None;
@@ -316,13 +439,12 @@ impl TaskStore {
     /// `dispatch refused: ` reason). `reason` is one of the refusals
     /// ([`Reason::is_refusal`]).
     pub fn fail_refused(&self, key: &TaskKey, reason: Reason) -> Write {
-        let mut rows = self.rows();
+        let mut rows = self.shard(key);
         match rows.get_mut(key) {
             Some(row) if row.state == State::Scheduled => {
                 row.state = State::Failed;
                 row.failure_reason = Some(FailureReason::new(reason));
                 row.next_dispatch_at = None;
-                row.in_flight = false;
                 Write::Applied
             }
             _ => Write::Superseded,
@@ -341,7 +463,7 @@ impl TaskStore {
         now: Instant,
         retry_window: Duration,
     ) -> Waited {
-        let mut rows = self.rows();
+        let mut rows = self.shard(key);
         let Some(row) = rows.get_mut(key) else {
             return Waited::Superseded;
         };
@@ -349,7 +471,6 @@ impl TaskStore {
             return Waited::Superseded;
         }
         let since = *row.waiting_since.get_or_insert(now);
-        row.in_flight = false;
         // A breaker that opened after a failure says less than the failure: keep the first cause.
         let reason = match (
             &reason,
@@ -378,7 +499,7 @@ impl TaskStore {
 
     /// Records that a token was minted for the attempt.
     pub fn record_token(&self, key: &TaskKey) {
-        if let Some(row) = self.rows().get_mut(key) {
+        if let Some(row) = self.shard(key).get_mut(key) {
             row.token_minted = true;
         }
     }
@@ -395,7 +516,7 @@ impl TaskStore {
         execution: Execution,
         followed: bool,
     ) -> Write {
-        let mut rows = self.rows();
+        let mut rows = self.shard(key);
         match rows.get_mut(key) {
             Some(row) if row.state == State::Scheduled && row.attempt_epoch == epoch => {
                 row.state = State::Queued;
@@ -403,7 +524,6 @@ impl TaskStore {
                     row.waited_for = row.failure_reason.take();
                 }
                 row.failure_reason = None;
-                row.in_flight = false;
                 row.placement = Some(placement);
                 row.execution = Some(execution);
                 row.followed = followed;
@@ -416,7 +536,7 @@ impl TaskStore {
 
     /// Marks a queued attempt `running` once its process started, guarded on the attempt epoch.
     pub fn mark_running(&self, key: &TaskKey, epoch: u64) -> Write {
-        match self.rows().get_mut(key) {
+        match self.shard(key).get_mut(key) {
             Some(row) if row.state == State::Queued && row.attempt_epoch == epoch => {
                 row.state = State::Running;
                 Write::Applied
@@ -429,10 +549,9 @@ impl TaskStore {
     /// and backs off (5s·2^(n−1), at most 5 minutes), or fails the task after
     /// [`MAX_DISPATCH_ATTEMPTS`].
     pub fn record_dispatch_failure(&self, key: &TaskKey, cause: Reason, now: Instant) -> Write {
-        let mut rows = self.rows();
+        let mut rows = self.shard(key);
         match rows.get_mut(key) {
             Some(row) if row.state == State::Scheduled => {
-                row.in_flight = false;
                 row.spend_dispatch_attempt(cause, now);
                 Write::Applied
             }
@@ -444,10 +563,9 @@ impl TaskStore {
     /// `RecordDispatchBackpressure`): no dispatch attempt is spent, and it is offered again after
     /// the backoff its next attempt would have.
     pub fn record_dispatch_backpressure(&self, key: &TaskKey, now: Instant) -> Write {
-        let mut rows = self.rows();
+        let mut rows = self.shard(key);
         match rows.get_mut(key) {
             Some(row) if row.state == State::Scheduled => {
-                row.in_flight = false;
                 row.back_off(now);
                 Write::Applied
             }
@@ -459,9 +577,8 @@ impl TaskStore {
     /// `RequeueDispatch`), guarded on the state and the attempt epoch; [`Requeue`] says what it
     /// costs. A requeue that spends the last dispatch attempt fails the task instead.
     pub fn requeue(&self, key: &TaskKey, epoch: u64, why: Requeue, now: Instant) -> Write {
-        let mut guard = self.rows();
-        let rows = &mut *guard;
-        let Some(row) = rows.by_key.get_mut(key) else {
+        let mut rows = self.shard(key);
+        let Some(row) = rows.get_mut(key) else {
             return Write::Superseded;
         };
         if row.state != State::Queued || row.attempt_epoch != epoch {
@@ -478,8 +595,10 @@ impl TaskStore {
             Requeue::Backpressure => row.back_off(now),
             Requeue::Rejected(cause) => row.spend_dispatch_attempt(cause, now),
         }
-        if row.state == State::Scheduled {
-            rows.offerable.insert(key.clone());
+        let offerable = (row.state == State::Scheduled).then_some(row.next_dispatch_at);
+        drop(rows);
+        if let Some(ready_at) = offerable {
+            self.offerable().ready_at.insert(key.clone(), ready_at);
         }
         Write::Applied
     }
@@ -487,7 +606,7 @@ impl TaskStore {
     /// Records how a followed attempt ended, guarded on the attempt epoch: `queued` or
     /// `running` becomes `success` or `failed`.
     pub fn complete(&self, key: &TaskKey, epoch: u64, completion: Completion) -> Write {
-        let mut rows = self.rows();
+        let mut rows = self.shard(key);
         match rows.get_mut(key) {
             Some(row)
                 if matches!(row.state, State::Queued | State::Running)
@@ -509,39 +628,37 @@ impl TaskStore {
 
     /// A copy of one task instance.
     pub fn get(&self, key: &TaskKey) -> Option<TaskInstance> {
-        self.rows().by_key.get(key).cloned()
+        self.shard(key).get(key).cloned()
     }
 
     /// A copy of every task instance, in key order.
     pub fn snapshot(&self) -> Vec<TaskInstance> {
-        let mut rows: Vec<_> = self.rows().by_key.values().cloned().collect();
+        let mut rows = Vec::new();
+        self.each_shard(|shard| rows.extend(shard.iter().cloned()));
         rows.sort_by(|a, b| a.task.key.cmp(&b.task.key));
         rows
     }
 
     /// Calls `visit` with every task instance, in no particular order, without copying them.
     ///
-    /// The store's lock is held throughout: `visit` must not call the store.
-    pub fn for_each(&self, visit: impl FnMut(&TaskInstance)) {
-        self.rows().by_key.values().for_each(visit);
+    /// Each shard's lock is held while its rows are visited: `visit` must not call the store.
+    /// Rows written meanwhile are seen as they were when their shard was visited.
+    pub fn for_each(&self, mut visit: impl FnMut(&TaskInstance)) {
+        self.each_shard(|shard| shard.iter().for_each(&mut visit));
     }
 
     /// How many task instances are not settled ([`TaskInstance::is_settled`]).
     pub fn count_unsettled(&self) -> usize {
-        self.rows()
-            .by_key
-            .values()
-            .filter(|row| !row.is_settled())
-            .count()
+        let mut unsettled = 0;
+        self.for_each(|row| unsettled += usize::from(!row.is_settled()));
+        unsettled
     }
 
     /// How many task instances are in `state`.
     pub fn count(&self, state: State) -> usize {
-        self.rows()
-            .by_key
-            .values()
-            .filter(|row| row.state == state)
-            .count()
+        let mut count = 0;
+        self.for_each(|row| count += usize::from(row.state == state));
+        count
     }
 }
 

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use actix::{Actor, Addr};
-use dexaflow_admission::admission::{Chain, Hook};
+use dexaflow_admission::admission::{Chain, Changes, Decision, Hook, HookError};
 use dexaflow_admission::dispatch::executor::{
     Admitted, ExecuteFuture, Executor, ExecutorError, Launched,
 };
@@ -27,6 +27,26 @@ use dexaflow_admission::dispatch::{
 use dexaflow_admission::events::Ignore;
 use dexaflow_admission::supervise::{self, BreakerSettings, Gate, SupervisedChain};
 use tokio::sync::mpsc;
+
+/// The chaos mix's answer for `roll` (0 to 6): admit, admit with a label changed, hold, refuse,
+/// fail, never answer or panic, so that a hook's every behaviour runs in one test.
+pub async fn chaos(roll: usize) -> Result<Decision, HookError> {
+    match roll {
+        0 => Ok(Decision::Admit),
+        1 => {
+            let mut changes = Changes::default();
+            changes
+                .labels
+                .insert("chaos".to_owned(), "changed".to_owned());
+            Ok(Decision::AdmitWith(changes))
+        }
+        2 => Ok(Decision::Hold("try later".to_owned())),
+        3 => Ok(Decision::Refuse("no".to_owned())),
+        4 => Err(HookError::Failed("backend down".to_owned())),
+        5 => std::future::pending().await,
+        _ => panic!("chaos"),
+    }
+}
 
 /// An executor that launches nothing and records every attempt it was given; built
 /// [`failing`](RecordingExecutor::failing), it refuses every launch.
