@@ -220,7 +220,7 @@ impl Locked<'_> {
 
 /// One shard, aligned to a cache line pair so that two shards' locks taken on two cores do not
 /// share one.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 #[repr(align(128))]
 struct Shard(Mutex<Rows>);
 
