@@ -611,7 +611,7 @@ fn wait_for_ready(prometheus: &mut Running, address: SocketAddr, deadline: Insta
     }
 }
 
-/// One series of an instant query: its labels and its value.
+/// The series of an instant query, each as its labels and its value (NaN when it has none).
 fn values(series: &[Value]) -> Vec<(Value, f64)> {
     series
         .iter()
