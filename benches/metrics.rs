@@ -47,10 +47,22 @@ fn hook_call(c: &mut Criterion) {
     let elapsed = Duration::from_micros(120);
     let mut group = c.benchmark_group("hook_call");
     group.bench_function("no observer", |b| {
-        b.iter(|| Ignore.hook_call(black_box(Outcome::Admit), black_box(elapsed)));
+        b.iter(|| {
+            Ignore.hook_call(
+                black_box("bench"),
+                black_box(Outcome::Admit),
+                black_box(elapsed),
+            )
+        });
     });
     group.bench_function("cached handles", |b| {
-        b.iter(|| metrics.hook_call(black_box(Outcome::Admit), black_box(elapsed)));
+        b.iter(|| {
+            metrics.hook_call(
+                black_box("bench"),
+                black_box(Outcome::Admit),
+                black_box(elapsed),
+            )
+        });
     });
     // The two halves of "cached handles", to show where the time goes.
     let counter = counter!(OUTCOMES_TOTAL, OUTCOME_LABEL => "admit");

@@ -55,7 +55,7 @@ impl Hook for Budget {
 struct Counts(Mutex<BTreeMap<Outcome, u64>>);
 
 impl HookEvents for Counts {
-    fn hook_call(&self, outcome: Outcome, _: Duration) {
+    fn hook_call(&self, _: &str, outcome: Outcome, _: Duration) {
         *self
             .0
             .lock()

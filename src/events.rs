@@ -5,7 +5,8 @@
 //! metrics exporter and the load test's counter implement it without knowing supervision or the
 //! dispatcher, and those report without knowing metric names or reports.
 //!
-//! - [`HookEvents`]: one hook call ended with an outcome; one chain ended.
+//! - [`HookEvents`]: one call of a named hook ended with an outcome; one chain ended or was
+//!   cancelled.
 //! - [`BreakerEvents`]: a hook's breaker moved to a [`BreakerState`].
 //! - [`BufferEvents`]: the dispatch buffer's capacity and depth, deferrals when it is full, busy
 //!   admission workers.
@@ -38,13 +39,24 @@ pub enum BreakerState {
 
 /// Hook calls and chains, as supervision and the dispatcher report them.
 pub trait HookEvents: Send + Sync {
-    /// One hook call ended with `outcome` after `elapsed`.
-    fn hook_call(&self, outcome: Outcome, elapsed: Duration) {
-        let _ = (outcome, elapsed);
+    /// One call of the hook named `hook` (its name in the chain, as [`BreakerEvents`] gives it)
+    /// ended with `outcome` after `elapsed`: admitted, changed, held, refused, or unavailable
+    /// (an error, a timeout, a panic, skipped by its breaker, the chain budget spent). A call
+    /// that failed open is reported twice, under its cause and as [`Outcome::FailOpen`], both
+    /// naming the hook.
+    fn hook_call(&self, hook: &str, outcome: Outcome, elapsed: Duration) {
+        let _ = (hook, outcome, elapsed);
     }
 
     /// The whole chain for one attempt took `elapsed`.
     fn chain_finished(&self, elapsed: Duration) {
+        let _ = elapsed;
+    }
+
+    /// Shutdown cancelled an attempt's chain after `elapsed`, during a hook call; the hook is
+    /// not known where the cancellation happens (the dispatcher drops the chain's future), so
+    /// this names none. Counted as [`Outcome::Cancelled`].
+    fn chain_cancelled(&self, elapsed: Duration) {
         let _ = elapsed;
     }
 }
@@ -111,16 +123,22 @@ impl std::fmt::Debug for Fanout {
 }
 
 impl HookEvents for Fanout {
-    fn hook_call(&self, outcome: Outcome, elapsed: Duration) {
+    fn hook_call(&self, hook: &str, outcome: Outcome, elapsed: Duration) {
         self.0
             .iter()
-            .for_each(|observer| observer.hook_call(outcome, elapsed));
+            .for_each(|observer| observer.hook_call(hook, outcome, elapsed));
     }
 
     fn chain_finished(&self, elapsed: Duration) {
         self.0
             .iter()
             .for_each(|observer| observer.chain_finished(elapsed));
+    }
+
+    fn chain_cancelled(&self, elapsed: Duration) {
+        self.0
+            .iter()
+            .for_each(|observer| observer.chain_cancelled(elapsed));
     }
 }
 

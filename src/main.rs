@@ -346,15 +346,21 @@ fn check_config(path: Option<PathBuf>) -> Result<(), String> {
 }
 
 /// Starts the Prometheus exporter on `listen`, with a breaker gauge for each of `hooks` from the
-/// start. An error names `origin`, the flag or key the address came from.
+/// start, and names the address it bound in one line on stderr (port 0 resolved: for whoever
+/// started the command, a script or a test). An error names `origin`, the flag or key the
+/// address came from.
 fn start_metrics<'a>(
     listen: SocketAddr,
     origin: &str,
     hooks: impl IntoIterator<Item = &'a str>,
 ) -> Result<Metrics, String> {
-    let metrics =
+    let installed =
         metrics::install(listen).map_err(|error| format!("{origin}: {}", error_chain(&error)))?;
-    Ok(metrics.with_hooks(hooks))
+    write_stderr(&format!(
+        "metrics: listening on {}\n",
+        installed.exporter.url()
+    ));
+    Ok(installed.metrics.with_hooks(hooks))
 }
 
 fn dispatch(

@@ -31,8 +31,10 @@
 //!
 //! [`Metrics`] builds one handle per metric and outcome once, so a hook call costs two atomic
 //! updates and no label lookup; it implements the [`crate::events`] traits through which
-//! supervision and the dispatcher report. [`install`] is called once, from `main`: it starts the exporter and
-//! installs the process-wide recorder.
+//! supervision and the dispatcher report. [`install`] is called once per process (from `main`, or
+//! from a test binary of its own): it binds the listen address (port 0 picks a free port),
+//! starts the exporter, installs the process-wide recorder, and returns an [`Exporter`] that
+//! gives the bound address and renders the same text in process.
 //!
 //! ```
 //! use std::time::Duration;
@@ -44,7 +46,7 @@
 //! // A recorder of its own, so the example installs nothing process-wide.
 //! let recorder = PrometheusBuilder::new().build_recorder();
 //! let metrics = metrics::with_local_recorder(&recorder, Metrics::register);
-//! metrics.hook_call(Outcome::Refuse, Duration::from_micros(80));
+//! metrics.hook_call("freeze", Outcome::Refuse, Duration::from_micros(80));
 //! let scrape = recorder.handle().render();
 //! assert!(scrape.contains(r#"dexaflow_admission_outcomes_total{outcome="refuse"} 1"#));
 //! ```
@@ -53,11 +55,18 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use http::header::{CONTENT_TYPE, HeaderValue};
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
 use metrics::{
     Counter, Gauge, Histogram, Unit, counter, describe_counter, describe_gauge, describe_histogram,
     gauge, histogram,
 };
-use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder};
+use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
 use thiserror::Error;
 
 use crate::admission::Outcome;
@@ -193,17 +202,29 @@ impl Metrics {
     }
 }
 
-impl HookEvents for Metrics {
-    fn hook_call(&self, outcome: Outcome, elapsed: Duration) {
+impl Metrics {
+    fn count(&self, outcome: Outcome, elapsed: Duration) {
         // `Outcome` is fieldless and `ALL` lists it in declaration order, so the discriminant
         // is the index (a unit test holds the two together).
         let index = outcome as usize;
         self.outcomes[index].increment(1);
         self.durations[index].record(elapsed);
     }
+}
+
+impl HookEvents for Metrics {
+    /// Counts by outcome only: a hook's name would multiply the series by the chain's length
+    /// for no panel that shows it (the breaker gauge is the one per-hook metric).
+    fn hook_call(&self, _hook: &str, outcome: Outcome, elapsed: Duration) {
+        self.count(outcome, elapsed);
+    }
 
     fn chain_finished(&self, elapsed: Duration) {
         self.chain_duration.record(elapsed);
+    }
+
+    fn chain_cancelled(&self, elapsed: Duration) {
+        self.count(Outcome::Cancelled, elapsed);
     }
 }
 
@@ -520,51 +541,131 @@ fn builder() -> Result<PrometheusBuilder, BuildError> {
         )
 }
 
-/// Starts the Prometheus exporter on `listen`, serving `/metrics`, installs its recorder as the
-/// process-wide one, and returns the handles to report to.
+/// The running exporter: where it listens and a handle that renders the same text in process.
 ///
-/// Call it once, from `main`, before any actix system starts: the exporter runs on a thread of
-/// its own with a current-thread tokio runtime, so it serves scrapes however busy the
+/// Cheap to clone; every clone reads the one process-wide recorder [`install`] set.
+#[derive(Debug, Clone)]
+pub struct Exporter {
+    address: SocketAddr,
+    handle: PrometheusHandle,
+}
+
+impl Exporter {
+    /// The address the exporter bound, port 0 resolved to the port the system chose.
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// The URL a scraper reads: `http://ADDRESS/metrics`.
+    pub fn url(&self) -> String {
+        format!("http://{}{METRICS_PATH}", self.address)
+    }
+
+    /// Every metric in the Prometheus text format, as a scrape of [`Exporter::url`] returns it.
+    pub fn render(&self) -> String {
+        self.handle.render()
+    }
+}
+
+/// What [`install`] returns: the handles to report to and the exporter serving them.
+#[derive(Debug)]
+pub struct Installed {
+    /// The metric handles; hand them to supervision and the dispatcher as their observer.
+    pub metrics: Metrics,
+    /// Where the exporter listens, and its in-process rendering.
+    pub exporter: Exporter,
+}
+
+/// The path the exporter is scraped on (it answers the same text on any path).
+pub const METRICS_PATH: &str = "/metrics";
+
+/// How often the exporter drains recorded latencies into its histograms when nobody scrapes,
+/// so that memory stays bounded between scrapes (the exporter crate's own default).
+const UPKEEP_EVERY: Duration = Duration::from_secs(5);
+
+/// Binds `listen` (port 0 picks a free port), starts the Prometheus exporter on it, installs its
+/// recorder as the process-wide one, and returns the handles to report to with the bound address.
+///
+/// The recorder is process-wide (the `metrics` crate's global): call it once per process, from
+/// `main` or from a test binary of its own, before any actix system starts. The exporter runs on
+/// a thread of its own with a current-thread tokio runtime, so it serves scrapes however busy the
 /// dispatcher's arbiters are, and it outlives every system the process runs.
 ///
 /// # Errors
 /// [`MetricsError::Listen`] when `listen` cannot be bound (the address is in use, say),
-/// [`MetricsError::Exporter`] when a recorder is already installed, and
+/// [`MetricsError::Exporter`] when a recorder is already installed (a second call), and
 /// [`MetricsError::Thread`] when the exporter's thread or runtime cannot start.
-pub fn install(listen: SocketAddr) -> Result<Metrics, MetricsError> {
-    // Bind once to learn why an address cannot be used with the operating system's own error;
-    // the exporter binds it again (std sets SO_REUSEADDR, so the released port is free at once).
-    drop(
-        std::net::TcpListener::bind(listen).map_err(|source| MetricsError::Listen {
-            address: listen,
-            source,
-        })?,
-    );
+pub fn install(listen: SocketAddr) -> Result<Installed, MetricsError> {
+    let listen_error = |source| MetricsError::Listen {
+        address: listen,
+        source,
+    };
+    let listener = std::net::TcpListener::bind(listen).map_err(listen_error)?;
+    let address = listener.local_addr().map_err(listen_error)?;
+    listener.set_nonblocking(true).map_err(listen_error)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(MetricsError::Thread)?;
-    let (recorder, exporter) = {
-        // `build` spawns the recorder's upkeep task onto this runtime.
+    let listener = {
         let _entered = runtime.enter();
-        builder()
-            .map_err(MetricsError::Exporter)?
-            .with_http_listener(listen)
-            .build()
-            .map_err(MetricsError::Exporter)?
+        tokio::net::TcpListener::from_std(listener).map_err(listen_error)?
     };
+    let recorder = builder().map_err(MetricsError::Exporter)?.build_recorder();
+    let handle = recorder.handle();
     let metrics = metrics::with_local_recorder(&recorder, Metrics::register);
     metrics::set_global_recorder(recorder)
         .map_err(|error| MetricsError::Exporter(BuildError::FailedToSetGlobalRecorder(error)))?;
+    let served = handle.clone();
     std::thread::Builder::new()
         .name("metrics-exporter".to_owned())
-        .spawn(move || {
-            if let Err(error) = runtime.block_on(exporter) {
-                tracing::error!(%listen, "metrics exporter stopped: {error:?}");
-            }
-        })
+        .spawn(move || runtime.block_on(serve(listener, served)))
         .map_err(MetricsError::Thread)?;
-    Ok(metrics)
+    Ok(Installed {
+        metrics,
+        exporter: Exporter { address, handle },
+    })
+}
+
+/// Answers every connection on `listener` with the rendered metrics, and runs the recorder's
+/// upkeep between scrapes; never returns.
+async fn serve(listener: tokio::net::TcpListener, handle: PrometheusHandle) {
+    let upkeep = handle.clone();
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(UPKEEP_EVERY);
+        loop {
+            every.tick().await;
+            upkeep.run_upkeep();
+        }
+    });
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(error) => {
+                // Out of file descriptors, say: the next accept may succeed.
+                tracing::warn!("metrics exporter cannot accept a connection: {error}");
+                continue;
+            }
+        };
+        let handle = handle.clone();
+        tokio::spawn(async move {
+            let scrape = service_fn(move |_request: Request<Incoming>| {
+                let body = Full::new(Bytes::from(handle.render()));
+                let mut response = Response::new(body);
+                response.headers_mut().insert(
+                    CONTENT_TYPE,
+                    HeaderValue::from_static("text/plain; version=0.0.4"),
+                );
+                std::future::ready(Ok::<_, std::convert::Infallible>(response))
+            });
+            if let Err(error) = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), scrape)
+                .await
+            {
+                tracing::debug!("metrics scrape connection ended: {error}");
+            }
+        });
+    }
 }
 
 #[cfg(test)]
@@ -613,8 +714,8 @@ mod tests {
     fn a_hook_call_counts_its_outcome_and_records_its_latency_in_the_buckets() {
         let recorder = recorder();
         let metrics = metrics::with_local_recorder(&recorder, Metrics::register);
-        metrics.hook_call(Outcome::Hold, Duration::from_micros(70));
-        metrics.hook_call(Outcome::Hold, Duration::from_millis(3));
+        metrics.hook_call("freeze", Outcome::Hold, Duration::from_micros(70));
+        metrics.hook_call("freeze", Outcome::Hold, Duration::from_millis(3));
         metrics.chain_finished(Duration::from_millis(4));
         let scrape = recorder.handle().render();
         assert_eq!(
@@ -657,7 +758,7 @@ mod tests {
         let recorder = recorder();
         let metrics =
             metrics::with_local_recorder(&recorder, || Metrics::register().with_hooks(["freeze"]));
-        metrics.hook_call(Outcome::Admit, Duration::from_micros(1));
+        metrics.hook_call("freeze", Outcome::Admit, Duration::from_micros(1));
         metrics.chain_finished(Duration::from_micros(1));
         let scrape = recorder.handle().render();
         for name in [

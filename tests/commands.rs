@@ -245,6 +245,7 @@ fn an_empty_workload_says_so_in_one_line() {
 fn assert_one_line_about_stdout(status: std::process::ExitStatus, stderr: &str, cause: &str) {
     assert_eq!(status.code(), Some(2), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
+    let stderr = processes::without_metrics_line(stderr);
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(
         stderr.starts_with("dexaflow-admission: writing to standard output: "),

@@ -1,14 +1,21 @@
-//! The Grafana dashboard, proven against a real Prometheus: two loads run with their exporters
-//! on loopback, `loadtest` with synthetic hooks that produce every outcome but `cancelled`, and
-//! `dispatch` with a workload of many tenants and DAGs through built-in hooks and a small buffer.
-//! Prometheus scrapes both every second, and every panel's expression from
-//! `grafana/dashboards/dexaflow-admission.json` must evaluate to at least one series. A scrape
-//! of each must pass `promtool check metrics`, name no tenant, DAG or task of its load, and count
-//! every outcome its load produced.
+//! The Grafana dashboard, proven against a real Prometheus. Four loads run with their exporters
+//! on loopback port 0 (each prints the address it bound on stderr, and the test reads it there):
+//! `loadtest` with synthetic hooks that produce every outcome but `cancelled` and a slow first
+//! hook that keeps its workers busy and its buffer full; a second `loadtest` whose one hook always
+//! errors, so that its breaker opens and stays open; `dispatch` with a workload of many tenants
+//! and DAGs through built-in hooks and a small buffer; and `serve` with the same hooks, answering
+//! a steady stream of `/tasks/admit` and `/pods/mutate` requests, one request always stalled in
+//! flight, while the test changes its resource groups file and its certificate.
 //!
-//! A third load, `serve` with the same hooks, answers a steady stream of `/tasks/admit` and
-//! `/pods/mutate` requests, and every panel of the dashboard's server row must give finite
-//! values, not only series.
+//! Prometheus scrapes all four every second. The test waits on Prometheus' own readiness and on
+//! every target's health, then polls every expression of every panel of
+//! `grafana/dashboards/dexaflow-admission.json` until each has returned finite values that agree
+//! with what the loads did (an outcome produced has a rate above 0, one never produced is 0; the
+//! opened breaker reads 2 and the others' 0; the buffers' capacities add up; the gauges are
+//! seen above 0); a panel or expression missing from the dashboard, a target without an `expr`,
+//! or a panel the test has no check for fails the test. A scrape of the two dispatching loads
+//! must pass `promtool check metrics`, name no tenant, DAG or task of its load, and count every
+//! outcome its load produced.
 //!
 //! Needs `prometheus` and `promtool` on PATH (Debian's `prometheus` package, which `.ci/run`
 //! installs); without them the test fails rather than passing unseen.
@@ -23,16 +30,18 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use dexaflow_admission::metrics::{
-    AT_CAPACITY_TOTAL, BREAKER_STATE, OUTCOMES_TOTAL, SERVER_REQUESTS_TOTAL,
-};
+use dexaflow_admission::admission::{Request, RequestEnvelope};
+use dexaflow_admission::metrics::{AT_CAPACITY_TOTAL, BREAKER_STATE, OUTCOMES_TOTAL};
 use serde_json::{Value, json};
+use serve_support::sample;
 
 const BINARY: &str = env!("CARGO_BIN_EXE_dexaflow-admission");
 const DASHBOARD: &str = "grafana/dashboards/dexaflow-admission.json";
 const EXAMPLE_PROMETHEUS_CONFIG: &str = "grafana/prometheus.yml";
-/// How long Prometheus may take to start, scrape and hold enough samples for `rate`.
+/// How long the loads and Prometheus may take to start and see every target up.
 const DATA_DEADLINE: Duration = Duration::from_secs(45);
+/// How long every panel expression may take to agree with the loads, once every target is up.
+const POLL_DEADLINE: Duration = Duration::from_secs(60);
 /// What `$__rate_interval` becomes: Grafana makes it at least four scrape intervals (1s here).
 const RATE_INTERVAL: &str = "30s";
 
@@ -131,8 +140,9 @@ execution:
 /// The outcomes the `dispatch` load above produces, each of which its scrape must count.
 const DISPATCH_PRODUCES: &[&str] = &["admit", "admit_with", "hold", "refuse"];
 
-/// The `loadtest` load: long enough to outlive the test, which ends it. With `--fail-open` every
-/// hook of the chain is called: changes, then errors, timeouts (20ms) and panics that each fail
+/// The `loadtest` load: long enough to outlive the test, which ends it. A first hook sleeping
+/// 10 ms keeps its two workers busy and its buffer of 4 full at 300 attempts a second. With
+/// `--fail-open` every hook of the chain is called: changes, then errors, timeouts (20ms) and panics that each fail
 /// open, a breaker that opens after 3 errors in a row and skips, then holds and refusals.
 const LOADTEST_ARGS: &[&str] = &[
     "loadtest",
@@ -146,6 +156,8 @@ const LOADTEST_ARGS: &[&str] = &[
     "4",
     "--workers",
     "2",
+    "--hook",
+    "sleep:10ms",
     "--hook",
     "change:0.3",
     "--hook",
@@ -246,6 +258,8 @@ fn require(tool: &str) {
     );
 }
 
+/// A port taken and released at once: only for Prometheus, which does not print the port it
+/// bound when given port 0. Every server of the crate binds port 0 and says where.
 fn free_port() -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
     listener.local_addr().expect("a bound address")
@@ -301,22 +315,6 @@ fn scrape(exporter: SocketAddr) -> String {
     let (status, body) = get(exporter, "/metrics").expect("scrape /metrics");
     assert_eq!(status, 200, "{body}");
     body
-}
-
-/// The value of the sample named exactly `series` (name and labels as rendered).
-fn sample(scrape: &str, series: &str) -> Option<f64> {
-    scrape.lines().find_map(|line| {
-        let value = line.strip_prefix(series)?.strip_prefix(' ')?;
-        value.parse().ok()
-    })
-}
-
-/// Whether one series of a Prometheus instant query has a finite value.
-fn is_finite(series: &Value) -> bool {
-    series["value"][1]
-        .as_str()
-        .and_then(|value| value.parse::<f64>().ok())
-        .is_some_and(f64::is_finite)
 }
 
 fn dashboard() -> Value {
@@ -413,40 +411,32 @@ fn check_scrape(load: &str, scrape: &str, names: &[String], produced: &[&str]) {
     }
 }
 
-/// The title of the dashboard's row for the webhook server; the panels after it are its.
-const SERVER_ROW: &str = "Webhook server (serve)";
+/// The resource groups `serve` starts with, and those the test changes them to.
+const GPU_GROUPS: &str = "resourceGroups:\n  - resourceGroup: gpu\n    object: {key: namespace, value: [ml]}\n    labels: {pool: gpu}\n";
+const SPOT_GROUPS: &str = "resourceGroups:\n  - resourceGroup: spot\n    object: {key: namespace, value: [ml]}\n    labels: {pool: spot}\n";
 
-/// The titles of the panels in the server row: those after the row panel, up to the next row.
-fn server_row_titles(dashboard: &Value) -> Vec<String> {
-    let top = dashboard["panels"].as_array().expect("panels");
-    let start = top
-        .iter()
-        .position(|panel| panel["type"] == "row" && panel["title"] == SERVER_ROW)
-        .unwrap_or_else(|| panic!("no row titled {SERVER_ROW:?}"));
-    top[start + 1..]
-        .iter()
-        .take_while(|panel| panel["type"] != "row")
-        .filter_map(|panel| panel["title"].as_str().map(str::to_owned))
-        .collect()
+/// Replaces `path` whole, as a config management tool does.
+fn replace(path: &Path, text: &str) {
+    let temporary = path.with_extension("new");
+    std::fs::write(&temporary, text).expect("write");
+    std::fs::rename(&temporary, path).expect("rename");
 }
 
-/// Starts `serve` on `listen` with `config`'s hooks (the file `dispatch` reads, shared) and a
-/// certificate of `authority`, its exporter on `exporter`.
-fn start_serve(
-    dir: &Path,
-    authority: &serve_support::Authority,
-    listen: SocketAddr,
-    exporter: SocketAddr,
-) -> Running {
+/// Starts `serve` in `dir` with `config`'s hooks (the ones `dispatch` reads), a certificate of
+/// `authority` and a resource groups file, the server and its exporter on port 0.
+fn start_serve(dir: &Path, authority: &serve_support::Authority) -> Running {
     let files = authority.issue().write_to(dir);
+    let groups = dir.join("groups.yaml");
+    std::fs::write(&groups, GPU_GROUPS).expect("write the resource groups");
     let config_path = dir.join("serve.yaml");
     std::fs::write(
         &config_path,
         format!(
-            "{}server:\n  listen: {listen}\n  tls: {{cert_file: {}, key_file: {}}}\nmetrics: {{listen: {exporter}}}\n",
+            "{}server:\n  listen: 127.0.0.1:0\n  tls: {{cert_file: {}, key_file: {}}}\n  resource_groups_file: {}\nmetrics: {{listen: 127.0.0.1:0}}\n",
             config(),
             files.cert_file.display(),
-            files.key_file.display()
+            files.key_file.display(),
+            groups.display()
         ),
     )
     .expect("write the server's config");
@@ -461,6 +451,15 @@ fn start_serve(
     )
 }
 
+/// Runs `future` to its end on a runtime of its own, for a thread that drives a server.
+fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime")
+        .block_on(future)
+}
+
 /// Sends `/tasks/admit` (tenants in turn, so that every hook acts) and `/pods/mutate` requests
 /// to the server at `address`, one every 20 ms, until `stop` is set.
 fn drive_serve(
@@ -468,11 +467,7 @@ fn drive_serve(
     ca: rustls::pki_types::CertificateDer<'static>,
     stop: Arc<AtomicBool>,
 ) {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime");
-    runtime.block_on(async move {
+    block_on(async move {
         let client = serve_support::Client::new(address, &ca);
         let pod = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
             "request": {"uid": "1", "kind": {"group": "", "version": "v1", "kind": "Pod"},
@@ -482,8 +477,11 @@ fn drive_serve(
             "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}});
         let mut index = 0;
         while !stop.load(Ordering::Relaxed) {
-            let attempt = json!({"api_version": "dexaflow.io/admission/v1", "uid": "1",
-                "tenant": tenant(index % 6), "dag_id": "d", "task_id": "t"});
+            let attempt = serde_json::to_value(RequestEnvelope::new(
+                "1",
+                Request::new(tenant(index % 6), "d", "t"),
+            ))
+            .expect("an attempt is JSON");
             client.post_json("/tasks/admit", &attempt).await;
             client.post_json("/pods/mutate", &pod).await;
             index += 1;
@@ -493,68 +491,403 @@ fn drive_serve(
     });
 }
 
+/// Waits, bounded by `deadline`, until `log` holds a line starting with `prefix`, and returns the
+/// address that follows it (up to the next `/` or the line's end).
+fn address_in_log(running: &mut Running, prefix: &str, deadline: Instant) -> SocketAddr {
+    loop {
+        running.assert_running();
+        let text = std::fs::read_to_string(&running.log).unwrap_or_default();
+        if let Some(address) = text.lines().find_map(|line| {
+            let rest = line.strip_prefix(prefix)?;
+            rest.split('/').next()?.parse().ok()
+        }) {
+            return address;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} printed no {prefix:?} line; its log ends:\n{}",
+            running.name,
+            running.log_tail()
+        );
+        // A bounded poll of the child's log, not a wait for time to pass.
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The line every command that exports metrics prints on stderr, before the bound address.
+const METRICS_LINE: &str = "metrics: listening on http://";
+
+/// Starts the binary with `args`, its exporter on port 0, and returns it with the address the
+/// exporter bound, read from its stderr line.
+fn start_with_exporter(
+    name: &'static str,
+    dir: &Path,
+    log: &str,
+    args: &[&str],
+    deadline: Instant,
+) -> (Running, SocketAddr) {
+    let mut running = Running::start(
+        name,
+        Command::new(BINARY)
+            .args(args)
+            .args(["--metrics-listen", "127.0.0.1:0"])
+            .current_dir(dir),
+        dir.join(log),
+    );
+    let exporter = address_in_log(&mut running, METRICS_LINE, deadline);
+    (running, exporter)
+}
+
+/// The `breaker` load: one hook that always errors, its breaker opening at the first failure and
+/// staying open for ten minutes, so that its gauge reads 2 (open) for the rest of the test.
+const BREAKER_ARGS: &[&str] = &[
+    "loadtest",
+    "--duration",
+    "10m",
+    "--rate",
+    "20",
+    "--buffer-size",
+    "4",
+    "--workers",
+    "1",
+    "--hook",
+    "error:1",
+    "--breaker-failures",
+    "1",
+    "--breaker-backoff",
+    "10m",
+    "--breaker-max-backoff",
+    "10m",
+];
+/// The hook whose breaker the `breaker` load opens, as the gauge names it.
+const OPENED_HOOK: &str = "error#0";
+/// The hooks of the `dispatch` and `serve` config, none of which ever fails.
+const NEVER_FAILING_HOOKS: &[&str] = &["freeze-held", "deny-suspended", "place-gpu"];
+/// The buffer capacities of the loads: `loadtest`, `breaker` and `dispatch` hold 4 each; `serve`
+/// has no dispatch buffer and exports 0.
+const TOTAL_CAPACITY: f64 = 12.0;
+
+/// Polls Prometheus' `/api/v1/targets` until every one of `count` targets is up, bounded.
+fn wait_for_targets(
+    prometheus: &mut Running,
+    address: SocketAddr,
+    count: usize,
+    deadline: Instant,
+) {
+    let mut last = String::new();
+    loop {
+        prometheus.assert_running();
+        if let Ok((200, body)) = get(address, "/api/v1/targets") {
+            let answer: Value = serde_json::from_str(&body).unwrap_or_default();
+            let targets = answer["data"]["activeTargets"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            if targets.len() == count && targets.iter().all(|target| target["health"] == "up") {
+                return;
+            }
+            last = body;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the {count} targets were not all up in time: {last}\nprometheus log:\n{}",
+            prometheus.log_tail()
+        );
+        // A bounded poll of Prometheus' own view, not a wait for time to pass.
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Polls Prometheus' `/-/ready` until it answers 200, bounded.
+fn wait_for_ready(prometheus: &mut Running, address: SocketAddr, deadline: Instant) {
+    while !matches!(get(address, "/-/ready"), Ok((200, _))) {
+        prometheus.assert_running();
+        assert!(
+            Instant::now() < deadline,
+            "prometheus was not ready in time; its log:\n{}",
+            prometheus.log_tail()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The series of an instant query, each as its labels and its value (NaN when it has none).
+fn values(series: &[Value]) -> Vec<(Value, f64)> {
+    series
+        .iter()
+        .map(|series| {
+            let value = series["value"][1]
+                .as_str()
+                .and_then(|value| value.parse::<f64>().ok())
+                .unwrap_or(f64::NAN);
+            (series["metric"].clone(), value)
+        })
+        .collect()
+}
+
+/// The value of the series whose `label` is `value`, if there is one.
+fn labelled(series: &[(Value, f64)], label: &str, value: &str) -> Option<f64> {
+    series
+        .iter()
+        .find(|(metric, _)| metric[label] == value)
+        .map(|(_, sample)| *sample)
+}
+
+/// The single value of an unlabelled aggregate.
+fn single(series: &[(Value, f64)]) -> Option<f64> {
+    match series {
+        [(_, value)] => Some(*value),
+        _ => None,
+    }
+}
+
+fn positive(value: Option<f64>) -> bool {
+    value.is_some_and(|value| value.is_finite() && value > 0.0)
+}
+
+/// Whether the series of one panel expression agree with what the loads did: `Ok` when they do,
+/// the disagreement otherwise. `index` is the expression's place in its panel.
+fn agrees(title: &str, index: usize, series: &[(Value, f64)]) -> Result<(), String> {
+    let need = |ok: bool, what: &str| {
+        if ok {
+            Ok(())
+        } else {
+            Err(format!("{what}: {series:?}"))
+        }
+    };
+    match (title, index) {
+        ("Attempts per second by outcome", 0) => {
+            for outcome in LOADTEST_PRODUCES.iter().chain(DISPATCH_PRODUCES) {
+                need(
+                    positive(labelled(series, "outcome", outcome)),
+                    &format!("{outcome} was produced, its rate must be above 0"),
+                )?;
+            }
+            need(
+                labelled(series, "outcome", "cancelled") == Some(0.0),
+                "nothing was cancelled, its rate must be 0",
+            )
+        }
+        ("Attempts per second by outcome", 1) => need(positive(single(series)), "chains ran"),
+        ("Hook latency by outcome (p50, p95, p99)", _) => {
+            for outcome in LOADTEST_PRODUCES.iter().chain(DISPATCH_PRODUCES) {
+                need(
+                    positive(labelled(series, "outcome", outcome)),
+                    &format!("{outcome} calls took time"),
+                )?;
+            }
+            // A call cut at its 20 ms timeout ran at least that long: its quantile lies above
+            // the 10 ms bucket's bound.
+            need(
+                labelled(series, "outcome", "timeout").is_some_and(|value| value > 0.01),
+                "timeouts took at least their 20ms timeout",
+            )
+        }
+        ("Chain latency (p50, p95, p99)", _) => need(positive(single(series)), "chains took time"),
+        ("Breaker state per hook", 0) => {
+            need(
+                labelled(series, "hook", OPENED_HOOK) == Some(2.0),
+                &format!("the breaker of {OPENED_HOOK} was opened for ten minutes: 2"),
+            )?;
+            for hook in NEVER_FAILING_HOOKS {
+                need(
+                    labelled(series, "hook", hook) == Some(0.0),
+                    &format!("{hook} never fails: its breaker is closed, 0"),
+                )?;
+            }
+            need(
+                series
+                    .iter()
+                    .all(|(_, value)| [0.0, 1.0, 2.0].contains(value)),
+                "every breaker state is 0, 1 or 2",
+            )
+        }
+        ("Dispatch buffer: depth against capacity", 0) => need(
+            positive(single(series)),
+            "the loads keep their buffers full",
+        ),
+        ("Dispatch buffer: depth against capacity", 1) => need(
+            single(series) == Some(TOTAL_CAPACITY),
+            "the buffers hold 4 + 4 + 4",
+        ),
+        ("Dispatch buffer: depth against capacity", 2) => {
+            need(positive(single(series)), "slow hooks keep the workers busy")
+        }
+        ("At capacity, unavailable and fail-open per second", _) => need(
+            positive(single(series)),
+            "full buffers defer, hooks fail, and the loadtest fails open",
+        ),
+        ("Server requests per second by service and outcome", 0) => {
+            let of = |service: &str, outcome: &str| {
+                series
+                    .iter()
+                    .find(|(metric, _)| {
+                        metric["service"] == service && metric["outcome"] == outcome
+                    })
+                    .map(|(_, value)| *value)
+            };
+            need(
+                positive(of("/tasks/admit", "held")),
+                "frozen tenants are held",
+            )?;
+            need(
+                positive(of("/tasks/admit", "denied")),
+                "the suspended tenant is refused",
+            )?;
+            need(
+                positive(of("/tasks/admit", "allowed")),
+                "other tenants are admitted",
+            )?;
+            need(
+                positive(of("/pods/mutate", "allowed")) || positive(of("/pods/mutate", "patched")),
+                "pods are answered",
+            )?;
+            need(
+                of("/tasks/admit", "panic") == Some(0.0),
+                "no handler panicked",
+            )
+        }
+        ("Server latency by service (p50, p99)", _) => {
+            for service in ["/tasks/admit", "/pods/mutate"] {
+                need(
+                    positive(labelled(series, "service", service)),
+                    &format!("{service} answered"),
+                )?;
+            }
+            Ok(())
+        }
+        ("Server requests in flight", 0) => {
+            need(positive(single(series)), "a stalled request is in flight")
+        }
+        ("Server reloads per second", _) => need(
+            positive(labelled(series, "result", "ok")),
+            "the file was changed and taken in",
+        ),
+        _ => Err(format!(
+            "the test does not know panel {title:?} expression {index}: give it a check"
+        )),
+    }
+}
+
+/// Each panel's title with each of its expressions and the expression's place in the panel.
+fn indexed_queries(dashboard: &Value) -> Vec<(String, usize, String)> {
+    let mut indexed: Vec<(String, usize, String)> = Vec::new();
+    for (title, expr) in panel_queries(dashboard) {
+        let index = indexed.iter().filter(|(seen, _, _)| *seen == title).count();
+        indexed.push((title, index, expr));
+    }
+    indexed
+}
+
+/// Every panel expression the dashboard must hold (title, place): the test proves each and
+/// fails when one is missing.
+const EXPECTED_EXPRESSIONS: &[(&str, usize)] = &[
+    ("Attempts per second by outcome", 2),
+    ("Hook latency by outcome (p50, p95, p99)", 3),
+    ("Chain latency (p50, p95, p99)", 3),
+    ("Breaker state per hook", 1),
+    ("Dispatch buffer: depth against capacity", 3),
+    ("At capacity, unavailable and fail-open per second", 3),
+    ("Server requests per second by service and outcome", 1),
+    ("Server latency by service (p50, p99)", 2),
+    ("Server requests in flight", 1),
+    ("Server reloads per second", 2),
+];
+
+/// Holds one `/tasks/admit` request of `address` in flight at a time until `stop` is set: its
+/// head promises a body that never comes, so the server counts it in flight until its deadline
+/// (or until the connection closes), then the next one starts.
+fn stall_requests(
+    address: SocketAddr,
+    ca: rustls::pki_types::CertificateDer<'static>,
+    stop: Arc<AtomicBool>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    block_on(async move {
+        let client = serve_support::Client::new(address, &ca);
+        while !stop.load(Ordering::Relaxed) {
+            let mut stream = client.connect().await;
+            let head = format!(
+                "POST /tasks/admit?timeout=2s HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{"
+            );
+            if stream.write_all(head.as_bytes()).await.is_err() || stream.flush().await.is_err() {
+                continue;
+            }
+            let mut answer = [0u8; 256];
+            // Until the server gives up on the body, or a poll of `stop` every second.
+            let _ = tokio::time::timeout(Duration::from_secs(1), stream.read(&mut answer)).await;
+        }
+    });
+}
+
 #[test]
-fn every_dashboard_panel_has_data_in_a_real_prometheus() {
+fn every_dashboard_panel_agrees_with_what_the_loads_did_in_a_real_prometheus() {
     require("prometheus");
     require("promtool");
     let started = Instant::now();
+    let deadline = started + DATA_DEADLINE;
     let dir = tempfile::tempdir().expect("a temp dir");
     let workload_path = dir.path().join("workload.yaml");
     let config_path = dir.path().join("dexaflow.yaml");
     std::fs::write(&workload_path, workload()).expect("write the workload");
     std::fs::write(&config_path, config()).expect("write the config");
 
-    let loadtest_exporter = free_port();
-    let mut loadtest = Running::start(
+    let (mut loadtest, loadtest_exporter) = start_with_exporter(
         "dexaflow-admission loadtest",
-        Command::new(BINARY)
-            .args(LOADTEST_ARGS)
-            .arg("--metrics-listen")
-            .arg(loadtest_exporter.to_string())
-            .current_dir(dir.path()),
-        dir.path().join("loadtest.log"),
+        dir.path(),
+        "loadtest.log",
+        LOADTEST_ARGS,
+        deadline,
     );
-    let dispatch_exporter = free_port();
-    let mut dispatch = Running::start(
+    let (mut breaker, breaker_exporter) = start_with_exporter(
+        "dexaflow-admission loadtest (breaker)",
+        dir.path(),
+        "breaker.log",
+        BREAKER_ARGS,
+        deadline,
+    );
+    let workload_arg = workload_path.display().to_string();
+    let config_arg = config_path.display().to_string();
+    let (mut dispatch, dispatch_exporter) = start_with_exporter(
         "dexaflow-admission dispatch",
-        Command::new(BINARY)
-            .arg("dispatch")
-            .arg("--config")
-            .arg(&config_path)
-            .arg("--workload")
-            .arg(&workload_path)
-            .arg("--metrics-listen")
-            .arg(dispatch_exporter.to_string())
-            .current_dir(dir.path()),
-        dir.path().join("dispatch.log"),
+        dir.path(),
+        "dispatch.log",
+        &[
+            "dispatch",
+            "--config",
+            &config_arg,
+            "--workload",
+            &workload_arg,
+        ],
+        deadline,
     );
 
-    let serve_listen = free_port();
-    let serve_exporter = free_port();
     let authority = serve_support::Authority::new();
-    let mut serve = start_serve(dir.path(), &authority, serve_listen, serve_exporter);
-    let serve_deadline = Instant::now() + DATA_DEADLINE;
-    while !std::fs::read_to_string(dir.path().join("serve.log"))
-        .unwrap_or_default()
-        .contains("serving https://")
-    {
-        serve.assert_running();
-        assert!(Instant::now() < serve_deadline, "serve did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let serve_dir = dir.path().join("serve");
+    std::fs::create_dir(&serve_dir).expect("a directory for serve");
+    let mut serve = start_serve(&serve_dir, &authority);
+    let serve_exporter = address_in_log(&mut serve, METRICS_LINE, deadline);
+    let serve_listen = address_in_log(&mut serve, "serving https://", deadline);
     let stop_driving = Arc::new(AtomicBool::new(false));
     let driver = std::thread::spawn({
         let ca = authority.der();
         let stop = Arc::clone(&stop_driving);
         move || drive_serve(serve_listen, ca, stop)
     });
+    let staller = std::thread::spawn({
+        let ca = authority.der();
+        let stop = Arc::clone(&stop_driving);
+        move || stall_requests(serve_listen, ca, stop)
+    });
 
+    // Prometheus prints the address it was told, not the one it bound, so it alone gets a port
+    // taken and released here (the race with another process taking it is Prometheus' to lose).
     let prometheus_address = free_port();
     let prometheus_config = dir.path().join("prometheus.yml");
     std::fs::write(
         &prometheus_config,
         format!(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: dexaflow-admission\n    static_configs:\n      - targets: [\"{loadtest_exporter}\", \"{dispatch_exporter}\", \"{serve_exporter}\"]\n"
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: dexaflow-admission\n    static_configs:\n      - targets: [\"{loadtest_exporter}\", \"{breaker_exporter}\", \"{dispatch_exporter}\", \"{serve_exporter}\"]\n"
         ),
     )
     .expect("write the Prometheus config");
@@ -570,88 +903,75 @@ fn every_dashboard_panel_has_data_in_a_real_prometheus() {
             .current_dir(dir.path()),
         dir.path().join("prometheus.log"),
     );
+    wait_for_ready(&mut prometheus, prometheus_address, deadline);
+    wait_for_targets(&mut prometheus, prometheus_address, 4, deadline);
 
-    // Wait for the condition every panel needs: both targets are up and a rate over each one's
-    // hook calls has the two samples it takes.
-    let ready = [
-        r#"count(up{job="dexaflow-admission"} == 1) == 3"#.to_owned(),
-        format!("count(sum by (instance) (rate({OUTCOMES_TOTAL}[{RATE_INTERVAL}])) > 0) == 2"),
-        format!("sum(rate({SERVER_REQUESTS_TOTAL}[{RATE_INTERVAL}])) > 0"),
-    ];
-    let deadline = Instant::now() + DATA_DEADLINE;
-    loop {
-        loadtest.assert_running();
-        dispatch.assert_running();
-        serve.assert_running();
-        prometheus.assert_running();
-        let has =
-            |expr: &String| query(prometheus_address, expr).is_ok_and(|series| !series.is_empty());
-        if ready.iter().all(has) {
-            break;
+    // Reloads: the groups file and the certificate change while Prometheus scrapes.
+    replace(&serve_dir.join("groups.yaml"), SPOT_GROUPS);
+    authority.issue().write_to(&serve_dir);
+
+    let queries = indexed_queries(&dashboard());
+    let mut missing = Vec::new();
+    for (title, count) in EXPECTED_EXPRESSIONS {
+        let found = queries.iter().filter(|(seen, _, _)| seen == title).count();
+        if found != *count {
+            missing.push(format!("{title}: {found} expressions, expected {count}"));
         }
-        assert!(
-            Instant::now() < deadline,
-            "no data in Prometheus within {DATA_DEADLINE:?}; {}",
-            match query(prometheus_address, "up") {
-                Ok(series) => format!(
-                    "up is {series:?}; prometheus log:\n{}",
-                    prometheus.log_tail()
-                ),
-                Err(error) => format!(
-                    "prometheus answers {error}; its log:\n{}",
-                    prometheus.log_tail()
-                ),
+    }
+    assert!(
+        missing.is_empty(),
+        "the dashboard lacks panels or expressions the test proves:\n{}",
+        missing.join("\n")
+    );
+
+    // Poll every expression until each has agreed once with what the loads do: gauges such as
+    // the buffer depth are seen above 0 at some scrape, not at every one.
+    let mut pending: Vec<(String, usize, String, String)> = queries
+        .iter()
+        .map(|(title, index, expr)| (title.clone(), *index, expr.clone(), String::new()))
+        .collect();
+    let poll_deadline = Instant::now() + POLL_DEADLINE;
+    while !pending.is_empty() && Instant::now() < poll_deadline {
+        for running in [
+            &mut loadtest,
+            &mut breaker,
+            &mut dispatch,
+            &mut serve,
+            &mut prometheus,
+        ] {
+            running.assert_running();
+        }
+        pending.retain_mut(|(title, index, expr, why)| {
+            match query(prometheus_address, expr)
+                .and_then(|series| agrees(title, *index, &values(&series)))
+            {
+                Ok(()) => false,
+                Err(error) => {
+                    *why = error;
+                    true
+                }
             }
-        );
+        });
+        // A bounded poll of Prometheus, which scrapes every second.
         std::thread::sleep(Duration::from_millis(250));
     }
-
-    let queries = panel_queries(&dashboard());
     assert!(
-        queries.len() >= 6,
-        "the dashboard has too few expressions: {queries:?}"
-    );
-    let failures: Vec<String> = queries
-        .iter()
-        .filter_map(|(title, expr)| match query(prometheus_address, expr) {
-            // Every counter and gauge is exported at 0 from the start, so a series alone proves
-            // only the name; a quantile over no calls is NaN. At least one finite value is
-            // asked for (an outcome with no calls in the window may still show NaN beside it).
-            Ok(series) if !series.iter().any(is_finite) => {
-                Some(format!("{title}: {expr}: no finite value in {series:?}"))
-            }
-            Ok(_) => None,
-            Err(error) => Some(format!("{title}: {expr}: {error}")),
-        })
-        .collect();
-    assert!(
-        failures.is_empty(),
-        "{} of {} panel expressions failed:\n{}",
-        failures.len(),
+        pending.is_empty(),
+        "{} of {} panel expressions never agreed with the loads within {POLL_DEADLINE:?}:\n{}",
+        pending.len(),
         queries.len(),
-        failures.join("\n")
+        pending
+            .iter()
+            .map(|(title, index, expr, why)| format!("{title} [{index}]: {expr}\n    {why}"))
+            .collect::<Vec<_>>()
+            .join("\n")
     );
 
-    let server_titles = server_row_titles(&dashboard());
-    assert!(server_titles.len() >= 4, "{server_titles:?}");
-    let not_finite: Vec<String> = queries
-        .iter()
-        .filter(|(title, _)| server_titles.contains(title))
-        .filter_map(|(title, expr)| {
-            let series = query(prometheus_address, expr).unwrap_or_default();
-            let finite = !series.is_empty() && series.iter().all(is_finite);
-            (!finite).then(|| format!("{title}: {expr}: {series:?}"))
-        })
-        .collect();
-    assert!(
-        not_finite.is_empty(),
-        "server panels without finite values:\n{}",
-        not_finite.join("\n")
-    );
     stop_driving.store(true, Ordering::Relaxed);
     driver
         .join()
         .expect("the server load ran without a failed request");
+    staller.join().expect("the stalled requests ran");
     serve.assert_running();
 
     let scrape_loadtest = scrape(loadtest_exporter);
@@ -811,30 +1131,26 @@ fn a_loadtest_exporter_address_in_use_fails_naming_the_flag_and_the_address() {
 #[test]
 fn a_loadtest_scrape_has_every_hooks_breaker_gauge_at_zero_before_any_breaker_changes() {
     let dir = tempfile::tempdir().expect("a temp dir");
-    let exporter = free_port();
     // Neither hook ever fails, so neither breaker changes: only registration makes the gauges.
-    let mut loadtest = Running::start(
+    let (mut loadtest, exporter) = start_with_exporter(
         "dexaflow-admission loadtest",
-        Command::new(BINARY)
-            .args(["loadtest", "--duration", "10m", "--rate", "1"])
-            .args(["--hook", "noop", "--hook", "refuse:0"])
-            .arg("--metrics-listen")
-            .arg(exporter.to_string()),
-        dir.path().join("loadtest.log"),
+        dir.path(),
+        "loadtest.log",
+        &[
+            "loadtest",
+            "--duration",
+            "10m",
+            "--rate",
+            "1",
+            "--hook",
+            "noop",
+            "--hook",
+            "refuse:0",
+        ],
+        Instant::now() + Duration::from_secs(30),
     );
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let scraped = loop {
-        loadtest.assert_running();
-        if let Ok((200, body)) = get(exporter, "/metrics") {
-            break body;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the exporter did not answer within 30 s; the log ends:\n{}",
-            loadtest.log_tail()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    loadtest.assert_running();
+    let scraped = scrape(exporter);
 
     for hook in ["noop#0", "refuse#1"] {
         assert_eq!(

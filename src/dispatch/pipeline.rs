@@ -20,7 +20,7 @@ use super::shutdown::{Shutdown, Tracked, Tracker};
 use super::store::{Requeue, TaskStore, Waited, Write};
 use super::task::{Task, TaskKey};
 use super::token::{AgentIdentity, Minter};
-use crate::admission::{Outcome, Verdict, error_chain};
+use crate::admission::{Verdict, error_chain};
 use crate::events::Observer;
 use crate::supervise::SupervisedChain;
 
@@ -225,7 +225,7 @@ impl Pipeline {
                 let verdict = tokio::select! {
                     biased;
                     () = shutdown.triggered() => {
-                        self.observer.hook_call(Outcome::Cancelled, started.elapsed());
+                        self.observer.chain_cancelled(started.elapsed());
                         self.store.hand_back(key);
                         return Disposition::Cancelled;
                     }

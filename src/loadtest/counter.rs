@@ -88,7 +88,17 @@ impl Counter {
 }
 
 impl HookEvents for Counter {
-    fn hook_call(&self, outcome: Outcome, elapsed: Duration) {
+    fn hook_call(&self, _hook: &str, outcome: Outcome, elapsed: Duration) {
+        self.record(outcome, elapsed);
+    }
+
+    fn chain_cancelled(&self, elapsed: Duration) {
+        self.record(Outcome::Cancelled, elapsed);
+    }
+}
+
+impl Counter {
+    fn record(&self, outcome: Outcome, elapsed: Duration) {
         let Some(index) = Outcome::ALL.iter().position(|known| *known == outcome) else {
             return;
         };

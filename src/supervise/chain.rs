@@ -128,9 +128,11 @@ impl SupervisedChain {
             let result = hook.call(run.request(), limit).await;
             let recorded = run.record_failing_open(result, fail_open);
             let elapsed = call_started.elapsed();
-            self.observer.hook_call(recorded.outcome, elapsed);
+            self.observer
+                .hook_call(hook.name(), recorded.outcome, elapsed);
             if recorded.failed_open {
-                self.observer.hook_call(Outcome::FailOpen, elapsed);
+                self.observer
+                    .hook_call(hook.name(), Outcome::FailOpen, elapsed);
             }
         }
         self.observer.chain_finished(started.elapsed());

@@ -29,6 +29,11 @@ impl Supervised {
         Supervised { hook, gate }
     }
 
+    /// The hook's name in the chain, as its events name it.
+    pub fn name(&self) -> &str {
+        self.hook.name()
+    }
+
     /// The hook's breaker gate.
     pub fn gate(&self) -> &Gate {
         &self.gate

@@ -383,7 +383,7 @@ impl RecordingObserver {
 }
 
 impl HookEvents for RecordingObserver {
-    fn hook_call(&self, outcome: Outcome, _: Duration) {
+    fn hook_call(&self, _: &str, outcome: Outcome, _: Duration) {
         self.outcomes
             .lock()
             .expect("no test panics while holding the record")

@@ -72,6 +72,15 @@ pub fn dexaflow() -> std::process::Command {
     command
 }
 
+/// `stderr` without its first line when that line names the metrics address, as every command
+/// that exports metrics prints it first: what the command said besides.
+pub fn without_metrics_line(stderr: &str) -> &str {
+    match stderr.split_once('\n') {
+        Some((first, rest)) if first.starts_with("metrics: listening on http://") => rest,
+        _ => stderr,
+    }
+}
+
 /// `dexaflow-admission dispatch` of `workload` under `config`; more flags may follow.
 pub fn dispatch(config: &Path, workload: &Path) -> std::process::Command {
     let mut command = dexaflow();
