@@ -78,7 +78,8 @@
 //!     handle.drain().await;
 //!     settled
 //! })?;
-//! assert!(settled.contains(&("acme".into(), Disposition::Executed, None)));
+//! // The hook decided both: it placed acme on its pool and refused sandbox.
+//! assert!(settled.contains(&("acme".into(), Disposition::Executed, Some("tenant-pool".into()))));
 //! assert!(settled.contains(&("sandbox".into(), Disposition::Refused, Some("tenant-pool".into()))));
 //! # Ok(())
 //! # }

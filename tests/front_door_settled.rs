@@ -121,6 +121,31 @@ async fn a_held_attempt_names_the_hook_that_held_it_and_its_try() {
 }
 
 #[actix::test]
+async fn an_executed_attempt_names_the_hook_that_changed_it() {
+    tokio::time::pause();
+    let mut pool = dexaflow_admission::admission::Changes::default();
+    pool.node_selector
+        .insert("pool".to_owned(), "acme".to_owned());
+    let mut handle = install(FakeHook::changing("budget", pool).shared())
+        .hook(FakeHook::admitting("audit").shared())
+        .start()
+        .expect("inside actix");
+    handle
+        .offer(Task::new("acme", "etl", "run-1", "load"))
+        .expect("a new task");
+    handle.tick().await;
+    let executed = handle.next_settled().await.expect("one offer");
+    assert_eq!(executed.disposition, Disposition::Executed);
+    assert_eq!(
+        executed.deciding_hook(),
+        Some("budget"),
+        "not the later hook that only admitted"
+    );
+    assert_eq!(executed.changed_by, ["budget"]);
+    assert_eq!(executed.reason, None);
+}
+
+#[actix::test]
 async fn an_attempt_nothing_stopped_names_no_hook_and_no_reason() {
     tokio::time::pause();
     let mut handle = install(FakeHook::admitting("budget").shared())

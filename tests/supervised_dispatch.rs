@@ -208,7 +208,8 @@ fn budget_cuts_count_as_budget_spent_and_under_fail_open_a_hook_with_no_budget_i
             verdict,
             Verdict::Admit {
                 request: sample_request(),
-                changes: Default::default()
+                changes: Default::default(),
+                changed_by: Vec::new(),
             }
         );
         assert_eq!(started.elapsed(), Duration::from_millis(600));

@@ -85,13 +85,19 @@ pub struct Settled {
     /// Why the task failed, or what it waits for, as recorded by this offer; `None` when the
     /// offer recorded no reason (executed, deferred, cancelled, backpressure, superseded).
     pub reason: Option<Reason>,
+    /// The hooks whose changes the admitted attempt carries, in chain order; empty when no hook
+    /// changed it or it was not admitted.
+    pub changed_by: Vec<String>,
 }
 
 impl Settled {
-    /// The hook that refused, held or was unavailable, when one decided; `None` when a built-in
-    /// check or the executor did, or nothing stopped the attempt.
+    /// The hook that decided: the one that refused, held or was unavailable, else the last hook
+    /// that changed the admitted attempt; `None` when a built-in check or the executor decided,
+    /// or every hook admitted it unchanged.
     pub fn deciding_hook(&self) -> Option<&str> {
-        let mut reason = self.reason.as_ref()?;
+        let Some(mut reason) = self.reason.as_ref() else {
+            return self.changed_by.last().map(String::as_str);
+        };
         while let Reason::RetryWindowSpent(waited) = reason {
             reason = waited;
         }
@@ -109,6 +115,7 @@ struct Ending {
     disposition: Disposition,
     try_number: Option<u32>,
     reason: Option<Reason>,
+    changed_by: Vec<String>,
 }
 
 impl From<Disposition> for Ending {
@@ -117,6 +124,7 @@ impl From<Disposition> for Ending {
             disposition,
             try_number: None,
             reason: None,
+            changed_by: Vec::new(),
         }
     }
 }
@@ -224,6 +232,7 @@ impl Pipeline {
                 disposition: ending.disposition,
                 try_number: ending.try_number,
                 reason: ending.reason,
+                changed_by: ending.changed_by,
             });
         }
     }
@@ -298,11 +307,12 @@ impl Pipeline {
             tracing::warn!(task = %key, %warning, "task does not fit its size; running it under executor.unit.enforce=warn");
         }
         // 4. Admission, 5. the admitted changes.
-        let (resources, execution, changed) = match &self.chain {
+        let (resources, execution, changed, changed_by) = match &self.chain {
             None => (
                 effective.resources.clone(),
                 effective_execution(task, &effective),
                 Changed::Nothing,
+                Vec::new(),
             ),
             Some(chain) => {
                 self.requests_built.fetch_add(1, Ordering::Relaxed);
@@ -318,7 +328,11 @@ impl Pipeline {
                     verdict = chain.admit(request) => verdict,
                 };
                 match verdict {
-                    Verdict::Admit { request, changes } => {
+                    Verdict::Admit {
+                        request,
+                        changes,
+                        changed_by,
+                    } => {
                         // The chain counted the hooks' annotations without the pod's own.
                         if !changes.annotations.is_empty() {
                             let annotations = &request.execution.annotations;
@@ -339,7 +353,7 @@ impl Pipeline {
                         } else {
                             Changed::ByHook
                         };
-                        (request.resources, request.execution, changed)
+                        (request.resources, request.execution, changed, changed_by)
                     }
                     Verdict::Refuse { hook, reason } => {
                         return self.refuse(key, Reason::RefusedByHook { hook, reason });
@@ -416,7 +430,10 @@ impl Pipeline {
                 if let Some(follower) = follower {
                     tokio::spawn(follower.follow());
                 }
-                Disposition::Executed.into()
+                Ending {
+                    changed_by,
+                    ..Disposition::Executed.into()
+                }
             }
             Err(error) => match LaunchFailure::of(key, &error) {
                 LaunchFailure::Backpressure => self.back_off(key),
