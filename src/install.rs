@@ -25,8 +25,8 @@ use crate::dispatch::executor::{self, Executor};
 use crate::dispatch::task::{Task, TaskKey};
 use crate::dispatch::token::{Hs256Minter, Minter};
 use crate::dispatch::{
-    Dispatcher, Drain, DrainReport, Parts, Pipeline, Settings, Settled, TaskInstance, TaskStore,
-    Tick, TickReport, Ticking, Write,
+    Dispatcher, Drain, DrainReport, Offer, Parts, Pipeline, Settings, Settled, ShuttingDown,
+    TaskInstance, TaskStore, Tick, TickReport, Ticking, Write,
 };
 use crate::events::{BreakerEvents, BreakerState, BufferEvents, Fanout, HookEvents, Observer};
 use crate::hooks::{HookSpec, PolicySpec};
@@ -378,6 +378,22 @@ impl Handle {
             Write::Applied => Ok(()),
             Write::Superseded => Err(OfferError::Duplicate(key)),
         }
+    }
+
+    /// Offers `tasks` for their first try in one message to the dispatcher, for a caller that
+    /// offers many at once; answers how many were new (a task instance already stored is left
+    /// alone and not counted, as [`Handle::offer`] would report it).
+    ///
+    /// # Errors
+    /// [`ShuttingDown`] once the dispatcher is draining or gone.
+    ///
+    /// # Cancel safety
+    /// Dropping the future does not take the offer back: the dispatcher has it already.
+    pub async fn offer_many(&self, tasks: Vec<Task>) -> Result<usize, ShuttingDown> {
+        self.dispatcher
+            .send(Offer(tasks))
+            .await
+            .unwrap_or(Err(ShuttingDown))
     }
 
     /// Runs one tick: the dispatcher is sent the tick when this is called, and the future

@@ -8,6 +8,7 @@ use dexaflow_admission::Install;
 use dexaflow_admission::config::Config;
 use dexaflow_admission::dispatch::task::{State, Task};
 use dexaflow_admission::dispatch::{Disposition, Reason, Settings};
+use dexaflow_admission::install::Settlement;
 
 fn no_env() -> [(&'static str, &'static str); 0] {
     []
@@ -104,17 +105,25 @@ async fn a_settlement_keeps_the_reason_it_settled_with_after_the_task_moves_on()
     );
 }
 
-#[actix::test]
-async fn a_held_attempt_names_the_hook_that_held_it_and_its_try() {
+/// Starts `install`, offers one attempt as try `try_number`, ticks once and returns how that
+/// offer settled.
+async fn settle_once(install: Install, try_number: u32) -> Settlement {
     tokio::time::pause();
-    let mut handle = install(FakeHook::holding("budget", "over budget").shared())
-        .start()
-        .expect("inside actix");
+    let mut handle = install.start().expect("inside actix");
     handle
-        .offer_try(Task::new("acme", "etl", "run-1", "load"), 2)
+        .offer_try(Task::new("acme", "etl", "run-1", "load"), try_number)
         .expect("a new task");
     handle.tick().await;
-    let held = handle.next_settled().await.expect("one offer");
+    handle.next_settled().await.expect("one offer")
+}
+
+#[actix::test]
+async fn a_held_attempt_names_the_hook_that_held_it_and_its_try() {
+    let held = settle_once(
+        install(FakeHook::holding("budget", "over budget").shared()),
+        2,
+    )
+    .await;
     assert_eq!(held.disposition, Disposition::Waiting);
     assert_eq!(held.deciding_hook(), Some("budget"));
     assert_eq!(held.try_number, Some(2));
@@ -122,19 +131,12 @@ async fn a_held_attempt_names_the_hook_that_held_it_and_its_try() {
 
 #[actix::test]
 async fn an_executed_attempt_names_the_hook_that_changed_it() {
-    tokio::time::pause();
     let mut pool = dexaflow_admission::admission::Changes::default();
     pool.node_selector
         .insert("pool".to_owned(), "acme".to_owned());
-    let mut handle = install(FakeHook::changing("budget", pool).shared())
-        .hook(FakeHook::admitting("audit").shared())
-        .start()
-        .expect("inside actix");
-    handle
-        .offer(Task::new("acme", "etl", "run-1", "load"))
-        .expect("a new task");
-    handle.tick().await;
-    let executed = handle.next_settled().await.expect("one offer");
+    let install = install(FakeHook::changing("budget", pool).shared())
+        .hook(FakeHook::admitting("audit").shared());
+    let executed = settle_once(install, 1).await;
     assert_eq!(executed.disposition, Disposition::Executed);
     assert_eq!(
         executed.deciding_hook(),
@@ -147,15 +149,7 @@ async fn an_executed_attempt_names_the_hook_that_changed_it() {
 
 #[actix::test]
 async fn an_attempt_nothing_stopped_names_no_hook_and_no_reason() {
-    tokio::time::pause();
-    let mut handle = install(FakeHook::admitting("budget").shared())
-        .start()
-        .expect("inside actix");
-    handle
-        .offer(Task::new("acme", "etl", "run-1", "load"))
-        .expect("a new task");
-    handle.tick().await;
-    let executed = handle.next_settled().await.expect("one offer");
+    let executed = settle_once(install(FakeHook::admitting("budget").shared()), 1).await;
     assert_eq!(executed.disposition, Disposition::Executed);
     assert_eq!(executed.deciding_hook(), None);
     assert_eq!(executed.reason, None);

@@ -170,18 +170,22 @@ impl Driver {
             .saturating_sub(self.offered().saturating_sub(self.ledger.settled()))
     }
 
-    /// Offers the attempts due by `now` that fit the window.
-    fn offer_due(&mut self, now: Instant) {
+    /// Offers the attempts due by `now` that fit the window, in one message.
+    async fn offer_due(&mut self, now: Instant) {
         let offered_at = now.duration_since(self.started);
+        let mut tasks = Vec::new();
         while self.is_next_due(now) {
             let index = self.offered();
             let intended = self.due_after(index).unwrap_or(offered_at);
             self.ledger.offer(micros(intended), micros(offered_at));
-            // Each attempt's task id is its own index: never a duplicate.
-            if self.handle.offer(self.task(index)).is_ok() {
-                self.pending += 1;
-            }
+            tasks.push(self.task(index));
         }
+        if tasks.is_empty() {
+            return;
+        }
+        // Each attempt's task id is its own index: every one is new. A dispatcher that stopped
+        // takes none, and the run then ends with them counted as lost.
+        self.pending += self.handle.offer_many(tasks).await.unwrap_or(0) as u64;
     }
 
     fn task(&self, index: u64) -> Task {
@@ -289,7 +293,7 @@ impl Driver {
             while let Some(settled) = self.handle.try_next_settled() {
                 self.record(settled, now);
             }
-            self.offer_due(now);
+            self.offer_due(now).await;
             if !self.ticking && self.is_tick_worth_it() {
                 self.tick(&reports_tx);
             }
