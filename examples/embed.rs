@@ -111,7 +111,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .hook(Arc::new(deny))
         .hook(Arc::new(budget))
         .hook(Arc::new(placement))
-        .observer(counts.clone());
+        .observer(counts.clone())
+        .stream_settled();
 
     let attempts = [
         ("acme", "train", "fit"),

@@ -25,10 +25,11 @@ use crate::dispatch::executor::{self, Executor};
 use crate::dispatch::task::{Task, TaskKey};
 use crate::dispatch::token::{Hs256Minter, Minter};
 use crate::dispatch::{
-    Dispatcher, Disposition, Drain, DrainReport, Parts, Pipeline, Reason, Settings, Settled,
+    Dispatcher, Drain, DrainReport, Offer, Parts, Pipeline, Settings, Settled, ShuttingDown,
     TaskInstance, TaskStore, Tick, TickReport, Ticking, Write,
 };
 use crate::events::{BreakerEvents, BreakerState, BufferEvents, Fanout, HookEvents, Observer};
+use crate::hooks::{HookSpec, PolicySpec};
 use crate::supervise::{self, ChainBuilder};
 
 /// What could not be installed or started.
@@ -75,33 +76,58 @@ pub enum OfferError {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct Install {
-    config: Config,
+    dispatch: Settings,
+    supervise: supervise::Settings,
+    // The config's own hooks and executor policy, built into the chain at start.
+    config_hooks: Vec<HookSpec>,
+    policy: Option<PolicySpec>,
     hooks: Vec<Arc<dyn Hook>>,
     executor: Option<Arc<dyn Executor>>,
     minter: Option<Arc<dyn Minter>>,
     observer: Option<Arc<dyn Observer>>,
     ticking: Option<Ticking>,
+    stream_settled: bool,
+    expected_tasks: Option<usize>,
 }
 
 impl std::fmt::Debug for Install {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Install")
-            .field("config", &self.config)
+            .field("dispatch", &self.dispatch)
+            .field("supervise", &self.supervise)
+            .field("config_hooks", &self.config_hooks.len())
             .field("hooks", &self.hooks.len())
             .finish()
     }
 }
 
 impl Install {
-    /// An install of `config` as loaded ([`Config::load`], [`Config::from_yaml_str`]).
-    pub fn from_config(config: Config) -> Install {
+    /// An install of `settings`, supervised with [`supervise::Settings::default`] and with no
+    /// hook of its own: [`Settings::default`] and its public fields, without a config.
+    pub fn new(settings: Settings) -> Install {
         Install {
-            config,
+            dispatch: settings,
+            supervise: supervise::Settings::default(),
+            config_hooks: Vec::new(),
+            policy: None,
             hooks: Vec::new(),
             executor: None,
             minter: None,
             observer: None,
             ticking: None,
+            stream_settled: false,
+            expected_tasks: None,
+        }
+    }
+
+    /// An install of `config` as loaded ([`Config::load`], [`Config::from_yaml_str`]): its
+    /// settings, its hooks and its executor policy.
+    pub fn from_config(config: Config) -> Install {
+        Install {
+            supervise: config.supervise,
+            config_hooks: config.hooks,
+            policy: config.policy,
+            ..Install::new(config.dispatch)
         }
     }
 
@@ -138,13 +164,13 @@ impl Install {
     /// Changes the dispatch settings (buffer size, workers, allowlists, ...). The change rules
     /// are read from them when the install starts.
     pub fn configure(mut self, change: impl FnOnce(&mut Settings)) -> Install {
-        change(&mut self.config.dispatch);
+        change(&mut self.dispatch);
         self
     }
 
     /// Changes how hook calls are supervised (timeouts, chain budget, fail-open, breakers).
     pub fn supervise(mut self, change: impl FnOnce(&mut supervise::Settings)) -> Install {
-        change(&mut self.config.supervise);
+        change(&mut self.supervise);
         self
     }
 
@@ -181,9 +207,23 @@ impl Install {
         self
     }
 
+    /// Keeps every settled attempt for [`Handle::next_settled`]. Without it nothing is kept:
+    /// a program that never reads them does not pay for them, nor hold them in memory.
+    pub fn stream_settled(mut self) -> Install {
+        self.stream_settled = true;
+        self
+    }
+
+    /// Sizes the task store for `tasks` task instances up front, so that it never stops to
+    /// grow its index while attempts are offered: for a run whose size is known.
+    pub fn expected_tasks(mut self, tasks: usize) -> Install {
+        self.expected_tasks = Some(tasks);
+        self
+    }
+
     /// The settings as they stand.
     pub fn settings(&self) -> &Settings {
-        &self.config.dispatch
+        &self.dispatch
     }
 
     /// The hooks' names, in chain order: for a breaker gauge per hook from the start.
@@ -198,11 +238,10 @@ impl Install {
     /// The chain: the config's hooks, the added ones, the policy last, under the install's
     /// own change rules.
     fn chain(&self) -> Chain {
-        let config = &self.config;
         let chain = crate::hooks::chain(
-            &config.hooks,
-            config.policy.as_ref(),
-            config.dispatch.change_rules(),
+            &self.config_hooks,
+            self.policy.as_ref(),
+            self.dispatch.change_rules(),
         );
         self.hooks.iter().cloned().fold(chain, Chain::with_hook)
     }
@@ -221,12 +260,20 @@ impl Install {
         let mut observers: Vec<Arc<dyn Observer>> = vec![breakers.clone()];
         observers.extend(self.observer);
         let observer: Arc<dyn Observer> = Arc::new(Fanout(observers));
-        let settings = Arc::new(self.config.dispatch);
-        let chain = ChainBuilder::from_chain(chain, self.config.supervise)
+        let settings = Arc::new(self.dispatch);
+        let chain = ChainBuilder::from_chain(chain, self.supervise)
             .observer(observer.clone())
             .start();
-        let (events, settled) = mpsc::unbounded_channel();
-        let store = TaskStore::new();
+        let (events, settled) = if self.stream_settled {
+            let (events, settled) = mpsc::unbounded_channel();
+            (Some(events), Some(settled))
+        } else {
+            (None, None)
+        };
+        let store = match self.expected_tasks {
+            Some(tasks) => TaskStore::with_capacity(tasks),
+            None => TaskStore::new(),
+        };
         let pipeline = Arc::new(Pipeline::new(Parts {
             store: store.clone(),
             chain,
@@ -237,7 +284,7 @@ impl Install {
                 .executor
                 .unwrap_or_else(|| executor::from_settings(&settings.executor)),
             observer,
-            events: Some(events),
+            events,
             settings: Arc::clone(&settings),
         }));
         let ticking = self
@@ -282,7 +329,7 @@ pub struct Handle {
     store: TaskStore,
     pipeline: Arc<Pipeline>,
     dispatcher: Addr<Dispatcher>,
-    settled: mpsc::UnboundedReceiver<Settled>,
+    settled: Option<mpsc::UnboundedReceiver<Settled>>,
     breakers: Arc<Breakers>,
     ticking: Ticking,
     interval: std::time::Duration,
@@ -297,39 +344,7 @@ impl std::fmt::Debug for Handle {
 }
 
 /// One offer of an attempt that ended, as [`Handle::next_settled`] streams it.
-///
-/// Its [`Disposition`] is how this offer ended; the task instance's
-/// [`State`](crate::dispatch::task::State) is where the task stands after it (read it with
-/// [`Handle::instance`]); the hook calls' [`Outcome`](crate::admission::Outcome)s go to the
-/// observer.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Settlement {
-    /// The task instance.
-    pub key: TaskKey,
-    /// The try number the hooks saw.
-    pub try_number: u32,
-    /// How the offer ended.
-    pub disposition: Disposition,
-    /// Why it failed, or what it waits for; `None` when it ran with nothing to say.
-    pub reason: Option<Reason>,
-}
-
-impl Settlement {
-    /// The hook that refused, held or was unavailable, when one decided; `None` when a built-in
-    /// check or the executor did, or nothing stopped the attempt.
-    pub fn deciding_hook(&self) -> Option<&str> {
-        let mut reason = self.reason.as_ref()?;
-        while let Reason::RetryWindowSpent(waited) = reason {
-            reason = waited;
-        }
-        match reason {
-            Reason::RefusedByHook { hook, .. }
-            | Reason::Held { hook, .. }
-            | Reason::Unavailable { hook, .. } => Some(hook),
-            _ => None,
-        }
-    }
-}
+pub use crate::dispatch::Settled as Settlement;
 
 /// How [`Handle::drain`] or [`Handle::settle_all`] ended.
 #[derive(Debug, Clone)]
@@ -367,42 +382,63 @@ impl Handle {
         }
     }
 
-    /// Runs one tick now: offers the ready attempts (buffered: puts them in the buffer).
+    /// Offers `tasks` for their first try in one message to the dispatcher, for a caller that
+    /// offers many at once; answers how many were new (a task instance already stored is left
+    /// alone and not counted, as [`Handle::offer`] would report it).
+    ///
+    /// # Errors
+    /// [`ShuttingDown`] once the dispatcher is draining or gone.
     ///
     /// # Cancel safety
-    /// Dropping the future does not stop the tick once the dispatcher has it.
-    pub async fn tick(&self) -> TickReport {
-        self.dispatcher.send(Tick).await.unwrap_or(TickReport {
-            skipped: true,
-            ..TickReport::default()
-        })
+    /// Dropping the future does not take the offer back: the dispatcher has it already.
+    pub async fn offer_many(&self, tasks: Vec<Task>) -> Result<usize, ShuttingDown> {
+        self.dispatcher
+            .send(Offer(tasks))
+            .await
+            .unwrap_or(Err(ShuttingDown))
     }
 
-    /// The next attempt that settled, waiting for one; `None` once the dispatcher is gone.
+    /// Runs one tick: the dispatcher is sent the tick when this is called, and the future
+    /// resolves with what it did (buffered: once its attempts are in the buffer). It borrows
+    /// nothing, so it can be spawned or kept while the handle is used.
+    ///
+    /// # Cancel safety
+    /// Dropping the future does not stop the tick: the dispatcher has it already.
+    pub fn tick(&self) -> impl Future<Output = TickReport> + 'static {
+        let tick = self.dispatcher.send(Tick);
+        async move {
+            tick.await.unwrap_or(TickReport {
+                skipped: true,
+                ..TickReport::default()
+            })
+        }
+    }
+
+    /// The next attempt that settled, waiting for one; `None` once the dispatcher is gone, or
+    /// at once when the install did not [`Install::stream_settled`].
     ///
     /// # Cancel safety
     /// Cancel safe: a settlement not returned stays for the next call.
     pub async fn next_settled(&mut self) -> Option<Settlement> {
-        let settled = self.settled.recv().await?;
-        Some(self.settlement(settled))
+        self.settled.as_mut()?.recv().await
+    }
+
+    /// Waits for at least one settled attempt and moves up to `limit` of those that have
+    /// settled into `batch`; returns how many, 0 only when no more can come (as
+    /// [`Handle::next_settled`]'s `None`).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: nothing is taken unless the future returns.
+    pub async fn next_settled_batch(&mut self, batch: &mut Vec<Settlement>, limit: usize) -> usize {
+        match self.settled.as_mut() {
+            Some(settled) => settled.recv_many(batch, limit).await,
+            None => 0,
+        }
     }
 
     /// The next attempt that settled, if one has.
     pub fn try_next_settled(&mut self) -> Option<Settlement> {
-        let settled = self.settled.try_recv().ok()?;
-        Some(self.settlement(settled))
-    }
-
-    fn settlement(&self, Settled { key, disposition }: Settled) -> Settlement {
-        let row = self.store.get(&key);
-        Settlement {
-            try_number: row.as_ref().map_or(1, |row| row.try_number),
-            reason: row
-                .and_then(|row| row.failure_reason)
-                .map(|reason| reason.into_reason()),
-            key,
-            disposition,
-        }
+        self.settled.as_mut()?.try_recv().ok()
     }
 
     /// Waits until every task instance offered is settled ([`TaskInstance::is_settled`]),
@@ -448,6 +484,12 @@ impl Handle {
         self.store.snapshot()
     }
 
+    /// Shows `visit` every task instance in key order, without copying them; the store is
+    /// locked meanwhile, so `visit` must not call back into the handle.
+    pub fn for_each_instance(&self, visit: impl FnMut(&TaskInstance)) {
+        self.store.for_each(visit);
+    }
+
     /// The task instance `key`, when offered.
     pub fn instance(&self, key: &TaskKey) -> Option<TaskInstance> {
         self.store.get(key)
@@ -459,16 +501,25 @@ impl Handle {
     }
 
     /// Stops taking ticks, gives attempts in flight the drain timeout, hands buffered ones back
-    /// as scheduled, stops the executor, and waits until every step it sent is written.
+    /// as scheduled, stops the executor, waits until every step it sent is written, and returns
+    /// every task instance.
     pub async fn drain(self) -> Report {
-        let drain = self.dispatcher.send(Drain).await.unwrap_or_default();
-        // Only once no dispatch is in flight can nothing more be launched.
-        self.pipeline.executor().shutdown().await;
-        self.pipeline.followers().idle().await;
+        let drain = self.stop().await;
         Report {
             instances: self.store.snapshot(),
             drain,
         }
+    }
+
+    /// Drains as [`Handle::drain`] does but keeps the handle, to read what settled last
+    /// ([`Handle::try_next_settled`]) and the task instances in place
+    /// ([`Handle::for_each_instance`]). Ticks after it are skipped.
+    pub async fn stop(&self) -> DrainReport {
+        let drain = self.dispatcher.send(Drain).await.unwrap_or_default();
+        // Only once no dispatch is in flight can nothing more be launched.
+        self.pipeline.executor().shutdown().await;
+        self.pipeline.followers().idle().await;
+        drain
     }
 }
 

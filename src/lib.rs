@@ -64,6 +64,7 @@
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let install = Install::from_yaml("executor: {type: \"null\"}")?
 //!     .configure(|settings| settings.buffer_size = 16)
+//!     .stream_settled()
 //!     .hook(Arc::new(TenantPool));
 //! let settled = install.run_blocking(|mut handle| async move {
 //!     handle.offer(Task::new("acme", "etl", "run-1", "load")).expect("new");
@@ -77,7 +78,8 @@
 //!     handle.drain().await;
 //!     settled
 //! })?;
-//! assert!(settled.contains(&("acme".into(), Disposition::Executed, None)));
+//! // The hook decided both: it placed acme on its pool and refused sandbox.
+//! assert!(settled.contains(&("acme".into(), Disposition::Executed, Some("tenant-pool".into()))));
 //! assert!(settled.contains(&("sandbox".into(), Disposition::Refused, Some("tenant-pool".into()))));
 //! # Ok(())
 //! # }

@@ -92,8 +92,29 @@ async fn every_hook_admitting_unchanged_admits_the_request_as_offered() {
         verdict,
         Verdict::Admit {
             request: original,
-            changes: Changes::default()
+            changes: Changes::default(),
+            changed_by: Vec::new(),
         }
+    );
+}
+
+#[tokio::test]
+async fn admit_names_the_hooks_whose_changes_it_carries_in_chain_order() {
+    let chain = chain()
+        .with_hook(FakeHook::changing("first", node_selector("pool", "a")).shared())
+        .with_hook(FakeHook::admitting("quiet").shared())
+        .with_hook(FakeHook::changing("empty", Changes::default()).shared())
+        .with_hook(FakeHook::changing("second", node_selector("pool", "b")).shared());
+
+    let verdict = chain.admit(sample_request()).await;
+
+    let Verdict::Admit { changed_by, .. } = verdict else {
+        panic!("expected an admit, got {verdict:?}")
+    };
+    assert_eq!(
+        changed_by,
+        ["first", "second"],
+        "not the hooks that changed nothing"
     );
 }
 
@@ -111,7 +132,10 @@ async fn admit_carries_the_request_and_every_hooks_changes_merged_in_order() {
 
     let verdict = chain.admit(original.clone()).await;
 
-    let Verdict::Admit { request, changes } = verdict else {
+    let Verdict::Admit {
+        request, changes, ..
+    } = verdict
+    else {
         panic!("expected an admit, got {verdict:?}")
     };
     let mut merged = first_changes.clone();
@@ -260,6 +284,7 @@ fn unavailable_cause_is_none_for_every_other_verdict() {
         Verdict::Admit {
             request: sample_request(),
             changes: Changes::default(),
+            changed_by: Vec::new(),
         },
         Verdict::Refuse {
             hook: "a".into(),
@@ -349,7 +374,8 @@ async fn fail_open_passes_over_every_kind_of_broken_hook() {
             verdict,
             Verdict::Admit {
                 request: original.clone(),
-                changes: Changes::default()
+                changes: Changes::default(),
+                changed_by: Vec::new(),
             },
             "{error:?}"
         );
@@ -432,7 +458,8 @@ async fn chain_without_hooks_is_empty_and_admits_unchanged() {
         empty.admit(original.clone()).await,
         Verdict::Admit {
             request: original,
-            changes: Changes::default()
+            changes: Changes::default(),
+            changed_by: Vec::new(),
         }
     );
     assert!(

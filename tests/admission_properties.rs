@@ -285,7 +285,7 @@ proptest! {
     ) {
         let (verdict, seen) = run_chain(&changes);
 
-        let Verdict::Admit { request, changes: merged } = verdict else {
+        let Verdict::Admit { request, changes: merged, .. } = verdict else {
             return Err(TestCaseError::fail(format!("valid changes were not admitted: {verdict:?}")));
         };
         prop_assert_eq!(&request, &fold(&changes));

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::Duration;
 
-use common::{FakeHook, Gated, RecordingObserver, Sleeping, on_paused_clock, sample_request};
+use common::{Act, FakeHook, Gated, RecordingObserver, Sleeping, on_paused_clock, sample_request};
 use dexaflow_admission::admission::{Decision, Hook, HookError, HookFuture, Request};
 use dexaflow_admission::events::{BreakerState, Ignore, Observer};
 use dexaflow_admission::supervise::{BreakerSettings, Gate, Limit, Supervised};
@@ -195,20 +195,11 @@ async fn refuse_and_hold_are_the_hook_working_and_never_count() {
 #[actix::test]
 async fn timeouts_and_panics_count_as_failures() {
     tokio::time::pause();
-    struct Broken(AtomicUsize);
-    impl Hook for Broken {
-        fn name(&self) -> &str {
-            "broken"
-        }
-        fn admit<'a>(&'a self, _: &'a Request) -> HookFuture<'a> {
-            if self.0.fetch_add(1, Ordering::SeqCst) == 0 {
-                Box::pin(std::future::pending())
-            } else {
-                panic!("hook blew up")
-            }
-        }
-    }
-    let supervised = supervise(Arc::new(Broken(AtomicUsize::new(0))), 2);
+    let broken = FakeHook::scripted_acts(
+        "broken",
+        [Act::Pending, Act::Panic("hook blew up".to_owned())],
+    );
+    let supervised = supervise(broken.shared(), 2);
 
     let timed_out = supervised.call(&sample_request(), limit()).await;
     let panicked = supervised.call(&sample_request(), limit()).await;

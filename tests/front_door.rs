@@ -1,11 +1,12 @@
 //! The front door (`dexaflow_admission::Install`) as a library user drives it: public API only.
 
+mod common;
+
 use std::collections::BTreeSet;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use dexaflow_admission::admission::{Changes, Decision, Hook, HookFuture, Request, Verdict};
+use common::FakeHook;
+use dexaflow_admission::admission::{Changes, Request, Verdict};
 use dexaflow_admission::dispatch::task::{State, Task};
 use dexaflow_admission::dispatch::{Disposition, Reason};
 use dexaflow_admission::events::BreakerState;
@@ -14,50 +15,18 @@ use dexaflow_admission::install::{InstallError, OfferError};
 use dexaflow_admission::supervise::ChainBuilder;
 use dexaflow_admission::{Install, admission::HookError};
 
-/// A hook that answers `decide` and counts its calls and the last try number it saw.
-struct Scripted {
-    calls: AtomicU32,
-    last_try: AtomicU32,
-    decide: fn() -> Decision,
-}
-
-impl Scripted {
-    fn new(decide: fn() -> Decision) -> Arc<Scripted> {
-        Arc::new(Scripted {
-            calls: AtomicU32::new(0),
-            last_try: AtomicU32::new(0),
-            decide,
-        })
-    }
-}
-
-impl Hook for Scripted {
-    fn name(&self) -> &str {
-        "scripted"
-    }
-    fn admit<'a>(&'a self, request: &'a Request) -> HookFuture<'a> {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        self.last_try.store(request.try_number, Ordering::SeqCst);
-        let decision = (self.decide)();
-        Box::pin(async move { Ok(decision) })
-    }
-}
-
-fn vip_class() -> Decision {
-    Decision::AdmitWith(Changes {
+fn vip_class() -> Changes {
+    Changes {
         priority_class: Some("vip".to_owned()),
         ..Changes::default()
-    })
-}
-
-fn refuse() -> Decision {
-    Decision::Refuse("over budget".to_owned())
+    }
 }
 
 fn install() -> Install {
     Install::from_yaml("executor: {type: \"null\"}\nscheduler: {loop_interval_ms: 5}")
         .expect("a valid config")
         .manual_ticks()
+        .stream_settled()
 }
 
 fn only_batch(settings: &mut dexaflow_admission::dispatch::Settings) {
@@ -68,7 +37,7 @@ fn only_batch(settings: &mut dexaflow_admission::dispatch::Settings) {
 async fn a_hook_set_priority_class_outside_the_allowlist_is_refused_however_the_dispatcher_is_assembled()
  {
     tokio::time::pause();
-    let hook = Scripted::new(vip_class);
+    let hook = FakeHook::changing("scripted", vip_class()).shared();
     let install = install().configure(only_batch).hook(hook.clone());
     let settings = install.settings().clone();
     let handle = install.start().expect("inside an actix system");
@@ -94,12 +63,13 @@ async fn a_hook_set_priority_class_outside_the_allowlist_is_refused_however_the_
 #[actix::test]
 async fn a_retry_offer_carries_its_try_number_to_the_hooks() {
     tokio::time::pause();
-    let hook = Scripted::new(|| Decision::Admit);
+    let hook = FakeHook::admitting("scripted").shared();
     let handle = install().hook(hook.clone()).start().expect("inside actix");
     let task = Task::new("acme", "etl", "run-1", "load");
     handle.offer_try(task.clone(), 3).expect("a new task");
     handle.wait_settled().await;
-    assert_eq!(hook.last_try.load(Ordering::SeqCst), 3);
+    let tries: Vec<u32> = hook.seen().iter().map(|seen| seen.try_number).collect();
+    assert_eq!(tries, vec![3]);
     assert_eq!(
         handle.instance(&task.key).map(|row| row.try_number),
         Some(3)
@@ -109,7 +79,7 @@ async fn a_retry_offer_carries_its_try_number_to_the_hooks() {
 #[actix::test]
 async fn a_duplicate_offer_is_reported_and_changes_nothing() {
     tokio::time::pause();
-    let hook = Scripted::new(|| Decision::Admit);
+    let hook = FakeHook::admitting("scripted").shared();
     let handle = install().hook(hook.clone()).start().expect("inside actix");
     let task = Task::new("acme", "etl", "run-1", "load");
     handle.offer(task.clone()).expect("a new task");
@@ -118,7 +88,7 @@ async fn a_duplicate_offer_is_reported_and_changes_nothing() {
         Err(OfferError::Duplicate(task.key.clone()))
     );
     handle.wait_settled().await;
-    assert_eq!(hook.calls.load(Ordering::SeqCst), 1, "admitted once");
+    assert_eq!(hook.calls(), 1, "admitted once");
     assert_eq!(
         handle.instance(&task.key).map(|row| row.try_number),
         Some(1)
@@ -129,7 +99,7 @@ async fn a_duplicate_offer_is_reported_and_changes_nothing() {
 async fn each_settled_attempt_names_the_hook_that_refused_it() {
     tokio::time::pause();
     let mut handle = install()
-        .hook(Scripted::new(refuse))
+        .hook(FakeHook::refusing("scripted", "over budget").shared())
         .start()
         .expect("inside actix");
     let task = Task::new("acme", "etl", "run-1", "load");
@@ -174,18 +144,6 @@ fn starting_outside_an_actix_system_is_an_error_that_says_so() {
     assert!(error.to_string().contains("actix system"));
 }
 
-/// A hook that panics on every call.
-struct Panics;
-
-impl Hook for Panics {
-    fn name(&self) -> &str {
-        "panics"
-    }
-    fn admit<'a>(&'a self, _: &'a Request) -> HookFuture<'a> {
-        Box::pin(async { panic!("budget table missing") })
-    }
-}
-
 #[actix::test]
 async fn a_panic_stays_the_cause_after_the_breaker_opens() {
     tokio::time::pause();
@@ -196,7 +154,7 @@ async fn a_panic_stays_the_cause_after_the_breaker_opens() {
             settings.breaker.max_backoff = Duration::from_secs(600);
             settings.breaker.jitter = 0.0;
         })
-        .hook(Arc::new(Panics))
+        .hook(FakeHook::panicking("panics", "budget table missing").shared())
         .start()
         .expect("inside actix");
     let task = Task::new("acme", "etl", "run-1", "load");

@@ -91,6 +91,7 @@ async fn run(first: Arc<Scripted>, second: Arc<Scripted>) -> (Arc<Recorder>, Han
             .hook(first)
             .hook(second)
             .observer(recorder.clone())
+            .stream_settled()
             .start()
             .expect("inside an actix system");
     handle

@@ -2,14 +2,16 @@
 //! by a supervised chain of the config's hooks and a library user's Rust hooks, with the
 //! server config's own change rules, its status codes, its bearer token and its boot check.
 
+mod common;
 mod serve_support;
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
+use common::FakeHook;
 use dexaflow_admission::admission::{
-    AnswerEnvelope, Changes, Decision, Hook, HookError, HookFuture, Request, RequestEnvelope,
+    AnswerEnvelope, Changes, Decision, Hook, HookError, Request, RequestEnvelope,
 };
 use dexaflow_admission::config::Config;
 use dexaflow_admission::metrics::ServerMetrics;
@@ -47,58 +49,6 @@ execution:
         match: {tenants: [umbrella]}
         reason: tenant umbrella is suspended
 ";
-
-/// A Rust hook as a library user writes one: it records what it saw and answers from a script.
-struct Scripted {
-    name: &'static str,
-    seen: Mutex<Vec<Request>>,
-    answer: Box<dyn Fn() -> Result<Decision, HookError> + Send + Sync>,
-}
-
-impl Scripted {
-    fn new(
-        name: &'static str,
-        answer: impl Fn() -> Result<Decision, HookError> + Send + Sync + 'static,
-    ) -> Arc<Scripted> {
-        Arc::new(Scripted {
-            name,
-            seen: Mutex::new(Vec::new()),
-            answer: Box::new(answer),
-        })
-    }
-
-    fn seen(&self) -> Vec<Request> {
-        self.seen.lock().expect("not poisoned").clone()
-    }
-}
-
-impl Hook for Scripted {
-    fn name(&self) -> &str {
-        self.name
-    }
-
-    fn admit<'a>(&'a self, request: &'a Request) -> HookFuture<'a> {
-        self.seen
-            .lock()
-            .expect("not poisoned")
-            .push(request.clone());
-        let answer = (self.answer)();
-        Box::pin(async move { answer })
-    }
-}
-
-/// A hook that never answers.
-struct Silent;
-
-impl Hook for Silent {
-    fn name(&self) -> &str {
-        "silent"
-    }
-
-    fn admit<'a>(&'a self, _: &'a Request) -> HookFuture<'a> {
-        Box::pin(std::future::pending())
-    }
-}
 
 /// The `/tasks/admit` service of `yaml`'s hooks and change rules, then `extra` hooks.
 async fn admission(yaml: &str, extra: Vec<Arc<dyn Hook>>) -> TaskAdmission {
@@ -202,10 +152,7 @@ async fn deny_refusal_is_answered_200_refuse_with_its_reason() {
 async fn rust_hook_a_library_user_adds_runs_after_the_config_hooks_and_sees_their_changes() {
     let mut changes = Changes::default();
     changes.labels.insert("team".into(), "ml".into());
-    let answered = changes.clone();
-    let team = Scripted::new("team-label", move || {
-        Ok(Decision::AdmitWith(answered.clone()))
-    });
+    let team = FakeHook::changing("team-label", changes.clone()).shared();
 
     let running = serve_admission(CONFIG, vec![team.clone()], |_, _| {}).await;
     let answer = ask(&running, "gpu-lab").await;
@@ -219,12 +166,14 @@ async fn rust_hook_a_library_user_adds_runs_after_the_config_hooks_and_sees_thei
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn change_the_servers_allowlist_forbids_is_refused_naming_the_hook() {
-    let rogue = Scripted::new("rogue", || {
-        Ok(Decision::AdmitWith(Changes {
+    let rogue = FakeHook::changing(
+        "rogue",
+        Changes {
             priority_class: Some("system-cluster-critical".into()),
             ..Changes::default()
-        }))
-    });
+        },
+    )
+    .shared();
     let running = serve_admission(CONFIG, vec![rogue], |_, _| {}).await;
 
     let answer = ask(&running, "acme").await;
@@ -238,10 +187,9 @@ async fn change_the_servers_allowlist_forbids_is_refused_naming_the_hook() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn broken_hook_is_answered_503_naming_it_and_later_hooks_are_not_called() {
-    let broken = Scripted::new("quota", || {
-        Err(HookError::Failed("quota service down".into()))
-    });
-    let after = Scripted::new("after", || Ok(Decision::Admit));
+    let broken =
+        FakeHook::failing("quota", HookError::Failed("quota service down".into())).shared();
+    let after = FakeHook::admitting("after").shared();
     let running = serve_admission(CONFIG, vec![broken.clone(), after.clone()], |_, _| {}).await;
 
     let answer = ask(&running, "acme").await;
@@ -257,7 +205,7 @@ async fn broken_hook_is_answered_503_naming_it_and_later_hooks_are_not_called() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn panicking_hook_is_answered_503_not_500() {
-    let panicking = Scripted::new("panicky", || panic!("index out of bounds"));
+    let panicking = FakeHook::panicking("panicky", "index out of bounds").shared();
     let running = serve_admission(CONFIG, vec![panicking], |_, _| {}).await;
 
     let answer = ask(&running, "acme").await;
@@ -271,7 +219,12 @@ async fn panicking_hook_is_answered_503_not_500() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timeout_parameter_bounds_a_chain_whose_own_timeouts_are_far_longer() {
     let patient = "execution: {admission: {timeout: 10m, chain_timeout: 10m}}";
-    let running = serve_admission(patient, vec![Arc::new(Silent)], |_, _| {}).await;
+    let running = serve_admission(
+        patient,
+        vec![FakeHook::pending("silent").shared()],
+        |_, _| {},
+    )
+    .await;
 
     let answer = tokio::time::timeout(
         Duration::from_secs(60),
@@ -323,8 +276,8 @@ async fn body_over_the_cap_is_answered_413() {
 
 /// A server whose `/tasks/admit` takes the bearer token `s3cret-token`, with a hook that
 /// records every call.
-async fn serve_with_token() -> (Running, Arc<Scripted>) {
-    let recorded = Scripted::new("recorded", || Ok(Decision::Admit));
+async fn serve_with_token() -> (Running, Arc<FakeHook>) {
+    let recorded = FakeHook::admitting("recorded").shared();
     let running = serve_admission(CONFIG, vec![recorded.clone()], |settings, dir| {
         let path = dir.join("token");
         std::fs::write(&path, "s3cret-token\n").expect("write the token");
@@ -434,9 +387,7 @@ async fn admit_outcomes_are_counted_by_service_including_held_and_unavailable() 
     let recorder = recorder();
     let admission = admission(
         CONFIG,
-        vec![Scripted::new("flaky", || {
-            Err(HookError::Failed("down".into()))
-        })],
+        vec![FakeHook::failing("flaky", HookError::Failed("down".into())).shared()],
     )
     .await;
     let running = start_with(
@@ -470,7 +421,7 @@ async fn admit_outcomes_are_counted_by_service_including_held_and_unavailable() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn breaker_opened_by_failures_skips_the_hook_and_is_answered_503() {
     let config = "execution: {admission: {breaker: {failures: 2, backoff: 10m, max_backoff: 10m}}}";
-    let broken = Scripted::new("quota", || Err(HookError::Failed("down".into())));
+    let broken = FakeHook::failing("quota", HookError::Failed("down".into())).shared();
     let running = serve_admission(config, vec![broken.clone()], |_, _| {}).await;
 
     ask(&running, "acme").await;

@@ -4,7 +4,6 @@
 mod common;
 mod fakes;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -28,34 +27,20 @@ enum Breakage {
     Panic,
 }
 
-/// A hook that breaks the same way on every call and counts its calls.
-struct Broken {
-    breakage: Breakage,
-    calls: AtomicUsize,
-}
-
-impl Broken {
-    fn calls(&self) -> usize {
-        self.calls.load(Ordering::SeqCst)
+/// A hook named `quota` that breaks as `breakage` says on every call.
+fn broken(breakage: Breakage) -> Arc<FakeHook> {
+    match breakage {
+        Breakage::Error => FakeHook::failing(
+            "quota",
+            HookError::Failed("quota service said 503\n".to_owned()),
+        ),
+        Breakage::Timeout => FakeHook::pending("quota"),
+        Breakage::Panic => FakeHook::panicking(
+            "quota",
+            "index out of bounds: the len is 0 but the index is 0",
+        ),
     }
-}
-
-impl Hook for Broken {
-    fn name(&self) -> &str {
-        "quota"
-    }
-
-    fn admit<'a>(&'a self, _: &'a Request) -> HookFuture<'a> {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        let breakage = self.breakage;
-        Box::pin(async move {
-            match breakage {
-                Breakage::Error => Err(HookError::Failed("quota service said 503\n".to_owned())),
-                Breakage::Timeout => std::future::pending().await,
-                Breakage::Panic => panic!("index out of bounds: the len is 0 but the index is 0"),
-            }
-        })
-    }
+    .shared()
 }
 
 fn buffered() -> Settings {
@@ -69,12 +54,9 @@ fn buffered() -> Settings {
 async fn dispatch_once_with_broken_hook(
     settings: Settings,
     breakage: Breakage,
-) -> (Harness, Arc<Broken>) {
+) -> (Harness, Arc<FakeHook>) {
     tokio::time::pause();
-    let hook = Arc::new(Broken {
-        breakage,
-        calls: AtomicUsize::new(0),
-    });
+    let hook = broken(breakage);
     let mut harness = start(settings, supervision(), vec![hook.clone() as Arc<dyn Hook>]);
     harness.offer_and_tick(vec![task("load")]).await;
     let settled = harness.next_settled().await;
@@ -82,7 +64,7 @@ async fn dispatch_once_with_broken_hook(
     (harness, hook)
 }
 
-fn assert_unavailable(harness: &Harness, hook: &Broken, cause: &str) {
+fn assert_unavailable(harness: &Harness, hook: &FakeHook, cause: &str) {
     let row = harness.store.get(&task("load").key).expect("task stored");
     assert_eq!(row.state, State::Scheduled);
     assert_eq!(
@@ -226,7 +208,8 @@ fn budget_cuts_count_as_budget_spent_and_under_fail_open_a_hook_with_no_budget_i
             verdict,
             Verdict::Admit {
                 request: sample_request(),
-                changes: Default::default()
+                changes: Default::default(),
+                changed_by: Vec::new(),
             }
         );
         assert_eq!(started.elapsed(), Duration::from_millis(600));
@@ -254,10 +237,7 @@ fn budget_cuts_count_as_budget_spent_and_under_fail_open_a_hook_with_no_budget_i
 #[actix::test]
 async fn open_breaker_skips_the_hook_and_the_attempt_waits_without_a_timeout() {
     tokio::time::pause();
-    let hook = Arc::new(Broken {
-        breakage: Breakage::Timeout,
-        calls: AtomicUsize::new(0),
-    });
+    let hook = broken(Breakage::Timeout);
     let mut supervision = supervision();
     supervision.breaker.failures = 1;
     let mut harness = start(settings(), supervision, vec![hook.clone() as Arc<dyn Hook>]);
@@ -289,10 +269,7 @@ async fn open_breaker_skips_the_hook_and_the_attempt_waits_without_a_timeout() {
 #[actix::test]
 async fn fail_open_admits_the_attempt_of_a_broken_hook_unchanged() {
     tokio::time::pause();
-    let hook = Arc::new(Broken {
-        breakage: Breakage::Error,
-        calls: AtomicUsize::new(0),
-    });
+    let hook = broken(Breakage::Error);
     let mut supervision = supervision();
     supervision.fail_open = true;
     let mut harness = start(settings(), supervision, vec![hook as Arc<dyn Hook>]);

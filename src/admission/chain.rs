@@ -57,6 +57,8 @@ pub enum Verdict {
         request: Request,
         /// The changes of every hook, merged in order; empty when no hook changed anything.
         changes: Changes,
+        /// The hooks whose changes were applied, in chain order; empty when none changed it.
+        changed_by: Vec<String>,
     },
     /// A hook refused the attempt, or its changes broke a rule. Permanent.
     Refuse {
@@ -181,6 +183,7 @@ impl Chain {
             chain: self,
             request,
             changes: Changes::default(),
+            changed_by: Vec::new(),
             next: 0,
             verdict: None,
         }
@@ -209,6 +212,7 @@ pub struct ChainRun<'c> {
     chain: &'c Chain,
     request: Request,
     changes: Changes,
+    changed_by: Vec<String>,
     next: usize,
     verdict: Option<Verdict>,
 }
@@ -271,6 +275,9 @@ impl<'c> ChainRun<'c> {
                 match checked {
                     Ok(()) => {
                         apply_changes(&mut self.request, &changes);
+                        if !changes.is_empty() {
+                            self.changed_by.push(name());
+                        }
                         self.changes.merge(changes);
                         Outcome::AdmitWith
                     }
@@ -327,6 +334,7 @@ impl<'c> ChainRun<'c> {
         self.verdict.unwrap_or(Verdict::Admit {
             request: self.request,
             changes: self.changes,
+            changed_by: self.changed_by,
         })
     }
 }
@@ -377,7 +385,10 @@ mod tests {
         let (recorded, verdict) = record_the_answer(&chain);
 
         assert_eq!(recorded.outcome, Outcome::AdmitWith);
-        let Verdict::Admit { request, changes } = verdict else {
+        let Verdict::Admit {
+            request, changes, ..
+        } = verdict
+        else {
             panic!("expected an admit, got {verdict:?}")
         };
         assert_eq!(request.execution.runtime_class_name, "gvisor");

@@ -7,21 +7,13 @@ use serde_yaml_ng::Value;
 use super::keys::{TOKEN_SECRET, TOKEN_TTL};
 use super::reader::{Problem, Reader, expected};
 use super::{ConfigError, Key};
-use crate::dispatch::settings::TokenSettings;
-
-/// The fewest bytes `auth.agent_token_secret` may have: an HS256 key should be as long as the
-/// hash (RFC 7518 §3.2).
-const MIN_SECRET_BYTES: usize = 32;
+use crate::dispatch::settings::{DEFAULT_TOKEN_TTL, MIN_SECRET_BYTES, TokenSettings};
 
 impl Reader {
     /// The token TTL and the secret, `None` when none is set: a secret is generated only once
     /// the config is known to be good.
     pub(super) fn token(&mut self) -> (Option<Vec<u8>>, Duration) {
-        let ttl = self.duration(
-            TOKEN_TTL,
-            Duration::from_secs(10 * 60),
-            Duration::from_nanos(1),
-        );
+        let ttl = self.duration(TOKEN_TTL, DEFAULT_TOKEN_TTL, Duration::from_nanos(1));
         let secret = self.get(
             TOKEN_SECRET,
             None,
@@ -60,7 +52,7 @@ impl Reader {
         let secret = match secret {
             Some(secret) => secret,
             // Never a predictable key: without the generator, the install must set one.
-            None => random_secret().unwrap_or_else(|error| {
+            None => TokenSettings::random_secret().unwrap_or_else(|error| {
                 self.errors.push(ConfigError::Required {
                     key: Key::file(TOKEN_SECRET),
                     when: format!("no random secret can be generated ({error})"),
@@ -70,12 +62,4 @@ impl Reader {
         };
         (TokenSettings { secret, ttl }, secret_is_set)
     }
-}
-
-/// 32 random bytes from the operating system's cryptographic generator, for an agent token
-/// secret that lives as long as the process.
-fn random_secret() -> Result<Vec<u8>, getrandom::Error> {
-    let mut secret = vec![0; MIN_SECRET_BYTES];
-    getrandom::fill(&mut secret)?;
-    Ok(secret)
 }

@@ -16,7 +16,7 @@ use super::keys::{
 use super::reader::{Reader, describe};
 use super::{ConfigError, Key};
 use crate::admission::{ChangeRules, Changes, label_value_problem};
-use crate::dispatch::settings::SourceMode;
+use crate::dispatch::settings::{DEFAULT_WARM_POOLS, SourceMode};
 use crate::hooks::{HookSpec, Matcher, POLICY_HOOK, ResourceGroup, WebhookSpec};
 use crate::supervise;
 
@@ -25,12 +25,13 @@ const WEBHOOK_NAME: &str = "webhook";
 
 impl Reader {
     pub(super) fn warm_pools(&mut self) -> bool {
-        self.flag(WARM_POOLS, false)
+        self.flag(WARM_POOLS, DEFAULT_WARM_POOLS)
     }
 
     pub(super) fn source_mode(&mut self) -> SourceMode {
-        let enabled = self.flag(SOURCE_MODE_ENABLED, false);
-        let image = self.text(SOURCE_MODE_IMAGE, "", |text| {
+        let defaults = SourceMode::default();
+        let enabled = self.flag(SOURCE_MODE_ENABLED, defaults.enabled);
+        let image = self.text(SOURCE_MODE_IMAGE, &defaults.image, |text| {
             (!text.is_empty() && !is_pinned_by_digest(text)).then(|| {
                 "an image pinned by digest such as \"ghcr.io/acme/runtime@sha256:<64 hex digits>\""
                     .to_owned()
@@ -40,7 +41,7 @@ impl Reader {
         SourceMode {
             enabled,
             image,
-            ..SourceMode::default()
+            ..defaults
         }
     }
 

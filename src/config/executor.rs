@@ -15,7 +15,10 @@ use super::reader::{Reader, as_u64, expected, to_usize};
 use super::{ConfigError, Key};
 use crate::admission;
 use crate::dispatch::executor::lite;
-use crate::dispatch::settings::{Enforce, ExecutorSettings, ResourceDefaults, ResourceUnit};
+use crate::dispatch::settings::{
+    DEFAULT_LOG_DIR, DEFAULT_TASK_SERVICE_ACCOUNT, Enforce, ExecutorSettings, ResourceDefaults,
+    ResourceUnit,
+};
 
 /// `executor.*` as read, for [`crate::dispatch::Settings`].
 pub(super) struct Executor {
@@ -50,15 +53,16 @@ impl Reader {
             admission::dns_label_problem(text)
                 .map(|_| "a namespace name such as \"dexaflow\" (a DNS label)".to_owned())
         });
-        let task_service_account = self.text(TASK_SERVICE_ACCOUNT, "", |text| {
-            (!text.is_empty() && admission::subdomain_problem(text).is_some())
-                .then(|| "a service account name (a DNS subdomain) or \"\"".to_owned())
-        });
+        let task_service_account =
+            self.text(TASK_SERVICE_ACCOUNT, DEFAULT_TASK_SERVICE_ACCOUNT, |text| {
+                (!text.is_empty() && admission::subdomain_problem(text).is_some())
+                    .then(|| "a service account name (a DNS subdomain) or \"\"".to_owned())
+            });
         let default_cpu = self.quantity(DEFAULT_CPU, false);
         let default_memory = self.quantity(DEFAULT_MEMORY, false);
         let run_as_non_root = self.flag(RUN_AS_NON_ROOT, true);
         let unit = self.unit();
-        let log_dir = self.text(LITE_LOG_DIR, "dexaflow-logs", |text| {
+        let log_dir = self.text(LITE_LOG_DIR, DEFAULT_LOG_DIR, |text| {
             text.is_empty().then(|| "a directory path".to_owned())
         });
         let kill_grace = self.duration(LITE_KILL_GRACE, lite::DEFAULT_KILL_GRACE, Duration::ZERO);

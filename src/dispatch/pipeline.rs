@@ -67,13 +67,66 @@ impl Disposition {
     }
 }
 
-/// Sent for every offer once it has a disposition.
+/// Sent for every offer once it has a disposition: how this offer ended, and why, as the
+/// pipeline decided it (not read back later from a task instance that may have moved on).
+///
+/// Its [`Disposition`] is how this offer ended; the task instance's
+/// [`State`](super::task::State) is where the task stands after it; the hook calls'
+/// [`Outcome`]s go to the observer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settled {
     /// The task instance.
     pub key: TaskKey,
     /// How the offer ended.
     pub disposition: Disposition,
+    /// The try number the hooks saw; `None` when the offer ended before the attempt was
+    /// resolved (deferred, or superseded before it began).
+    pub try_number: Option<u32>,
+    /// Why the task failed, or what it waits for, as recorded by this offer; `None` when the
+    /// offer recorded no reason (executed, deferred, cancelled, backpressure, superseded).
+    pub reason: Option<Reason>,
+    /// The hooks whose changes the admitted attempt carries, in chain order; empty when no hook
+    /// changed it or it was not admitted.
+    pub changed_by: Vec<String>,
+}
+
+impl Settled {
+    /// The hook that decided: the one that refused, held or was unavailable, else the last hook
+    /// that changed the admitted attempt; `None` when a built-in check or the executor decided,
+    /// or every hook admitted it unchanged.
+    pub fn deciding_hook(&self) -> Option<&str> {
+        let Some(mut reason) = self.reason.as_ref() else {
+            return self.changed_by.last().map(String::as_str);
+        };
+        while let Reason::RetryWindowSpent(waited) = reason {
+            reason = waited;
+        }
+        match reason {
+            Reason::RefusedByHook { hook, .. }
+            | Reason::Held { hook, .. }
+            | Reason::Unavailable { hook, .. } => Some(hook),
+            _ => None,
+        }
+    }
+}
+
+/// How one offer ended, before it is sent as [`Settled`].
+struct Ending {
+    disposition: Disposition,
+    try_number: Option<u32>,
+    reason: Option<Reason>,
+    changed_by: Vec<String>,
+}
+
+impl From<Disposition> for Ending {
+    fn from(disposition: Disposition) -> Ending {
+        Ending {
+            disposition,
+            try_number: None,
+            reason: None,
+            changed_by: Vec::new(),
+        }
+    }
 }
 
 /// The dispatch path for one install: settings, the chain, the token minter, the executor and
@@ -165,15 +218,40 @@ impl Pipeline {
         &self.followers
     }
 
-    /// Tells the event listener, if any, how an offer ended.
+    /// Tells the event listener, if any, how an offer ended that recorded no reason (a
+    /// deferral).
     pub fn settle(&self, key: &TaskKey, disposition: Disposition) {
+        self.send(key, disposition.into());
+    }
+
+    fn send(&self, key: &TaskKey, ending: Ending) {
         if let Some(events) = &self.events {
             // A listener that went away wants no more events.
             let _ = events.send(Settled {
                 key: key.clone(),
-                disposition,
+                disposition: ending.disposition,
+                try_number: ending.try_number,
+                reason: ending.reason,
+                changed_by: ending.changed_by,
             });
         }
+    }
+
+    /// Whether anyone listens for [`Settled`] events: only then is a reason kept for them.
+    fn is_listened(&self) -> bool {
+        self.events.is_some()
+    }
+
+    /// The reason the store now shows for `key`, read right after this offer wrote it, when
+    /// anyone listens.
+    fn recorded_reason(&self, key: &TaskKey) -> Option<Reason> {
+        if !self.is_listened() {
+            return None;
+        }
+        self.store
+            .get(key)
+            .and_then(|row| row.failure_reason)
+            .map(super::reason::FailureReason::into_reason)
     }
 
     /// Dispatches one attempt of `task`, which the caller took from the store as in flight.
@@ -192,17 +270,34 @@ impl Pipeline {
             store: &self.store,
             key,
         };
-        let disposition = self.run(key, task, shutdown).await;
+        let ending = self.run(key, task, shutdown).await;
         drop(in_flight);
-        self.settle(key, disposition);
+        let disposition = ending.disposition;
+        self.send(key, ending);
         disposition
     }
 
-    async fn run(&self, key: &TaskKey, task: &Arc<Task>, shutdown: &Shutdown) -> Disposition {
+    async fn run(&self, key: &TaskKey, task: &Arc<Task>, shutdown: &Shutdown) -> Ending {
         // 1. Resolve: the epoch is consumed even if a later check refuses.
         let Some((try_number, epoch)) = self.store.resolve(key) else {
-            return Disposition::Superseded;
+            return Disposition::Superseded.into();
         };
+        let ending = self.resolved(key, task, shutdown, try_number, epoch).await;
+        Ending {
+            try_number: Some(try_number),
+            ..ending
+        }
+    }
+
+    /// Steps 2 to 8 of an attempt resolved as try `try_number`, epoch `epoch`.
+    async fn resolved(
+        &self,
+        key: &TaskKey,
+        task: &Arc<Task>,
+        shutdown: &Shutdown,
+        try_number: u32,
+        epoch: u64,
+    ) -> Ending {
         // 2. Built-in refusals, 3. effective values.
         let effective = match refuse_before_token(task, &self.settings) {
             Ok(effective) => effective,
@@ -212,11 +307,12 @@ impl Pipeline {
             tracing::warn!(task = %key, %warning, "task does not fit its size; running it under executor.unit.enforce=warn");
         }
         // 4. Admission, 5. the admitted changes.
-        let (resources, execution, changed) = match &self.chain {
+        let (resources, execution, changed, changed_by) = match &self.chain {
             None => (
                 effective.resources.clone(),
                 effective_execution(task, &effective),
                 Changed::Nothing,
+                Vec::new(),
             ),
             Some(chain) => {
                 self.requests_built.fetch_add(1, Ordering::Relaxed);
@@ -227,12 +323,16 @@ impl Pipeline {
                     () = shutdown.triggered() => {
                         self.observer.chain_cancelled(started.elapsed());
                         self.store.hand_back(key);
-                        return Disposition::Cancelled;
+                        return Disposition::Cancelled.into();
                     }
                     verdict = chain.admit(request) => verdict,
                 };
                 match verdict {
-                    Verdict::Admit { request, changes } => {
+                    Verdict::Admit {
+                        request,
+                        changes,
+                        changed_by,
+                    } => {
                         // The chain counted the hooks' annotations without the pod's own.
                         if !changes.annotations.is_empty() {
                             let annotations = &request.execution.annotations;
@@ -253,7 +353,7 @@ impl Pipeline {
                         } else {
                             Changed::ByHook
                         };
-                        (request.resources, request.execution, changed)
+                        (request.resources, request.execution, changed, changed_by)
                     }
                     Verdict::Refuse { hook, reason } => {
                         return self.refuse(key, Reason::RefusedByHook { hook, reason });
@@ -325,12 +425,15 @@ impl Pipeline {
                     follower.is_some(),
                 );
                 if written == Write::Superseded {
-                    return Disposition::Superseded;
+                    return Disposition::Superseded.into();
                 }
                 if let Some(follower) = follower {
                     tokio::spawn(follower.follow());
                 }
-                Disposition::Executed
+                Ending {
+                    changed_by,
+                    ..Disposition::Executed.into()
+                }
             }
             Err(error) => match LaunchFailure::of(key, &error) {
                 LaunchFailure::Backpressure => self.back_off(key),
@@ -339,42 +442,63 @@ impl Pipeline {
         }
     }
 
-    fn refuse(&self, key: &TaskKey, reason: Reason) -> Disposition {
+    fn refuse(&self, key: &TaskKey, reason: Reason) -> Ending {
         tracing::debug!(task = %key, %reason, "dispatch refused; failing task");
+        let kept = self.is_listened().then(|| reason.clone());
         match self.store.fail_refused(key, reason) {
-            Write::Applied => Disposition::Refused,
-            Write::Superseded => Disposition::Superseded,
+            Write::Applied => Ending {
+                reason: kept,
+                ..Disposition::Refused.into()
+            },
+            Write::Superseded => Disposition::Superseded.into(),
         }
     }
 
-    fn wait(&self, key: &TaskKey, reason: Reason) -> Disposition {
-        match self
-            .store
-            .wait(key, reason, Instant::now(), self.settings.retry_window)
-        {
-            Waited::Waiting => Disposition::Waiting,
-            Waited::Failed => Disposition::Failed,
-            Waited::Superseded => Disposition::Superseded,
+    fn wait(&self, key: &TaskKey, reason: Reason) -> Ending {
+        let disposition =
+            match self
+                .store
+                .wait(key, reason, Instant::now(), self.settings.retry_window)
+            {
+                Waited::Waiting => Disposition::Waiting,
+                Waited::Failed => Disposition::Failed,
+                Waited::Superseded => return Disposition::Superseded.into(),
+            };
+        // The store may keep an earlier cause or wrap it as the retry window spent: what it
+        // recorded is what this offer settled with.
+        Ending {
+            reason: self.recorded_reason(key),
+            ..disposition.into()
         }
     }
 
-    fn back_off(&self, key: &TaskKey) -> Disposition {
+    fn back_off(&self, key: &TaskKey) -> Ending {
         match self.store.record_dispatch_backpressure(key, Instant::now()) {
             Write::Applied => Disposition::Backpressure,
             Write::Superseded => Disposition::Superseded,
         }
+        .into()
     }
 
-    fn reject(&self, key: &TaskKey, cause: Reason) -> Disposition {
+    fn reject(&self, key: &TaskKey, cause: Reason) -> Ending {
         match self
             .store
             .record_dispatch_failure(key, cause, Instant::now())
         {
-            Write::Superseded => Disposition::Superseded,
-            Write::Applied => match self.store.get(key).map(|row| row.state) {
-                Some(super::task::State::Failed) => Disposition::Failed,
-                _ => Disposition::Rejected,
-            },
+            Write::Superseded => Disposition::Superseded.into(),
+            Write::Applied => {
+                let row = self.store.get(key);
+                let disposition = match row.as_ref().map(|row| row.state) {
+                    Some(super::task::State::Failed) => Disposition::Failed,
+                    _ => Disposition::Rejected,
+                };
+                Ending {
+                    reason: row
+                        .and_then(|row| row.failure_reason)
+                        .map(super::reason::FailureReason::into_reason),
+                    ..disposition.into()
+                }
+            }
         }
     }
 }

@@ -1,10 +1,52 @@
-//! The dispatcher's settings, as plain values: `config.rs` builds them from the YAML file.
+//! The dispatcher's settings, as plain values: `config.rs` builds them from the YAML file, and
+//! a program that embeds the crate may start from [`Settings::default`].
+//!
+//! Each default is a constant here, which the config reads for an unset key: one copy of each.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::admission::{ChangeRules, Unit};
+
+/// The default `scheduler.loop_interval_ms`: a tick a second, as Dexaflow's scheduler.
+pub const DEFAULT_LOOP_INTERVAL_MS: u64 = 1_000;
+
+/// The default `scheduler.dispatch.buffer_size`: 0, the chain runs on the tick (synchronous
+/// dispatch), as Dexaflow does without ADR 0100's buffer.
+pub const DEFAULT_BUFFER_SIZE: usize = 0;
+
+/// The default `scheduler.dispatch.workers` as written: 0, which [`effective_workers`] takes
+/// as 1.
+pub const DEFAULT_WORKERS: usize = 0;
+
+/// The admission workers `scheduler.dispatch.workers` stands for: at least one, so that a
+/// buffer is always drained.
+pub fn effective_workers(workers: usize) -> usize {
+    workers.max(1)
+}
+
+/// The default `scheduler.dispatch.retry_window` (ADR 0093): 15 minutes.
+pub const DEFAULT_RETRY_WINDOW: Duration = Duration::from_secs(15 * 60);
+
+/// The default `scheduler.dispatch.drain_timeout`: 15 seconds.
+pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// The default `executor.task_service_account`: none, the namespace's default account.
+pub const DEFAULT_TASK_SERVICE_ACCOUNT: &str = "";
+
+/// The default `execution.warm_pools_enabled`: off, every attempt takes a dedicated pod.
+pub const DEFAULT_WARM_POOLS: bool = false;
+
+/// The default `auth.agent_token_ttl`: 10 minutes.
+pub const DEFAULT_TOKEN_TTL: Duration = Duration::from_secs(10 * 60);
+
+/// The default `executor.lite.log_dir`, relative to the working directory.
+pub const DEFAULT_LOG_DIR: &str = "dexaflow-logs";
+
+/// The fewest bytes `auth.agent_token_secret` may have: an HS256 key should be as long as the
+/// hash (RFC 7518 §3.2). A generated secret has this many.
+pub const MIN_SECRET_BYTES: usize = 32;
 
 /// The largest `scheduler.dispatch.buffer_size`.
 ///
@@ -71,6 +113,35 @@ pub struct Settings {
     pub token: TokenSettings,
     /// `executor.*`: which executor runs admitted attempts.
     pub executor: ExecutorSettings,
+}
+
+impl Default for Settings {
+    /// The settings of an empty config file: synchronous dispatch, one worker, the `lite`
+    /// executor, no unit, no allowlist, no policy, and an agent token secret of 32 random bytes
+    /// for this process (empty where the system has no random generator: every token is then
+    /// refused, never signed with a predictable key; set one).
+    fn default() -> Settings {
+        Settings {
+            buffer_size: DEFAULT_BUFFER_SIZE,
+            workers: effective_workers(DEFAULT_WORKERS),
+            worker_threads: DEFAULT_WORKER_THREADS,
+            loop_interval: Duration::from_millis(DEFAULT_LOOP_INTERVAL_MS),
+            retry_window: DEFAULT_RETRY_WINDOW,
+            drain_timeout: DEFAULT_DRAIN_TIMEOUT,
+            task_service_account: DEFAULT_TASK_SERVICE_ACCOUNT.to_owned(),
+            defaults: ResourceDefaults::default(),
+            unit: None,
+            allowlist: Allowlist::default(),
+            policy: PolicySettings::default(),
+            source_mode: SourceMode::default(),
+            warm_pools: DEFAULT_WARM_POOLS,
+            token: TokenSettings {
+                secret: TokenSettings::random_secret().unwrap_or_default(),
+                ttl: DEFAULT_TOKEN_TTL,
+            },
+            executor: ExecutorSettings::default(),
+        }
+    }
 }
 
 impl Settings {
@@ -204,6 +275,19 @@ pub struct TokenSettings {
     pub ttl: Duration,
 }
 
+impl TokenSettings {
+    /// [`MIN_SECRET_BYTES`] random bytes from the operating system's cryptographic generator,
+    /// for an agent token secret that lives as long as the process.
+    ///
+    /// # Errors
+    /// The generator's error, where the system has none.
+    pub fn random_secret() -> Result<Vec<u8>, getrandom::Error> {
+        let mut secret = vec![0; MIN_SECRET_BYTES];
+        getrandom::fill(&mut secret)?;
+        Ok(secret)
+    }
+}
+
 impl std::fmt::Debug for TokenSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Settings are logged and printed in test failures; the key must never be.
@@ -239,4 +323,15 @@ pub enum ExecutorSettings {
     },
     /// Accepts every attempt at once, for load tests.
     Null,
+}
+
+impl Default for ExecutorSettings {
+    /// `lite`, logging to [`DEFAULT_LOG_DIR`], with its default grace and parallelism.
+    fn default() -> ExecutorSettings {
+        ExecutorSettings::Lite {
+            log_dir: PathBuf::from(DEFAULT_LOG_DIR),
+            kill_grace: super::executor::lite::DEFAULT_KILL_GRACE,
+            max_parallel: super::executor::lite::default_max_parallel(),
+        }
+    }
 }

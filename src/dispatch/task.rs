@@ -153,6 +153,12 @@ impl Task {
         }
     }
 
+    /// The task with its operator type, such as `BashOperator`.
+    pub fn with_operator(mut self, operator: impl Into<String>) -> Task {
+        self.operator = operator.into();
+        self
+    }
+
     /// The task with `image` (empty: the runtime image).
     pub fn with_image(mut self, image: impl Into<String>) -> Task {
         self.image = image.into();
@@ -174,6 +180,38 @@ impl Task {
     /// The task with its declared `resources`.
     pub fn with_resources(mut self, resources: Resources) -> Task {
         self.resources = resources;
+        self
+    }
+
+    /// The task with the environment variable `name` set to `value` (never shown to a hook).
+    pub fn with_env(mut self, name: impl Into<String>, value: impl Into<String>) -> Task {
+        self.env.insert(name.into(), value.into());
+        self
+    }
+
+    /// The task with its DAG `source`, for a DAG that runs in source mode (never shown to a
+    /// hook).
+    pub fn with_source(mut self, source: impl Into<String>) -> Task {
+        self.source = Some(source.into());
+        self
+    }
+
+    /// The task needing a staging volume (always a dedicated pod).
+    pub fn with_staging(mut self) -> Task {
+        self.staging = true;
+        self
+    }
+
+    /// The task with its declared size in resource units (`pool_slots`; 0 means 1).
+    pub fn with_pool_slots(mut self, pool_slots: u32) -> Task {
+        self.pool_slots = pool_slots;
+        self
+    }
+
+    /// The task with an execution timeout of whole `seconds`: its executor ends an attempt that
+    /// runs longer.
+    pub fn with_execution_timeout(mut self, seconds: u64) -> Task {
+        self.execution_timeout_seconds = Some(seconds);
         self
     }
 

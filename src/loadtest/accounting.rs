@@ -8,7 +8,8 @@ use super::plan::{Plan, attempt_index};
 use super::report::{AttemptOutcome, Latencies, Report, Throughput};
 use super::spec::CHANGED_KEY;
 use crate::dispatch::task::State;
-use crate::dispatch::{Disposition, Reason, TaskInstance, TaskStore};
+use crate::dispatch::{Disposition, Reason, TaskInstance};
+use crate::install::Handle;
 /// Marks an attempt with no final disposition yet.
 const UNSETTLED: u64 = u64::MAX;
 
@@ -76,7 +77,7 @@ impl Ledger {
     pub(super) fn report(
         &self,
         plan: Plan,
-        store: &TaskStore,
+        handle: &Handle,
         counter: &Counter,
         cpu: Option<Duration>,
         wakes: u64,
@@ -87,7 +88,7 @@ impl Ledger {
             .collect();
         let mut seen = vec![false; self.attempts.len()];
         let (mut lost, mut executed_twice, mut handed_back) = (0, 0, 0);
-        store.for_each(|row| {
+        handle.for_each_instance(|row| {
             let Some(index) = attempt_index(&row.task.key.task_id) else {
                 return;
             };

@@ -3,16 +3,15 @@
 
 use std::time::Duration;
 
-use actix::Addr;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::LoadTestError;
 use super::accounting::Ledger;
 use super::plan::{Amount, Plan, attempt, attempt_index};
 use crate::dispatch::task::Task;
-use crate::dispatch::{Dispatcher, Disposition, Offer, Settled, Tick, TickReport};
+use crate::dispatch::{Disposition, Settled, TickReport};
+use crate::install::Handle;
 
 /// The fewest attempts the harness lets wait in the store at once.
 const MIN_WINDOW: u64 = 256;
@@ -37,7 +36,7 @@ pub(super) struct Driver {
     // latency still counts from their intended start, so a stall shows.
     window: u64,
     idle_limit: Duration,
-    dispatcher: Addr<Dispatcher>,
+    handle: Handle,
     tenants: Vec<String>,
     started: Instant,
     ledger: Ledger,
@@ -54,7 +53,7 @@ pub(super) struct Driver {
 }
 
 impl Driver {
-    pub(super) fn new(plan: &Plan, dispatcher: Addr<Dispatcher>, show_progress: bool) -> Driver {
+    pub(super) fn new(plan: &Plan, handle: Handle, show_progress: bool) -> Driver {
         let buffer_size = plan.buffer_size as u64;
         let workers = plan.workers.max(1) as u64;
         // Enough for a synchronous tick to amortise its round trip, and for a buffered tick to
@@ -84,7 +83,7 @@ impl Driver {
             idle_limit: plan.supervise.chain_timeout
                 + plan.supervise.timeout
                 + Duration::from_secs(1),
-            dispatcher,
+            handle,
             tenants: (0..plan.tenants)
                 .map(|tenant| format!("tenant-{tenant}"))
                 .collect(),
@@ -107,6 +106,11 @@ impl Driver {
     /// What was offered and settled so far.
     pub(super) fn ledger(&self) -> &Ledger {
         &self.ledger
+    }
+
+    /// The dispatcher the driver feeds.
+    pub(super) fn handle(&self) -> &Handle {
+        &self.handle
     }
 
     /// How many times the driver woke, for whatever reason: to offer, to tick, or to read a
@@ -166,8 +170,8 @@ impl Driver {
             .saturating_sub(self.offered().saturating_sub(self.ledger.settled()))
     }
 
-    /// Offers the attempts due by `now` that fit the window.
-    async fn offer_due(&mut self, now: Instant) -> Result<(), LoadTestError> {
+    /// Offers the attempts due by `now` that fit the window, in one message.
+    async fn offer_due(&mut self, now: Instant) {
         let offered_at = now.duration_since(self.started);
         let mut tasks = Vec::new();
         while self.is_next_due(now) {
@@ -177,13 +181,11 @@ impl Driver {
             tasks.push(self.task(index));
         }
         if tasks.is_empty() {
-            return Ok(());
+            return;
         }
-        self.pending += tasks.len() as u64;
-        match self.dispatcher.send(Offer(tasks)).await {
-            Ok(Ok(_)) => Ok(()),
-            _ => Err(LoadTestError::DispatcherStopped),
-        }
+        // Each attempt's task id is its own index: every one is new. A dispatcher that stopped
+        // takes none, and the run then ends with them counted as lost.
+        self.pending += self.handle.offer_many(tasks).await.unwrap_or(0) as u64;
     }
 
     fn task(&self, index: u64) -> Task {
@@ -211,24 +213,22 @@ impl Driver {
         room >= (self.buffer_size / 4).max(1).min(self.pending)
     }
 
-    fn tick(&mut self, reports: &mpsc::UnboundedSender<Option<TickReport>>) {
+    fn tick(&mut self, reports: &mpsc::UnboundedSender<TickReport>) {
         self.ticking = true;
         self.force_tick = false;
-        let tick = self.dispatcher.send(Tick);
+        let tick = self.handle.tick();
         let reports = reports.clone();
         actix::spawn(async move {
             // The driver waits for this report; it is gone only when the driver returned.
-            let _ = reports.send(tick.await.ok());
+            let _ = reports.send(tick.await);
         });
     }
 
-    fn ticked(&mut self, report: Option<TickReport>) -> Result<(), LoadTestError> {
+    fn ticked(&mut self, report: TickReport) {
         self.ticking = false;
-        let report = report.ok_or(LoadTestError::DispatcherStopped)?;
         let offered = report.offered as u64;
         self.pending = self.pending.saturating_sub(offered);
         self.taken += offered;
-        Ok(())
     }
 
     /// Records one offer's disposition, seen at `at`.
@@ -264,12 +264,22 @@ impl Driver {
         }
     }
 
+    /// Drains the dispatcher and records what settled as it did (attempts handed back settle
+    /// as deferred; they are counted from the store).
+    pub(super) async fn drain(&mut self) {
+        let drain = self.handle.stop().await;
+        while let Some(settled) = self.handle.try_next_settled() {
+            self.record(settled, Instant::now());
+        }
+        tracing::debug!(
+            handed_back = drain.handed_back,
+            "loadtest dispatcher drained"
+        );
+    }
+
     /// Offers, ticks and records until every offered attempt has settled, or nothing happened
     /// for three idle limits in a row after the last offer.
-    pub(super) async fn drive(
-        &mut self,
-        events: &mut mpsc::UnboundedReceiver<Settled>,
-    ) -> Result<(), LoadTestError> {
+    pub(super) async fn drive(&mut self) {
         let (reports_tx, mut reports) = mpsc::unbounded_channel();
         let mut batch = Vec::with_capacity(SETTLED_BATCH);
         self.started = Instant::now();
@@ -277,13 +287,13 @@ impl Driver {
         loop {
             self.wakes += 1;
             while let Ok(report) = reports.try_recv() {
-                self.ticked(report)?;
+                self.ticked(report);
             }
             let now = Instant::now();
-            while let Ok(settled) = events.try_recv() {
+            while let Some(settled) = self.handle.try_next_settled() {
                 self.record(settled, now);
             }
-            self.offer_due(now).await?;
+            self.offer_due(now).await;
             if !self.ticking && self.is_tick_worth_it() {
                 self.tick(&reports_tx);
             }
@@ -294,19 +304,19 @@ impl Driver {
                 && self.ledger.settled() == self.offered()
                 && !self.ticking
             {
-                return Ok(());
+                return;
             }
             let idle_at = now + self.idle_limit;
             // An attempt that is due already makes the sleep end at once.
             let wake_at = self.next_due(now).map_or(idle_at, |due| due.min(idle_at));
             tokio::select! {
                 // Every settled attempt there is, up to a batch: 0 only once the channel closed.
-                1.. = events.recv_many(&mut batch, SETTLED_BATCH) => {
+                1.. = self.handle.next_settled_batch(&mut batch, SETTLED_BATCH) => {
                     self.record_all(&mut batch);
                     idle_rounds = 0;
                 }
                 Some(report) = reports.recv() => {
-                    self.ticked(report)?;
+                    self.ticked(report);
                 }
                 () = tokio::time::sleep_until(wake_at) => {
                     if wake_at >= idle_at {
@@ -315,7 +325,7 @@ impl Driver {
                         idle_rounds += 1;
                         self.force_tick = true;
                         if idle_rounds >= 3 && self.is_offering_done(Instant::now()) {
-                            return Ok(());
+                            return;
                         }
                     }
                 }

@@ -26,9 +26,9 @@ pub enum LoadTestError {
     /// The load test's thread ended without a report (it panicked).
     #[error("the load-test thread ended without a report")]
     Aborted,
-    /// The dispatcher actor stopped answering before the run ended.
-    #[error("the dispatcher stopped before the run ended")]
-    DispatcherStopped,
+    /// The dispatcher could not be started (outside a running actix system).
+    #[error("starting the dispatcher")]
+    Install(#[source] crate::install::InstallError),
     /// Conservation failed: some attempts were not accounted for exactly once.
     #[error(
         "conservation check failed: {lost} attempts lost, {executed_twice} executed twice, \

@@ -5,10 +5,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use actix::Actor;
-use tokio::sync::mpsc;
-use tokio::time::Instant;
-
 use super::LoadTestError;
 use super::counter::Counter;
 use super::cpu::process_cpu_time;
@@ -16,7 +12,6 @@ use super::driver::Driver;
 use super::plan::Plan;
 use super::report::Report;
 use super::timer::TimerThread;
-use crate::dispatch::{Dispatcher, Drain, TaskStore, Ticking};
 use crate::events::{Fanout, Observer};
 
 /// A [`Plan`] and how to run it.
@@ -68,18 +63,16 @@ pub fn run_blocking(options: Options) -> Result<Report, LoadTestError> {
     report_rx.recv().map_err(|_| LoadTestError::Aborted)?
 }
 
-/// Runs `options` on the current actix system: the real dispatcher (ticked by the harness),
-/// pipeline, supervised chain with its breaker actors, task store and the `null` executor.
+/// Runs `options` on the current actix system: a dispatcher assembled by the front door
+/// ([`Install`](crate::install::Install)) as any other, ticked by the harness, with the plan's hooks under supervision
+/// (breaker actors included), a task store sized for the run and the `null` executor.
 ///
 /// The retry window is zero, so that a held or unavailable attempt fails at its first offer
 /// instead of being offered again for 15 minutes; the report counts those as `held` and
 /// `unavailable`.
 ///
 /// # Errors
-/// As [`run_blocking`].
-///
-/// # Panics
-/// Outside a running actix system.
+/// As [`run_blocking`], and [`LoadTestError::Install`] outside a running actix system.
 pub async fn run(options: Options) -> Result<Report, LoadTestError> {
     let plan = options.plan;
     plan.validate()?;
@@ -88,40 +81,26 @@ pub async fn run(options: Options) -> Result<Report, LoadTestError> {
         Some(extra) => Arc::new(Fanout(vec![counter.clone(), extra])),
         None => counter.clone(),
     };
-    // Sized for the whole run, so that the store never stops the run to grow its index.
-    let store = match plan.expected_attempts() {
-        Some(attempts) => TaskStore::with_capacity(attempts),
-        None => TaskStore::new(),
-    };
-    let (events_tx, mut events) = mpsc::unbounded_channel();
     let timer = plan.hook_timer_thread();
-    let pipeline =
-        Arc::new(plan.pipeline(store.clone(), observer, Some(events_tx), timer.as_ref()));
-    let settings = Arc::new(plan.dispatch_settings());
-    let dispatcher = Dispatcher::new(pipeline, settings, Ticking::Manual).start();
+    let install = plan.install(timer.as_ref()).observer(observer);
+    // Sized for the whole run, so that the store never stops the run to grow its index.
+    let install = match plan.expected_attempts() {
+        Some(attempts) => install.expected_tasks(attempts),
+        None => install,
+    };
+    let handle = install.start().map_err(LoadTestError::Install)?;
 
     let cpu_before = dispatch_cpu_time(timer.as_ref());
-    let mut driver = Driver::new(&plan, dispatcher.clone(), options.show_progress);
-    driver.drive(&mut events).await?;
-    let drain = dispatcher
-        .send(Drain)
-        .await
-        .map_err(|_| LoadTestError::DispatcherStopped)?;
-    // Attempts handed back by the drain settle as deferred; they are counted from the store.
-    while let Ok(settled) = events.try_recv() {
-        driver.record(settled, Instant::now());
-    }
+    let mut driver = Driver::new(&plan, handle, options.show_progress);
+    driver.drive().await;
+    driver.drain().await;
     let cpu = cpu_before
         .zip(dispatch_cpu_time(timer.as_ref()))
         .map(|(before, after)| after.saturating_sub(before));
     driver.finish_progress();
-    tracing::debug!(
-        handed_back = drain.handed_back,
-        "loadtest dispatcher drained"
-    );
     Ok(driver
         .ledger()
-        .report(plan, &store, &counter, cpu, driver.wakes()))
+        .report(plan, driver.handle(), &counter, cpu, driver.wakes()))
 }
 
 /// The CPU time of the process but for the hooks' `timer` thread, which stands for the hooks'

@@ -22,6 +22,7 @@ use crate::dispatch::token::Hs256Minter;
 use crate::dispatch::{Parts, Pipeline, Settings, Settled, TaskStore};
 use crate::events::Observer;
 use crate::hooks::{SpecError, Webhook, WebhookSpec};
+use crate::install::Install;
 use crate::supervise::{self, SupervisedChain};
 
 /// How many attempts a run offers.
@@ -308,7 +309,20 @@ impl Plan {
             .collect()
     }
 
-    /// The pipeline a run of this plan drives: its synthetic hooks (waiting on `timer`) under
+    /// The install a run of this plan starts: the plan's dispatch settings and supervision, its
+    /// hooks in order (`sleep` and `jitter` waiting on `timer`), ticks by the harness, and every
+    /// settled attempt streamed to it.
+    pub fn install(&self, timer: Option<&TimerThread>) -> Install {
+        self.synthetic_hooks(timer)
+            .into_iter()
+            .fold(Install::new(self.dispatch_settings()), Install::hook)
+            .supervise(|supervise| *supervise = self.supervise.clone())
+            .manual_ticks()
+            .stream_settled()
+    }
+
+    /// The pipeline of a run of this plan without its dispatcher, for the benches that call it
+    /// themselves: its synthetic hooks (waiting on `timer`) under
     /// supervision (one breaker actor each), the `null` executor and `store`. The benches use
     /// it as it is.
     ///
@@ -344,11 +358,10 @@ impl Plan {
 /// task `a<index>` (zero-padded to nine digits, so that the store's key order is the offer
 /// order), a `BashOperator` on a fixed image, and no resources or execution fields of its own.
 pub fn attempt(index: u64, tenant: &str) -> Task {
-    let mut task = Task::new(tenant, "loadtest", "run", format!("a{index:09}"))
+    Task::new(tenant, "loadtest", "run", format!("a{index:09}"))
+        .with_operator("BashOperator")
         .with_image(IMAGE)
-        .with_command(["true"]);
-    task.operator = "BashOperator".to_owned();
-    task
+        .with_command(["true"])
 }
 
 /// The image of every load-test attempt.

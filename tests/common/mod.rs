@@ -24,6 +24,19 @@ use dexaflow_admission::events::{BreakerEvents, BreakerState, BufferEvents, Hook
 /// One answer a [`FakeHook`] gives.
 pub type Answer = Result<Decision, HookError>;
 
+/// What a [`FakeHook`] does on one call: answer, never answer, or panic while answering.
+// Most acts are answers; boxing them would only add noise to every script.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone)]
+pub enum Act {
+    /// Answers at once.
+    Answer(Answer),
+    /// Never answers (a hook that hangs, for timeouts and cancellation).
+    Pending,
+    /// Panics with this message when its future is polled.
+    Panic(String),
+}
+
 /// A hook that answers from a script and records every request it was shown.
 ///
 /// Answers are taken from the script in order; once the script is empty the fixed answer (if
@@ -32,8 +45,8 @@ pub type Answer = Result<Decision, HookError>;
 #[derive(Debug)]
 pub struct FakeHook {
     name: String,
-    script: Mutex<VecDeque<Answer>>,
-    fixed: Option<Answer>,
+    script: Mutex<VecDeque<Act>>,
+    fixed: Option<Act>,
     seen: Arc<Mutex<Vec<Request>>>,
     log: Option<CallLog>,
 }
@@ -44,10 +57,15 @@ pub type CallLog = Arc<Mutex<Vec<String>>>;
 impl FakeHook {
     /// A hook named `name` that gives `answer` to every call.
     pub fn answering(name: &str, answer: Answer) -> FakeHook {
+        FakeHook::acting(name, Act::Answer(answer))
+    }
+
+    /// A hook named `name` that does `act` on every call.
+    pub fn acting(name: &str, act: Act) -> FakeHook {
         FakeHook {
             name: name.to_owned(),
             script: Mutex::new(VecDeque::new()),
-            fixed: Some(answer),
+            fixed: Some(act),
             seen: Arc::new(Mutex::new(Vec::new())),
             log: None,
         }
@@ -55,11 +73,26 @@ impl FakeHook {
 
     /// A hook named `name` that gives `answers` in order, then panics if called again.
     pub fn scripted(name: &str, answers: impl IntoIterator<Item = Answer>) -> FakeHook {
+        FakeHook::scripted_acts(name, answers.into_iter().map(Act::Answer))
+    }
+
+    /// A hook named `name` that does `acts` in order, then panics if called again.
+    pub fn scripted_acts(name: &str, acts: impl IntoIterator<Item = Act>) -> FakeHook {
         FakeHook {
-            script: Mutex::new(answers.into_iter().collect()),
+            script: Mutex::new(acts.into_iter().collect()),
             fixed: None,
-            ..FakeHook::answering(name, Ok(Decision::Admit))
+            ..FakeHook::admitting(name)
         }
+    }
+
+    /// A hook that never answers any call.
+    pub fn pending(name: &str) -> FakeHook {
+        FakeHook::acting(name, Act::Pending)
+    }
+
+    /// A hook that panics with `message` on every call.
+    pub fn panicking(name: &str, message: &str) -> FakeHook {
+        FakeHook::acting(name, Act::Panic(message.to_owned()))
     }
 
     /// A hook that admits every attempt unchanged.
@@ -119,15 +152,15 @@ impl FakeHook {
             .len()
     }
 
-    fn next_answer(&self) -> Answer {
+    fn next_act(&self) -> Act {
         let scripted = self
             .script
             .lock()
             .expect("no test panics while holding the script")
             .pop_front();
         match (scripted, &self.fixed) {
-            (Some(answer), _) => answer,
-            (None, Some(answer)) => answer.clone(),
+            (Some(act), _) => act,
+            (None, Some(act)) => act.clone(),
             (None, None) => panic!(
                 "fake hook {:?} was called more often than scripted",
                 self.name
@@ -151,8 +184,14 @@ impl Hook for FakeHook {
                 .expect("no test panics while holding the log")
                 .push(self.name.clone());
         }
-        let answer = self.next_answer();
-        Box::pin(async move { answer })
+        let act = self.next_act();
+        Box::pin(async move {
+            match act {
+                Act::Answer(answer) => answer,
+                Act::Pending => std::future::pending().await,
+                Act::Panic(message) => panic!("{message}"),
+            }
+        })
     }
 }
 
