@@ -72,7 +72,7 @@ impl Disposition {
 ///
 /// Its [`Disposition`] is how this offer ended; the task instance's
 /// [`State`](super::task::State) is where the task stands after it; the hook calls'
-/// [`Outcome`]s go to the observer.
+/// [`Outcome`](crate::admission::Outcome)s go to the observer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settled {
     /// The task instance.
