@@ -118,6 +118,7 @@ pub mod metrics;
 pub mod report;
 pub mod serve;
 pub mod supervise;
+mod sync;
 pub mod workload;
 
 pub use install::{Handle, Install};

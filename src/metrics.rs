@@ -71,6 +71,7 @@ use thiserror::Error;
 
 use crate::admission::Outcome;
 use crate::events::{BreakerEvents, BreakerState, BufferEvents, HookEvents};
+use crate::sync::lock;
 
 /// `dexaflow_admission_outcomes_total{outcome}`: hook calls by outcome.
 pub const OUTCOMES_TOTAL: &str = "dexaflow_admission_outcomes_total";
@@ -196,9 +197,7 @@ impl Metrics {
 
     fn lock_breakers(&self) -> std::sync::MutexGuard<'_, Vec<Option<(String, Gauge)>>> {
         // A panic while holding the lock leaves only a half-written gauge cache behind.
-        self.breakers
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        lock(&self.breakers)
     }
 }
 

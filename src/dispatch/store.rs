@@ -25,6 +25,7 @@ use super::placement::PodKind;
 use super::reason::{FailureReason, Reason};
 use super::task::{State, Task, TaskKey};
 use crate::admission::{Execution, HookError};
+use crate::sync::lock;
 
 /// The most dispatch attempts an executor error may spend (Dexaflow's `dispatchMaxAttempts`).
 pub const MAX_DISPATCH_ATTEMPTS: u32 = 6;
@@ -242,13 +243,6 @@ struct Offerable {
     ready_at: BTreeMap<TaskKey, Option<Instant>>,
     // Where the next tick starts: after the last key a tick took, or at a deferred key.
     resume: Option<Bound<TaskKey>>,
-}
-
-/// Locks `mutex`; a panic while holding it leaves plain data behind, so keep serving it.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl TaskStore {

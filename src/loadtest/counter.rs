@@ -9,6 +9,7 @@ use std::time::Duration;
 use super::report::{BreakerTransitions, Latencies};
 use crate::admission::Outcome;
 use crate::events::{BreakerEvents, BreakerState, BufferEvents, HookEvents};
+use crate::sync::lock;
 
 /// How many sets of hook-call histograms a [`Counter`] keeps: a few per thread that calls hooks
 /// on any sensible `--worker-threads`, so that two threads rarely share one.
@@ -55,9 +56,7 @@ impl Counter {
     pub fn hook_calls(&self) -> Vec<(Outcome, Latencies)> {
         let mut merged: Vec<Latencies> = Outcome::ALL.iter().map(|_| Latencies::new()).collect();
         for shard in &self.calls {
-            let shard = shard
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let shard = lock(shard);
             for (total, latencies) in merged.iter_mut().zip(shard.iter()) {
                 if let Some(latencies) = latencies {
                     total.merge(latencies);
@@ -104,9 +103,7 @@ impl Counter {
         };
         let thread = foldhash::fast::FixedState::default().hash_one(std::thread::current().id());
         let shard = &self.calls[thread as usize % SHARDS];
-        let mut calls = shard
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut calls = lock(shard);
         calls[index]
             .get_or_insert_with(Latencies::new)
             .record(elapsed);

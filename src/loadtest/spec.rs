@@ -28,6 +28,7 @@ use thiserror::Error;
 
 use super::timer::TimerThread;
 use crate::admission::{Changes, Decision, Hook, HookError, HookFuture, Request};
+use crate::sync::lock;
 
 /// The node-selector key and the label key a `change:P` hook sets; a launched attempt that
 /// carries the label was admitted with changes.
@@ -324,18 +325,12 @@ impl Synthetic {
     /// Whether this call misbehaves, drawn with probability `p`.
     fn draws(&self, p: f64) -> bool {
         // A panic while drawing would leave a generator that still works; keep using it.
-        let mut rng = self
-            .rng
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut rng = lock(&self.rng);
         rng.f64() < p
     }
 
     fn uniform(&self, min: Duration, max: Duration) -> Duration {
-        let mut rng = self
-            .rng
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut rng = lock(&self.rng);
         min + (max - min).mul_f64(rng.f64())
     }
 }

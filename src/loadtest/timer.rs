@@ -31,6 +31,8 @@ use std::time::{Duration, Instant};
 
 use super::cpu::cpu_time_in;
 
+use crate::sync::lock;
+
 /// How long before the earliest deadline the thread stops parking and starts spinning: longer
 /// than a parked thread is late on the machines the harness runs on.
 pub const SPIN: Duration = Duration::from_micros(200);
@@ -111,13 +113,6 @@ impl Ord for Entry {
 struct Slot {
     fired: AtomicBool,
     waker: Mutex<Option<Waker>>,
-}
-
-/// Locks `mutex` even if a panic poisoned it: the timer's data stays consistent under each lock.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Slot {

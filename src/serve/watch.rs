@@ -9,13 +9,15 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
 use super::ServeError;
+
+use crate::sync::lock;
 
 /// A running watch; dropping it stops the watch and its reload task.
 pub(crate) struct Watch {
@@ -101,7 +103,7 @@ impl<T: PartialEq + Clone> LastRead<T> {
     /// Whether `read` differs from what was read last; it is what was read last from now on.
     pub(crate) fn is_new(&self, read: &T) -> bool {
         // A panic while holding the lock leaves at worst a stale copy, read again next time.
-        let mut last = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut last = lock(&self.0);
         if *last == *read {
             return false;
         }

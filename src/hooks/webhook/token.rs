@@ -12,6 +12,8 @@ use thiserror::Error;
 use super::super::SpecError;
 use super::WebhookError;
 
+use crate::sync::lock;
+
 /// What is wrong with a token file. Never holds the token.
 #[derive(Debug, Error)]
 pub enum TokenProblem {
@@ -96,10 +98,7 @@ impl TokenFile {
         let metadata = std::fs::metadata(&self.path).map_err(TokenProblem::Read)?;
         let stamp = Stamp::of(&metadata);
         // A panic while the lock was held cannot leave a half-written entry: keep using it.
-        let mut last = self
-            .last
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut last = lock(&self.last);
         if let Some((seen, header)) = last.as_ref() {
             if *seen == stamp {
                 return Ok(header.clone());
