@@ -13,6 +13,7 @@
 
 use std::future::Future;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use actix::{Actor, Addr};
@@ -31,6 +32,7 @@ use crate::dispatch::{
 use crate::events::{BreakerEvents, BreakerState, BufferEvents, Fanout, HookEvents, Observer};
 use crate::hooks::{HookSpec, PolicySpec};
 use crate::supervise::{self, ChainBuilder};
+use crate::sync::lock;
 
 /// What could not be installed or started.
 #[derive(Debug, thiserror::Error)]
@@ -44,6 +46,12 @@ pub enum InstallError {
         "supervision needs a running actix system: call Install::start inside one, or use Install::run_blocking"
     )]
     NoSystem,
+    /// [`Install::run_blocking`] was called on a thread already running an async runtime, which
+    /// it would have to block: call [`Install::start`] there instead.
+    #[error(
+        "Install::run_blocking blocks its thread, so it cannot run inside an async runtime: call Install::start there"
+    )]
+    InsideRuntime,
 }
 
 /// Why an offer was not taken.
@@ -56,6 +64,10 @@ pub enum OfferError {
     /// A try number is counted from 1.
     #[error("task instance {0}: try_number must be 1 or more, got 0")]
     ZeroTry(TaskKey),
+    /// [`Handle::stop`] or [`Handle::drain`] has begun: nothing would dispatch the task, so it
+    /// was not stored.
+    #[error("task instance {0} was not offered: the dispatcher is draining")]
+    ShuttingDown(TaskKey),
 }
 
 /// A builder of a dispatcher: the settings, the hooks in order, the executor and the observer.
@@ -300,6 +312,7 @@ impl Install {
             breakers,
             ticking,
             interval: settings.loop_interval,
+            stopping: AtomicBool::new(false),
         })
     }
 
@@ -307,15 +320,19 @@ impl Install {
     /// handle to the end and returns what it returns; the system stops when this returns.
     ///
     /// # Errors
-    /// [`InstallError::NoSystem`] never in practice: the system is started first.
+    /// [`InstallError::InsideRuntime`] when called on a thread that runs an async runtime (use
+    /// [`Install::start`] there); [`InstallError::NoSystem`] never in practice: the system is
+    /// started first.
     ///
     /// # Panics
-    /// When called from inside an async runtime (use [`Install::start`] there), or when the
-    /// operating system cannot start a runtime.
+    /// When the operating system cannot start a runtime.
     pub fn run_blocking<F, T>(self, body: impl FnOnce(Handle) -> F) -> Result<T, InstallError>
     where
         F: Future<Output = T>,
     {
+        if tokio::runtime::Handle::try_current().is_ok() {
+            return Err(InstallError::InsideRuntime);
+        }
         let system = actix::System::new();
         system.block_on(async move {
             let handle = self.start()?;
@@ -333,6 +350,9 @@ pub struct Handle {
     breakers: Arc<Breakers>,
     ticking: Ticking,
     interval: std::time::Duration,
+    // Set by `stop` before the dispatcher drains, so that an offer made afterwards is refused
+    // instead of stored where no tick will ever take it.
+    stopping: AtomicBool,
 }
 
 impl std::fmt::Debug for Handle {
@@ -370,10 +390,14 @@ impl Handle {
     /// # Errors
     /// [`OfferError::Duplicate`] when the task is stored for this try or a later one, or its
     /// previous try has not settled,
-    /// [`OfferError::ZeroTry`] for try 0.
+    /// [`OfferError::ZeroTry`] for try 0,
+    /// [`OfferError::ShuttingDown`] once [`Handle::stop`] has begun.
     pub fn offer_try(&self, task: Task, try_number: u32) -> Result<(), OfferError> {
         if try_number == 0 {
             return Err(OfferError::ZeroTry(task.key));
+        }
+        if self.stopping.load(Ordering::Acquire) {
+            return Err(OfferError::ShuttingDown(task.key));
         }
         let key = task.key.clone();
         match self.store.schedule_try(task, try_number) {
@@ -513,8 +537,10 @@ impl Handle {
 
     /// Drains as [`Handle::drain`] does but keeps the handle, to read what settled last
     /// ([`Handle::try_next_settled`]) and the task instances in place
-    /// ([`Handle::for_each_instance`]). Ticks after it are skipped.
+    /// ([`Handle::for_each_instance`]). Ticks after it are skipped and offers refused
+    /// ([`OfferError::ShuttingDown`]).
     pub async fn stop(&self) -> DrainReport {
+        self.stopping.store(true, Ordering::Release);
         let drain = self.dispatcher.send(Drain).await.unwrap_or_default();
         // Only once no dispatch is in flight can nothing more be launched.
         self.pipeline.executor().shutdown().await;
@@ -537,10 +563,7 @@ impl Breakers {
     }
 
     fn snapshot(&self) -> Vec<(String, BreakerState)> {
-        self.0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .clone()
+        lock(&self.0).clone()
     }
 }
 
@@ -549,10 +572,7 @@ impl BufferEvents for Breakers {}
 
 impl BreakerEvents for Breakers {
     fn breaker_changed(&self, position: usize, _: &str, state: BreakerState) {
-        let mut states = self
-            .0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut states = lock(&self.0);
         if let Some(entry) = states.get_mut(position) {
             entry.1 = state;
         }

@@ -96,6 +96,21 @@ async fn a_duplicate_offer_is_reported_and_changes_nothing() {
 }
 
 #[actix::test]
+async fn an_offer_after_stop_is_refused_and_stores_nothing() {
+    tokio::time::pause();
+    let hook = FakeHook::admitting("scripted").shared();
+    let handle = install().hook(hook.clone()).start().expect("inside actix");
+    handle.stop().await;
+    let task = Task::new("acme", "etl", "run-1", "load");
+    assert_eq!(
+        handle.offer(task.clone()),
+        Err(OfferError::ShuttingDown(task.key.clone()))
+    );
+    assert!(handle.instance(&task.key).is_none(), "nothing stored");
+    assert_eq!(hook.calls(), 0, "no hook call");
+}
+
+#[actix::test]
 async fn each_settled_attempt_names_the_hook_that_refused_it() {
     tokio::time::pause();
     let mut handle = install()
@@ -142,6 +157,20 @@ fn starting_outside_an_actix_system_is_an_error_that_says_so() {
     let error = install().start().expect_err("no actix system here");
     assert!(matches!(error, InstallError::NoSystem));
     assert!(error.to_string().contains("actix system"));
+}
+
+#[actix::test]
+async fn the_blocking_entry_point_inside_a_runtime_is_an_error_not_a_panic() {
+    let mut bodies_run = 0;
+    let error = install()
+        .run_blocking(|_handle| {
+            bodies_run += 1;
+            async {}
+        })
+        .expect_err("this thread runs a runtime");
+    assert!(matches!(error, InstallError::InsideRuntime));
+    assert!(error.to_string().contains("Install::start"));
+    assert_eq!(bodies_run, 0, "the body never ran");
 }
 
 #[actix::test]

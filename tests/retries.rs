@@ -4,10 +4,10 @@
 
 use std::sync::{Arc, Mutex};
 
-use dexaflow_admission::Install;
 use dexaflow_admission::admission::{Decision, Hook, HookFuture, Request};
 use dexaflow_admission::dispatch::task::{State, Task};
 use dexaflow_admission::install::OfferError;
+use dexaflow_admission::{Handle, Install};
 
 /// Admits every attempt and records the try number each request carried.
 #[derive(Default)]
@@ -35,19 +35,23 @@ impl Hook for TryRecorder {
     }
 }
 
-fn install(hook: Arc<TryRecorder>) -> Install {
-    Install::from_yaml("executor: {type: \"null\"}\nscheduler: {loop_interval_ms: 5}")
+/// Starts a dispatcher on the paused clock with a [`TryRecorder`] as its one hook, and gives
+/// the task every test offers.
+fn start() -> (Arc<TryRecorder>, Handle, Task) {
+    tokio::time::pause();
+    let hook = Arc::new(TryRecorder::default());
+    let handle = Install::from_yaml("executor: {type: \"null\"}\nscheduler: {loop_interval_ms: 5}")
         .expect("a valid config")
         .manual_ticks()
-        .hook(hook)
+        .hook(hook.clone())
+        .start()
+        .expect("inside actix");
+    (hook, handle, Task::new("acme", "etl", "run-1", "load"))
 }
 
 #[actix::test]
 async fn a_retry_of_a_settled_task_reaches_the_hooks_with_its_try_number() {
-    tokio::time::pause();
-    let hook = Arc::new(TryRecorder::default());
-    let handle = install(hook.clone()).start().expect("inside actix");
-    let task = Task::new("acme", "etl", "run-1", "load");
+    let (hook, handle, task) = start();
     handle.offer(task.clone()).expect("a new task");
     handle.wait_settled().await;
     handle
@@ -64,10 +68,7 @@ async fn a_retry_of_a_settled_task_reaches_the_hooks_with_its_try_number() {
 
 #[actix::test]
 async fn an_offer_of_a_try_already_made_is_reported_and_reaches_no_hook() {
-    tokio::time::pause();
-    let hook = Arc::new(TryRecorder::default());
-    let handle = install(hook.clone()).start().expect("inside actix");
-    let task = Task::new("acme", "etl", "run-1", "load");
+    let (hook, handle, task) = start();
     handle.offer_try(task.clone(), 2).expect("a new task");
     handle.wait_settled().await;
     let duplicate = Err(OfferError::Duplicate(task.key.clone()));

@@ -74,57 +74,68 @@ fn attempts_written_from_two_threads_at_once_each_settle_exactly_once() {
     );
 }
 
-#[test]
-fn a_tick_takes_again_an_attempt_a_worker_thread_handed_back() {
+/// A store holding task `a`, taken by a tick at `now`: the key a worker thread then owns.
+fn one_taken(now: Instant) -> (TaskStore, TaskKey) {
     let store = TaskStore::new();
     store.schedule(task("a"));
-    let now = Instant::now();
     let taken = keys(&store.take_ready(now, usize::MAX));
+    assert_eq!(taken.len(), 1);
+    (store, taken[0].clone())
+}
+
+/// Runs `attempt` on a thread of its own, as a worker thread runs a resolved attempt of `key`,
+/// then hands the attempt back; returns what `attempt` wrote.
+fn on_worker_thread<T: Send + 'static>(
+    store: &TaskStore,
+    key: &TaskKey,
+    attempt: impl FnOnce(&TaskStore, &TaskKey) -> T + Send + 'static,
+) -> T {
+    let (store, key) = (store.clone(), key.clone());
+    thread::spawn(move || {
+        store.resolve(&key).expect("scheduled");
+        let written = attempt(&store, &key);
+        store.hand_back(&key);
+        written
+    })
+    .join()
+    .expect("the worker thread")
+}
+
+#[test]
+fn a_tick_takes_again_an_attempt_a_worker_thread_handed_back() {
+    let now = Instant::now();
+    let (store, key) = one_taken(now);
     assert!(
         store.take_ready(now, usize::MAX).is_empty(),
         "not offered while in flight"
     );
-    let worker = {
-        let (store, key) = (store.clone(), taken[0].clone());
-        thread::spawn(move || {
-            store.resolve(&key).expect("scheduled");
-            let held = Reason::Held {
-                hook: "quota".to_owned(),
-                reason: "later".to_owned(),
-            };
-            let waited = store.wait(&key, held, now, Duration::from_secs(60));
-            store.hand_back(&key);
-            waited
-        })
-    };
-    assert_eq!(worker.join().expect("the worker thread"), Waited::Waiting);
-    assert_eq!(keys(&store.take_ready(now, usize::MAX)), taken);
+    let waited = on_worker_thread(&store, &key, move |store, key| {
+        let held = Reason::Held {
+            hook: "quota".to_owned(),
+            reason: "later".to_owned(),
+        };
+        store.wait(key, held, now, Duration::from_secs(60))
+    });
+    assert_eq!(waited, Waited::Waiting);
+    assert_eq!(keys(&store.take_ready(now, usize::MAX)), vec![key]);
 }
 
 #[test]
 fn a_backoff_written_on_a_worker_thread_keeps_the_task_from_the_tick_until_it_is_due() {
-    let store = TaskStore::new();
-    store.schedule(task("a"));
     let now = Instant::now();
-    let taken = keys(&store.take_ready(now, usize::MAX));
-    let worker = {
-        let (store, key) = (store.clone(), taken[0].clone());
-        thread::spawn(move || {
-            store.resolve(&key).expect("scheduled");
-            let written = store.record_dispatch_backpressure(&key, now);
-            store.hand_back(&key);
-            written
-        })
-    };
-    assert_eq!(worker.join().expect("the worker thread"), Write::Applied);
+    let (store, key) = one_taken(now);
+    let written = on_worker_thread(&store, &key, move |store, key| {
+        store.record_dispatch_backpressure(key, now)
+    });
+    assert_eq!(written, Write::Applied);
     let due = now + dispatch_backoff(1);
     assert!(
         store
             .take_ready(due - Duration::from_millis(1), usize::MAX)
             .is_empty()
     );
-    assert_eq!(keys(&store.take_ready(due, usize::MAX)), taken);
-    let row = store.get(&taken[0]).expect("stored");
+    assert_eq!(keys(&store.take_ready(due, usize::MAX)), vec![key.clone()]);
+    let row = store.get(&key).expect("stored");
     assert_eq!(row.dispatch_attempts, 0, "backpressure spends nothing");
 }
 

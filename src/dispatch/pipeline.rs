@@ -322,7 +322,8 @@ impl Pipeline {
                     biased;
                     () = shutdown.triggered() => {
                         self.observer.chain_cancelled(started.elapsed());
-                        self.store.hand_back(key);
+                        // `dispatch`'s in-flight guard hands the attempt back; a second
+                        // hand-back here could clear the mark of a later tick's take.
                         return Disposition::Cancelled.into();
                     }
                     verdict = chain.admit(request) => verdict,
