@@ -130,22 +130,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         handle.wait_settled().await;
         while let Some(settled) = handle.try_next_settled() {
-            let row = handle.instance(&settled.key).expect("offered");
-            let placed = row
-                .execution
-                .map(|execution| format!("{:?}", execution.node_selector))
-                .unwrap_or_default();
+            // Why it was refused, or where it was placed.
+            let detail = match &settled.reason {
+                Some(reason) => reason.to_string(),
+                None => handle
+                    .instance(&settled.key)
+                    .and_then(|row| row.execution)
+                    .map(|execution| format!("{:?}", execution.node_selector))
+                    .unwrap_or_default(),
+            };
             println!(
-                "{:<28} {:<9} by {:<13} {} {}",
+                "{:<28} {:<9} by {:<13} {detail}",
                 settled.key.to_string(),
                 settled.disposition.as_str(),
                 settled.deciding_hook().unwrap_or("-"),
-                settled
-                    .reason
-                    .as_ref()
-                    .map(ToString::to_string)
-                    .unwrap_or_default(),
-                placed,
             );
         }
         let breakers = handle.breakers();

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use dexaflow_admission::admission::Outcome;
 use dexaflow_admission::events::HookEvents;
-use dexaflow_admission::metrics::{self, OUTCOMES_TOTAL};
+use dexaflow_admission::metrics::{self, DURATION_SECONDS, LATENCY_BUCKETS, OUTCOMES_TOTAL};
 use serve_support::sample;
 
 /// The body of a plain HTTP/1.0 GET of `target` (so that no chunked body comes back).
@@ -51,6 +51,16 @@ fn an_exporter_on_port_zero_gives_its_address_and_renders_what_it_serves() {
     let rendered = installed.exporter.render();
     assert_eq!(sample(&rendered, &refused), Some(1.0), "{rendered}");
     assert_eq!(sample(&rendered, &held), Some(0.0), "{rendered}");
+    // The call's 80µs lands in the public buckets: above 50µs, within 100µs and every later one.
+    for bound in LATENCY_BUCKETS {
+        let bucket = format!("{DURATION_SECONDS}_bucket{{outcome=\"refuse\",le=\"{bound}\"}}");
+        let within = if bound < 0.000_08 { 0.0 } else { 1.0 };
+        assert_eq!(
+            sample(&rendered, &bucket),
+            Some(within),
+            "{bucket} in {rendered}"
+        );
+    }
     let served = get(address, "/metrics");
     assert_eq!(sample(&served, &refused), Some(1.0), "{served}");
     assert_eq!(sample(&served, &held), Some(0.0), "{served}");
