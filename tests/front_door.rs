@@ -60,6 +60,48 @@ async fn a_hook_set_priority_class_outside_the_allowlist_is_refused_however_the_
     assert!(matches!(verdict, Verdict::Refuse { hook, .. } if hook == "scripted"));
 }
 
+/// Writes `yaml` as a config file in a directory of its own; the directory lives as long as
+/// the returned guard.
+fn config_file(yaml: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("dexaflow.yaml");
+    std::fs::write(&path, yaml).expect("the config file is written");
+    (dir, path)
+}
+
+#[actix::test]
+async fn an_install_from_a_config_file_refuses_a_priority_class_outside_its_allowlist() {
+    tokio::time::pause();
+    let (_dir, path) = config_file(
+        "executor: {type: \"null\"}\nexecution_allowlist: {priority_classes: [batch]}\n",
+    );
+    let hook = FakeHook::changing("scripted", vip_class()).shared();
+    let handle = Install::from_file(&path)
+        .expect("a valid config file")
+        .manual_ticks()
+        .hook(hook.clone())
+        .start()
+        .expect("inside actix");
+    let task = Task::new("acme", "etl", "run-1", "load");
+    handle.offer(task.clone()).expect("a new task");
+    handle.wait_settled().await;
+    let row = handle.instance(&task.key).expect("offered");
+    assert_eq!(row.state, State::Failed);
+    assert_eq!(hook.calls(), 1);
+    assert!(!row.token_minted, "no token for a refused attempt");
+    assert_eq!(row.executions, 0, "no executor call");
+}
+
+#[test]
+fn an_install_from_a_config_file_with_an_unknown_key_is_an_error_naming_the_key() {
+    let (_dir, path) =
+        config_file("executor: {type: \"null\"}\nschedular: {loop_interval_ms: 5}\n");
+    let error = Install::from_file(&path).expect_err("an unknown key");
+    assert!(matches!(error, InstallError::Config(_)));
+    let chain = dexaflow_admission::admission::error_chain(&error);
+    assert!(chain.contains("schedular"), "{chain}");
+}
+
 #[actix::test]
 async fn a_retry_offer_carries_its_try_number_to_the_hooks() {
     tokio::time::pause();
