@@ -74,6 +74,7 @@ fn executor_error_rejects_the_attempt_and_spends_one_dispatch_attempt() {
                 cause: "task load has no command".to_owned()
             }
         );
+        assert_eq!(settled.reason.as_ref(), Some(reason.reason()));
         assert_eq!(harness.executor.calls().len(), 1);
         assert_eq!(row.placement, None);
     });
@@ -120,7 +121,20 @@ fn task_fails_after_6_executor_errors_naming_the_last_and_is_not_offered_again()
         spend_every_attempt(&mut harness).await;
         tick_after(&harness, Duration::from_secs(600)).await;
 
+        let mut dispositions = Vec::new();
+        for _ in 1..MAX_DISPATCH_ATTEMPTS {
+            dispositions.push(harness.next_settled().await.disposition);
+        }
+        let last = harness.next_settled().await;
+        assert_eq!(dispositions, [Disposition::Rejected; 5]);
+        assert_eq!(last.disposition, Disposition::Failed);
+        let after = harness.events.try_recv();
+        assert!(after.is_err(), "nothing settles after the last: {after:?}");
         let row = harness.store.get(&task("load").key).expect("task stored");
+        assert_eq!(
+            last.reason.as_ref(),
+            row.failure_reason.as_ref().map(|kept| kept.reason())
+        );
         assert_eq!(row.state, State::Failed);
         assert_eq!(
             row.failure_reason.as_deref(),
@@ -183,7 +197,20 @@ fn task_fails_after_6_token_mint_errors_with_no_token_and_no_executor_call() {
         spend_every_attempt(&mut harness).await;
         tick_after(&harness, Duration::from_secs(600)).await;
 
+        let mut dispositions = Vec::new();
+        for _ in 1..MAX_DISPATCH_ATTEMPTS {
+            dispositions.push(harness.next_settled().await.disposition);
+        }
+        let last = harness.next_settled().await;
+        assert_eq!(dispositions, [Disposition::Rejected; 5]);
+        assert_eq!(last.disposition, Disposition::Failed);
+        let after = harness.events.try_recv();
+        assert!(after.is_err(), "nothing settles after the last: {after:?}");
         let row = harness.store.get(&task("load").key).expect("task stored");
+        assert_eq!(
+            last.reason.as_ref(),
+            row.failure_reason.as_ref().map(|kept| kept.reason())
+        );
         assert_eq!(row.state, State::Failed);
         assert_eq!(
             row.failure_reason.as_deref(),

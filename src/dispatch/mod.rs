@@ -32,6 +32,6 @@ pub use reason::{FailureReason, Reason};
 pub use settings::Settings;
 pub use shutdown::{Shutdown, Tracked, Tracker, Trigger, signal};
 pub use store::{
-    MAX_DISPATCH_ATTEMPTS, Requeue, TaskInstance, TaskStore, Waited, Write, dispatch_backoff,
+    MAX_DISPATCH_ATTEMPTS, Requeue, Spent, TaskInstance, TaskStore, Waited, Write, dispatch_backoff,
 };
 pub use worker::{AdmissionWorker, JobRunner, Stop, Wake};

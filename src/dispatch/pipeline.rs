@@ -17,7 +17,7 @@ use super::refusals::{
     build_request, check_pod_annotations, effective_execution, refuse_before_token,
 };
 use super::shutdown::{Shutdown, Tracked, Tracker};
-use super::store::{Requeue, TaskStore, Waited, Write};
+use super::store::{Requeue, Spent, TaskStore, Waited, Write};
 use super::task::{Task, TaskKey};
 use super::token::{AgentIdentity, Minter};
 use crate::admission::{Verdict, error_chain};
@@ -248,10 +248,7 @@ impl Pipeline {
         if !self.is_listened() {
             return None;
         }
-        self.store
-            .get(key)
-            .and_then(|row| row.failure_reason)
-            .map(super::reason::FailureReason::into_reason)
+        self.store.failure_reason(key)
     }
 
     /// Dispatches one attempt of `task`, which the caller took from the store as in flight.
@@ -482,24 +479,19 @@ impl Pipeline {
     }
 
     fn reject(&self, key: &TaskKey, cause: Reason) -> Ending {
-        match self
+        let disposition = match self
             .store
             .record_dispatch_failure(key, cause, Instant::now())
         {
-            Write::Superseded => Disposition::Superseded.into(),
-            Write::Applied => {
-                let row = self.store.get(key);
-                let disposition = match row.as_ref().map(|row| row.state) {
-                    Some(super::task::State::Failed) => Disposition::Failed,
-                    _ => Disposition::Rejected,
-                };
-                Ending {
-                    reason: row
-                        .and_then(|row| row.failure_reason)
-                        .map(super::reason::FailureReason::into_reason),
-                    ..disposition.into()
-                }
-            }
+            Spent::Retrying => Disposition::Rejected,
+            Spent::Failed => Disposition::Failed,
+            Spent::Superseded => return Disposition::Superseded.into(),
+        };
+        // The last attempt wraps the cause as `dispatch_failed`: what the store recorded is
+        // what this offer settled with.
+        Ending {
+            reason: self.recorded_reason(key),
+            ..disposition.into()
         }
     }
 }

@@ -167,6 +167,18 @@ pub enum Waited {
     Superseded,
 }
 
+/// What spending a dispatch attempt did: the task is offered again after its backoff, or that
+/// was its last attempt and it failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Spent {
+    /// Attempts remain: still scheduled, offered again once the backoff has passed.
+    Retrying,
+    /// The last attempt is spent: the task failed as `dispatch_failed`.
+    Failed,
+    /// The row was not scheduled; nothing changed.
+    Superseded,
+}
+
 /// The task instances, shared between the dispatcher, its workers and executor completions.
 #[derive(Debug, Clone)]
 pub struct TaskStore {
@@ -542,14 +554,18 @@ impl TaskStore {
     /// Records an executor error at dispatch (Dexaflow's `Rejected`): spends a dispatch attempt
     /// and backs off (5s·2^(n−1), at most 5 minutes), or fails the task after
     /// [`MAX_DISPATCH_ATTEMPTS`].
-    pub fn record_dispatch_failure(&self, key: &TaskKey, cause: Reason, now: Instant) -> Write {
+    pub fn record_dispatch_failure(&self, key: &TaskKey, cause: Reason, now: Instant) -> Spent {
         let mut rows = self.shard(key);
         match rows.get_mut(key) {
             Some(row) if row.state == State::Scheduled => {
                 row.spend_dispatch_attempt(cause, now);
-                Write::Applied
+                if row.state == State::Failed {
+                    Spent::Failed
+                } else {
+                    Spent::Retrying
+                }
             }
-            _ => Write::Superseded,
+            _ => Spent::Superseded,
         }
     }
 
@@ -623,6 +639,15 @@ impl TaskStore {
     /// A copy of one task instance.
     pub fn get(&self, key: &TaskKey) -> Option<TaskInstance> {
         self.shard(key).get(key).cloned()
+    }
+
+    /// Why the task instance `key` last failed or waited, copied without the rest of its row.
+    pub fn failure_reason(&self, key: &TaskKey) -> Option<Reason> {
+        let rows = self.shard(key);
+        rows.get(key)?
+            .failure_reason
+            .as_ref()
+            .map(|kept| kept.reason().clone())
     }
 
     /// A copy of every task instance, in key order.
