@@ -27,7 +27,7 @@ pub use buffer::{AT_CAPACITY, Job};
 pub use dispatcher::{
     Dispatcher, Drain, DrainReport, Offer, ShuttingDown, Tick, TickReport, Ticking,
 };
-pub use pipeline::{Disposition, Parts, Pipeline, Settled, task_instance_id};
+pub use pipeline::{Disposition, Parts, Pipeline, Settled, task_instance_id, task_instance_id_len};
 pub use reason::{FailureReason, Reason};
 pub use settings::Settings;
 pub use shutdown::{Shutdown, Tracked, Tracker, Trigger, signal};

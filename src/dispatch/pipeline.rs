@@ -555,10 +555,21 @@ impl Follower {
 
 /// The task instance id of a task key: `tenant.dag.run.task`.
 pub fn task_instance_id(key: &TaskKey) -> String {
-    format!(
-        "{}.{}.{}.{}",
-        key.tenant, key.dag_id, key.run_id, key.task_id
-    )
+    task_instance_id_parts(key).join(TASK_INSTANCE_ID_SEPARATOR)
+}
+
+/// The length in bytes of [`task_instance_id`] of `key`, counted without building it: every
+/// attempt's built-in refusals need only the size of the pod annotation that carries it.
+pub fn task_instance_id_len(key: &TaskKey) -> usize {
+    let parts = task_instance_id_parts(key);
+    let separators = TASK_INSTANCE_ID_SEPARATOR.len() * (parts.len() - 1);
+    parts.iter().map(|part| part.len()).sum::<usize>() + separators
+}
+
+const TASK_INSTANCE_ID_SEPARATOR: &str = ".";
+
+fn task_instance_id_parts(key: &TaskKey) -> [&str; 4] {
+    [&key.tenant, &key.dag_id, &key.run_id, &key.task_id]
 }
 
 /// Clears the in-flight mark however the dispatch ends, so that a dropped dispatch is offered

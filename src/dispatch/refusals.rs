@@ -21,7 +21,7 @@ use thiserror::Error;
 use super::executor::kubernetes::own_annotations;
 use super::settings::{AllowedFields, ExecutorSettings, ResourceDefaults, Settings};
 use super::task::Task;
-use super::task_instance_id;
+use super::task_instance_id_len;
 use super::unit::{self, Misfit, UnitError};
 use crate::admission::{
     API_VERSION, ChangeError, Execution, Field, PolicyRefusal, QuantityError, Request,
@@ -400,10 +400,9 @@ pub fn check_pod_annotations(
     task: &Task,
     source_mode: bool,
 ) -> Result<(), ChangeError> {
-    let task_instance_id = task_instance_id(&task.key);
     let source = source_mode.then_some(task.source.as_deref()).flatten();
-    let own: usize = own_annotations(&task_instance_id, source)
-        .map(|(key, value)| key.len() + value.len())
+    let own: usize = own_annotations(task_instance_id_len(&task.key), source.map(str::len))
+        .map(|(key, value)| key.len() + value)
         .sum();
     check_annotations_size(annotations_bytes(annotations) + own)
 }

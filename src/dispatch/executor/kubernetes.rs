@@ -145,11 +145,12 @@ async fn write_private(path: &std::path::Path, contents: &[u8]) -> std::io::Resu
 /// instance id and, in source mode, the DAG source.
 ///
 /// They count toward the 256 KiB Kubernetes allows all annotations of a pod together, so the
-/// built-in refusals count them too.
-pub fn own_annotations<'a>(
-    task_instance_id: &'a str,
-    source: Option<&'a str>,
-) -> impl Iterator<Item = (&'static str, &'a str)> {
+/// built-in refusals count them too. `V` is each value itself (`&str`) where the pod is built,
+/// or its length (`usize`) where only the size counts, so that counting allocates nothing.
+pub fn own_annotations<V>(
+    task_instance_id: V,
+    source: Option<V>,
+) -> impl Iterator<Item = (&'static str, V)> {
     std::iter::once((ANNOTATION_TASK_INSTANCE_ID, task_instance_id))
         .chain(source.map(|source| (ANNOTATION_DAG_SOURCE, source)))
 }
@@ -208,7 +209,7 @@ pub fn build_pod(attempt: &Admitted, namespace: &str, run_as_non_root: bool) -> 
         .map(|(key, value)| (key.clone(), value.clone()))
         .collect();
     annotations.extend(
-        own_annotations(&attempt.task_instance_id, source)
+        own_annotations(attempt.task_instance_id.as_str(), source)
             .map(|(key, value)| (key.to_owned(), value.to_owned())),
     );
 
