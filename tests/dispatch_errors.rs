@@ -55,6 +55,42 @@ async fn spend_every_attempt(harness: &mut Harness) {
     }
 }
 
+/// Reads the settlement of each dispatch attempt of task `load` and checks what each says: five
+/// rejections for `cause`, then a failure with the reason the store recorded, then nothing.
+async fn assert_settled_five_rejections_then_a_failure(harness: &mut Harness, cause: &Reason) {
+    for attempt in 1..MAX_DISPATCH_ATTEMPTS {
+        let settled = harness.next_settled().await;
+        assert_eq!(
+            (settled.disposition, settled.reason.as_ref()),
+            (Disposition::Rejected, Some(cause)),
+            "attempt {attempt}"
+        );
+    }
+    let last = harness.next_settled().await;
+    let row = harness.store.get(&task("load").key).expect("task stored");
+    assert_eq!(last.disposition, Disposition::Failed);
+    assert_eq!(
+        last.reason.as_ref(),
+        row.failure_reason.as_ref().map(|kept| kept.reason())
+    );
+    assert!(last.reason.is_some());
+    let after = harness.events.try_recv();
+    assert!(after.is_err(), "nothing settles after the last: {after:?}");
+}
+
+fn no_command_reason() -> Reason {
+    Reason::Executor {
+        cause: "task load has no command".to_owned(),
+    }
+}
+
+fn empty_secret_reason() -> Reason {
+    Reason::Token {
+        task_instance_id: "acme.etl.r1.load".to_owned(),
+        error: "agent token secret is empty".to_owned(),
+    }
+}
+
 #[test]
 fn executor_error_rejects_the_attempt_and_spends_one_dispatch_attempt() {
     on_paused_clock(async {
@@ -68,12 +104,7 @@ fn executor_error_rejects_the_attempt_and_spends_one_dispatch_attempt() {
         assert_eq!(row.state, State::Scheduled);
         assert_eq!(row.dispatch_attempts, 1);
         let reason = row.failure_reason.expect("a rejection has a reason");
-        assert_eq!(
-            reason.reason(),
-            &Reason::Executor {
-                cause: "task load has no command".to_owned()
-            }
-        );
+        assert_eq!(reason.reason(), &no_command_reason());
         assert_eq!(settled.reason.as_ref(), Some(reason.reason()));
         assert_eq!(harness.executor.calls().len(), 1);
         assert_eq!(row.placement, None);
@@ -121,20 +152,8 @@ fn task_fails_after_6_executor_errors_naming_the_last_and_is_not_offered_again()
         spend_every_attempt(&mut harness).await;
         tick_after(&harness, Duration::from_secs(600)).await;
 
-        let mut dispositions = Vec::new();
-        for _ in 1..MAX_DISPATCH_ATTEMPTS {
-            dispositions.push(harness.next_settled().await.disposition);
-        }
-        let last = harness.next_settled().await;
-        assert_eq!(dispositions, [Disposition::Rejected; 5]);
-        assert_eq!(last.disposition, Disposition::Failed);
-        let after = harness.events.try_recv();
-        assert!(after.is_err(), "nothing settles after the last: {after:?}");
+        assert_settled_five_rejections_then_a_failure(&mut harness, &no_command_reason()).await;
         let row = harness.store.get(&task("load").key).expect("task stored");
-        assert_eq!(
-            last.reason.as_ref(),
-            row.failure_reason.as_ref().map(|kept| kept.reason())
-        );
         assert_eq!(row.state, State::Failed);
         assert_eq!(
             row.failure_reason.as_deref(),
@@ -197,20 +216,8 @@ fn task_fails_after_6_token_mint_errors_with_no_token_and_no_executor_call() {
         spend_every_attempt(&mut harness).await;
         tick_after(&harness, Duration::from_secs(600)).await;
 
-        let mut dispositions = Vec::new();
-        for _ in 1..MAX_DISPATCH_ATTEMPTS {
-            dispositions.push(harness.next_settled().await.disposition);
-        }
-        let last = harness.next_settled().await;
-        assert_eq!(dispositions, [Disposition::Rejected; 5]);
-        assert_eq!(last.disposition, Disposition::Failed);
-        let after = harness.events.try_recv();
-        assert!(after.is_err(), "nothing settles after the last: {after:?}");
+        assert_settled_five_rejections_then_a_failure(&mut harness, &empty_secret_reason()).await;
         let row = harness.store.get(&task("load").key).expect("task stored");
-        assert_eq!(
-            last.reason.as_ref(),
-            row.failure_reason.as_ref().map(|kept| kept.reason())
-        );
         assert_eq!(row.state, State::Failed);
         assert_eq!(
             row.failure_reason.as_deref(),

@@ -90,6 +90,9 @@ async fn an_install_from_a_config_file_refuses_a_priority_class_outside_its_allo
     assert_eq!(hook.calls(), 1);
     assert!(!row.token_minted, "no token for a refused attempt");
     assert_eq!(row.executions, 0, "no executor call");
+    assert!(
+        matches!(row.failure_reason.map(|r| r.into_reason()), Some(Reason::RefusedByHook { hook, .. }) if hook == "scripted")
+    );
 }
 
 #[test]

@@ -425,7 +425,9 @@ fn replace(path: &Path, text: &str) {
 /// Starts `serve` in `dir` with `config`'s hooks (the ones `dispatch` reads), a certificate of
 /// `authority` and a resource groups file, the server and its exporter on port 0.
 fn start_serve(dir: &Path, authority: &serve_support::Authority) -> Running {
-    let files = authority.issue().write_to(dir);
+    let files = authority
+        .issue()
+        .mount_as_secret(dir, "..2026_12_03_00_00_00.1");
     let groups = dir.join("groups.yaml");
     std::fs::write(&groups, GPU_GROUPS).expect("write the resource groups");
     let config_path = dir.join("serve.yaml");
@@ -760,8 +762,9 @@ fn agrees(title: &str, index: usize, series: &[(Value, f64)]) -> Result<(), Stri
             need(positive(single(series)), "a stalled request is in flight")
         }
         ("Server reloads per second", _) => need(
-            positive(labelled(series, "result", "ok")),
-            "the file was changed and taken in",
+            positive(labelled(series, "result", "ok"))
+                && labelled(series, "result", "error").is_none_or(|errors| errors == 0.0),
+            "the files were changed and taken in, and no reload failed",
         ),
         _ => Err(format!(
             "the test does not know panel {title:?} expression {index}: give it a check"
@@ -908,7 +911,9 @@ fn every_dashboard_panel_agrees_with_what_the_loads_did_in_a_real_prometheus() {
 
     // Reloads: the groups file and the certificate change while Prometheus scrapes.
     replace(&serve_dir.join("groups.yaml"), SPOT_GROUPS);
-    authority.issue().write_to(&serve_dir);
+    authority
+        .issue()
+        .mount_as_secret(&serve_dir, "..2026_12_03_00_00_00.2");
 
     let queries = indexed_queries(&dashboard());
     let mut missing = Vec::new();

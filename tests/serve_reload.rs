@@ -169,24 +169,6 @@ async fn a_broken_groups_file_at_start_fails_the_start_naming_the_line() {
     ));
 }
 
-/// Lays out `dir` as the kubelet mounts a Secret: `tls.crt -> ..data/tls.crt`,
-/// `..data -> ..<version>`, the files in the versioned directory.
-fn mount_secret(dir: &Path, version: &str, pair: &serve_support::Pair) {
-    let versioned = dir.join(version);
-    std::fs::create_dir(&versioned).expect("a versioned directory");
-    pair.write_to(&versioned);
-    let staging = dir.join("..data_tmp");
-    std::os::unix::fs::symlink(version, &staging).expect("a symlink");
-    // The atomic swap the kubelet makes.
-    std::fs::rename(&staging, dir.join("..data")).expect("swap ..data");
-    for name in ["tls.crt", "tls.key"] {
-        let link = dir.join(name);
-        if std::fs::symlink_metadata(&link).is_err() {
-            std::os::unix::fs::symlink(Path::new("..data").join(name), &link).expect("a symlink");
-        }
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_secret_mount_swapped_to_a_new_certificate_is_served() {
     let authority = Authority::new();
@@ -194,7 +176,7 @@ async fn a_secret_mount_swapped_to_a_new_certificate_is_served() {
     let second = authority.issue();
     let recorder = recorder();
     let secret = tempfile::tempdir().expect("a directory");
-    mount_secret(secret.path(), "..2026_12_01_10_00_00.1", &first);
+    first.mount_as_secret(secret.path(), "..2026_12_01_10_00_00.1");
     let secret_path = secret.path().to_owned();
     let running = start_with(
         |settings, _| {
@@ -212,7 +194,7 @@ async fn a_secret_mount_swapped_to_a_new_certificate_is_served() {
         .certificate;
     assert_eq!(served, first.der);
 
-    mount_secret(secret.path(), "..2026_12_02_10_00_00.2", &second);
+    second.mount_as_secret(secret.path(), "..2026_12_02_10_00_00.2");
     until_served(&client, &second.der).await;
     let scrape = recorder.handle().render();
     assert_eq!(

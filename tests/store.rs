@@ -199,15 +199,21 @@ fn the_same_or_an_earlier_try_of_a_settled_task_is_a_duplicate() {
 fn a_later_try_while_the_previous_try_is_still_going_is_a_duplicate() {
     let store = TaskStore::new();
     let key = task("a").key;
-    store.schedule(task("a"));
+    assert_eq!(store.schedule(task("a")), Write::Applied);
     assert_eq!(
         store.schedule_try(task("a"), 2),
         Write::Superseded,
         "scheduled"
     );
-    store.take_ready(Instant::now(), usize::MAX);
+    assert_eq!(
+        keys(&store.take_ready(Instant::now(), usize::MAX)),
+        vec![key.clone()]
+    );
     let (_, epoch) = store.resolve(&key).expect("scheduled");
-    store.mark_queued(&key, epoch, PodKind::Warm, Execution::default(), false);
+    assert_eq!(
+        store.mark_queued(&key, epoch, PodKind::Warm, Execution::default(), false),
+        Write::Applied
+    );
     assert_eq!(
         store.schedule_try(task("a"), 2),
         Write::Superseded,

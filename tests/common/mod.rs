@@ -393,17 +393,34 @@ pub fn equal_toleration(key: &str, value: &str) -> Toleration {
     }
 }
 
-/// An observer that records every hook-call outcome and breaker change, in order.
+/// An observer that records every hook call (the hook it names and its outcome) and breaker
+/// change, in order.
 #[derive(Debug, Default)]
 pub struct RecordingObserver {
-    outcomes: Mutex<Vec<Outcome>>,
+    calls: Mutex<Vec<(String, Outcome)>>,
     states: Mutex<Vec<(String, BreakerState)>>,
 }
 
 impl RecordingObserver {
+    /// Every hook call reported, with the hook it named, in order.
+    pub fn calls(&self) -> Vec<(String, Outcome)> {
+        self.calls
+            .lock()
+            .expect("no test panics while holding the record")
+            .clone()
+    }
+
     /// Every hook-call outcome reported, in order.
     pub fn outcomes(&self) -> Vec<Outcome> {
-        self.outcomes
+        self.calls()
+            .into_iter()
+            .map(|(_, outcome)| outcome)
+            .collect()
+    }
+
+    /// Every breaker change reported, with the hook it named, in order.
+    pub fn states(&self) -> Vec<(String, BreakerState)> {
+        self.states
             .lock()
             .expect("no test panics while holding the record")
             .clone()
@@ -411,22 +428,20 @@ impl RecordingObserver {
 
     /// Every state the breaker of `hook` was reported moving to, in order.
     pub fn states_of(&self, hook: &str) -> Vec<BreakerState> {
-        self.states
-            .lock()
-            .expect("no test panics while holding the record")
-            .iter()
+        self.states()
+            .into_iter()
             .filter(|(name, _)| name == hook)
-            .map(|(_, state)| *state)
+            .map(|(_, state)| state)
             .collect()
     }
 }
 
 impl HookEvents for RecordingObserver {
-    fn hook_call(&self, _: &str, outcome: Outcome, _: Duration) {
-        self.outcomes
+    fn hook_call(&self, hook: &str, outcome: Outcome, _: Duration) {
+        self.calls
             .lock()
             .expect("no test panics while holding the record")
-            .push(outcome);
+            .push((hook.to_owned(), outcome));
     }
 }
 

@@ -80,6 +80,31 @@ impl Pair {
             key_file: dir.join("tls.key"),
         }
     }
+
+    /// Lays out `dir` as the kubelet mounts a Secret holding this pair: `tls.crt ->
+    /// ..data/tls.crt`, `..data -> <version>`, the files in the versioned directory. Mounting
+    /// a second pair with another version swaps both files in one rename, so that a reader never
+    /// sees one file of each pair.
+    pub fn mount_as_secret(&self, dir: &Path, version: &str) -> TlsFiles {
+        let versioned = dir.join(version);
+        std::fs::create_dir(&versioned).expect("a versioned directory");
+        self.write_to(&versioned);
+        let staging = dir.join("..data_tmp");
+        std::os::unix::fs::symlink(version, &staging).expect("a symlink");
+        // The atomic swap the kubelet makes.
+        std::fs::rename(&staging, dir.join("..data")).expect("swap ..data");
+        for name in ["tls.crt", "tls.key"] {
+            let link = dir.join(name);
+            if std::fs::symlink_metadata(&link).is_err() {
+                std::os::unix::fs::symlink(Path::new("..data").join(name), &link)
+                    .expect("a symlink");
+            }
+        }
+        TlsFiles {
+            cert_file: dir.join("tls.crt"),
+            key_file: dir.join("tls.key"),
+        }
+    }
 }
 
 /// Settings for a server on 127.0.0.1 port 0, with a probe listener, for the given files.
