@@ -14,8 +14,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use dexaflow_admission::Install;
 use dexaflow_admission::admission::error_chain;
 use dexaflow_admission::config::{self, Config};
-use dexaflow_admission::dispatch::TaskInstance;
 use dexaflow_admission::dispatch::task::State;
+use dexaflow_admission::dispatch::{self, TaskInstance};
 use dexaflow_admission::loadtest::{self, Amount, HookTimer, Options, Plan, WebhookFiles};
 use dexaflow_admission::metrics::{self, Metrics, ServerMetrics};
 use dexaflow_admission::serve::{self, Server, TaskAdmission};
@@ -302,27 +302,22 @@ fn write_stderr(text: &str) {
 }
 
 /// Resolves at the first SIGINT (Ctrl-C) or SIGTERM (how Kubernetes stops a pod): both shut
-/// `dispatch` and `serve` down the same way. A signal whose handler cannot be installed is never
-/// awaited.
-async fn shutdown_signal() {
-    let interrupt = async {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
+/// `dispatch`, `serve` and `loadtest` down the same way. It listens from the call on, not from
+/// the first poll, so that a signal sent once the command has said it started is never lost;
+/// call it inside a runtime. A signal whose handler cannot be installed is never awaited.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
+    use tokio::signal::unix::{Signal, SignalKind, signal};
+    async fn next(signal: Option<&mut Signal>) -> Option<()> {
+        signal?.recv().await
+    }
+    let mut interrupt = signal(SignalKind::interrupt()).ok();
+    let mut terminate = signal(SignalKind::terminate()).ok();
+    async move {
+        tokio::select! {
+            Some(()) = next(interrupt.as_mut()) => {}
+            Some(()) = next(terminate.as_mut()) => {}
+            else => std::future::pending().await,
         }
-    };
-    let terminate = async {
-        #[cfg(unix)]
-        if let Ok(mut terminate) =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        {
-            terminate.recv().await;
-            return;
-        }
-        std::future::pending::<()>().await;
-    };
-    tokio::select! {
-        () = interrupt => {}
-        () = terminate => {}
     }
 }
 
@@ -474,6 +469,8 @@ fn loadtest(args: LoadtestArgs) -> Result<(), String> {
     plan.validate().map_err(|error| error_chain(&error))?;
     let listen = args.metrics_listen;
     let hook_names = plan.hook_names();
+    // Listening before the exporter's line is printed, which tells a caller the run started.
+    let stop = stop_on_signal();
     let metrics = start_metrics(
         listen,
         "--metrics-listen",
@@ -484,6 +481,7 @@ fn loadtest(args: LoadtestArgs) -> Result<(), String> {
         show_progress: std::io::stderr().is_terminal(),
         // The harness counts for itself; the exporter is told the same through a fan-out.
         observer: Some(Arc::new(metrics)),
+        stop: Some(stop),
     };
     let report = loadtest::run_blocking(options).map_err(|error| error_chain(&error))?;
     match args.output {
@@ -499,7 +497,46 @@ fn loadtest(args: LoadtestArgs) -> Result<(), String> {
     }
     report
         .check_conservation()
-        .map_err(|error| error_chain(&error))
+        .map_err(|error| error_chain(&error))?;
+    if report.interrupted {
+        return Err(format!(
+            "interrupted: the report covers the {} attempts offered before the signal",
+            report.offered
+        ));
+    }
+    Ok(())
+}
+
+/// A stop the first SIGINT or SIGTERM fires, watched on a thread of its own so that it works
+/// whatever runtime the work runs on. A second signal exits at once (status 130): nothing the
+/// load test runs outlives the process.
+fn stop_on_signal() -> dispatch::Shutdown {
+    let (trigger, stop) = dispatch::signal();
+    // Without a runtime or a thread the run cannot be stopped early, but still runs to its end.
+    let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    else {
+        return stop;
+    };
+    let first = {
+        let _inside = runtime.enter();
+        shutdown_signal()
+    };
+    let watch = move || {
+        runtime.block_on(async {
+            first.await;
+            let second = shutdown_signal();
+            write_stderr("stopping: draining and reporting (a second Ctrl-C exits at once)\n");
+            trigger.fire();
+            second.await;
+            std::process::exit(130);
+        });
+    };
+    let _ = std::thread::Builder::new()
+        .name("signals".to_owned())
+        .spawn(watch);
+    stop
 }
 
 /// The `serve` subcommand: reads the config and its `server` section, starts the exporter and

@@ -6,9 +6,11 @@
 //! virtual and exact.
 
 use std::process::Command;
+use std::sync::Arc;
 use std::time::Duration;
 
 use dexaflow_admission::admission::Outcome;
+use dexaflow_admission::events::{BreakerEvents, BufferEvents, HookEvents};
 use dexaflow_admission::loadtest::{
     self, Amount, AttemptOutcome, HookSpec, HookTimer, Options, Plan, Report, SpecError,
 };
@@ -54,6 +56,7 @@ async fn run(plan: Plan) -> Report {
     assert_eq!(report.settled_twice, 0, "attempts settled twice");
     assert_eq!(report.handed_back, 0, "attempts left scheduled");
     assert_eq!(report.settled, report.offered);
+    assert!(!report.interrupted, "nothing stops it");
     report
 }
 
@@ -81,6 +84,57 @@ async fn noop_hook_executes_every_attempt_and_loses_none() {
     assert_eq!(report.offered, ATTEMPTS);
     assert_eq!(report.count(AttemptOutcome::Executed), ATTEMPTS);
     assert_eq!(report.calls(Outcome::Admit), ATTEMPTS);
+}
+
+/// Fires `trigger` at the `after`-th hook call it is told of.
+struct StopAfter {
+    after: u64,
+    calls: std::sync::atomic::AtomicU64,
+    trigger: dexaflow_admission::dispatch::Trigger,
+}
+
+impl HookEvents for StopAfter {
+    fn hook_call(&self, _: &str, _: Outcome, _: Duration) {
+        let calls = self
+            .calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1;
+        if calls == self.after {
+            self.trigger.fire();
+        }
+    }
+}
+
+impl BreakerEvents for StopAfter {}
+impl BufferEvents for StopAfter {}
+
+#[actix::test]
+async fn a_stopped_run_reports_what_it_offered_before_the_stop_and_loses_none() {
+    tokio::time::pause();
+    let (trigger, stop) = dexaflow_admission::dispatch::signal();
+    let planned = 1_000_000;
+    let report = loadtest::run(Options {
+        plan: plan(planned, &["noop"]),
+        observer: Some(Arc::new(StopAfter {
+            after: 500,
+            calls: Default::default(),
+            trigger,
+        })),
+        stop: Some(stop),
+        ..Options::default()
+    })
+    .await
+    .expect("the run reports");
+    assert!(report.interrupted);
+    assert!(
+        (500..planned).contains(&report.offered),
+        "stopped after the 500th call, offered {}",
+        report.offered
+    );
+    assert!(report.is_conserved(), "{}", report.table());
+    assert_eq!(report.settled + report.handed_back, report.offered);
+    assert_eq!(report.to_json()["interrupted"], true);
+    assert!(report.table().contains("interrupted"), "{}", report.table());
 }
 
 #[actix::test]

@@ -1,6 +1,7 @@
 //! `dispatch` with the lite executor as a process among others, on the built binary: SIGTERM
 //! and Ctrl-C (SIGINT) drain it alike, no process a task started outlives it, a task that hangs
-//! ends at its execution timeout, and many tasks run under a small limit of open files.
+//! ends at its execution timeout, and many tasks run under a small limit of open files. And
+//! `loadtest`, stopped by Ctrl-C, reports what it measured.
 
 mod processes;
 
@@ -219,5 +220,57 @@ fn five_hundred_sleeping_tasks_all_succeed_under_a_limit_of_128_open_files() {
     assert!(
         stderr.contains("backing off and re-offering (not counted against dispatch budget)"),
         "the limit was reached, or this test proves nothing"
+    );
+}
+
+#[test]
+fn ctrl_c_stops_a_loadtest_which_reports_what_it_measured_and_exits_2() {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_dexaflow-admission"))
+        .args([
+            "loadtest",
+            "--duration",
+            "10m",
+            "--rate",
+            "1000",
+            "--hook",
+            "noop",
+        ])
+        .args(["--metrics-listen", "127.0.0.1:0", "--output", "json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary starts");
+    // The exporter's line comes once the run listens for signals.
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut started = String::new();
+    std::io::BufRead::read_line(&mut stderr, &mut started).unwrap();
+    assert!(started.starts_with("metrics: listening on"), "{started:?}");
+    let pid = Pid::from_raw(i32::try_from(child.id()).unwrap()).unwrap();
+    kill_process(pid, Signal::INT).expect("the load test runs");
+    let (mut stdout, mut rest) = (String::new(), String::new());
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    stderr.read_to_string(&mut rest).unwrap();
+    let status = child.wait().unwrap();
+
+    assert_eq!(status.code(), Some(2), "{rest}");
+    let report: Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|error| panic!("a JSON report ({error}): {stdout:?}; stderr {rest:?}"));
+    assert_eq!(report["interrupted"], true);
+    assert_eq!(report["lost"], 0);
+    let offered = report["offered"].as_u64().expect("a count");
+    assert!(
+        offered < 600_000,
+        "ten minutes at 1000/s were not all offered: {offered}"
+    );
+    assert!(
+        rest.contains(&format!(
+            "interrupted: the report covers the {offered} attempts offered before the signal"
+        )),
+        "{rest}"
     );
 }

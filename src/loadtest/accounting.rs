@@ -150,6 +150,7 @@ impl Ledger {
             throughput,
             offer_lateness,
             harness_wakes: wakes,
+            interrupted: false,
         }
     }
 }

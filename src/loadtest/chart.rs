@@ -473,6 +473,7 @@ mod tests {
             throughput: Throughput::default(),
             offer_lateness: Latencies::new(),
             harness_wakes: 0,
+            interrupted: false,
         }
     }
 

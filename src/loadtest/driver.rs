@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use super::accounting::Ledger;
 use super::plan::{Amount, Plan, attempt, attempt_index};
 use crate::dispatch::task::Task;
-use crate::dispatch::{Disposition, Settled, TickReport};
+use crate::dispatch::{Disposition, Settled, Shutdown, TickReport};
 use crate::install::Handle;
 
 /// The fewest attempts the harness lets wait in the store at once.
@@ -278,8 +278,16 @@ impl Driver {
     }
 
     /// Offers, ticks and records until every offered attempt has settled, or nothing happened
-    /// for three idle limits in a row after the last offer.
-    pub(super) async fn drive(&mut self) {
+    /// for three idle limits in a row after the last offer, or `stop` fired; answers whether
+    /// `stop` ended it.
+    pub(super) async fn drive(&mut self, stop: Option<Shutdown>) -> bool {
+        let stopped = async {
+            match &stop {
+                Some(stop) => stop.triggered().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(stopped);
         let (reports_tx, mut reports) = mpsc::unbounded_channel();
         let mut batch = Vec::with_capacity(SETTLED_BATCH);
         self.started = Instant::now();
@@ -304,12 +312,13 @@ impl Driver {
                 && self.ledger.settled() == self.offered()
                 && !self.ticking
             {
-                return;
+                return false;
             }
             let idle_at = now + self.idle_limit;
             // An attempt that is due already makes the sleep end at once.
             let wake_at = self.next_due(now).map_or(idle_at, |due| due.min(idle_at));
             tokio::select! {
+                () = &mut stopped => return true,
                 // Every settled attempt there is, up to a batch: 0 only once the channel closed.
                 1.. = self.handle.next_settled_batch(&mut batch, SETTLED_BATCH) => {
                     self.record_all(&mut batch);
@@ -325,7 +334,7 @@ impl Driver {
                         idle_rounds += 1;
                         self.force_tick = true;
                         if idle_rounds >= 3 && self.is_offering_done(Instant::now()) {
-                            return;
+                            return false;
                         }
                     }
                 }

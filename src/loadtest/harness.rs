@@ -12,6 +12,7 @@ use super::driver::Driver;
 use super::plan::Plan;
 use super::report::Report;
 use super::timer::TimerThread;
+use crate::dispatch::Shutdown;
 use crate::events::{Fanout, Observer};
 
 /// A [`Plan`] and how to run it.
@@ -24,6 +25,9 @@ pub struct Options {
     /// Told of every hook call, breaker change and buffer event besides the harness's own
     /// counts: the metrics exporter, say.
     pub observer: Option<Arc<dyn Observer>>,
+    /// When fired (Ctrl-C, say), the run offers nothing more, drains the dispatcher and
+    /// reports what it measured so far, marked [`Report::interrupted`].
+    pub stop: Option<Shutdown>,
 }
 
 impl std::fmt::Debug for Options {
@@ -32,6 +36,7 @@ impl std::fmt::Debug for Options {
             .field("plan", &self.plan)
             .field("show_progress", &self.show_progress)
             .field("observer", &self.observer.is_some())
+            .field("stop", &self.stop.as_ref().map(Shutdown::is_fired))
             .finish()
     }
 }
@@ -92,15 +97,19 @@ pub async fn run(options: Options) -> Result<Report, LoadTestError> {
 
     let cpu_before = dispatch_cpu_time(timer.as_ref());
     let mut driver = Driver::new(&plan, handle, options.show_progress);
-    driver.drive().await;
+    let interrupted = driver.drive(options.stop).await;
     driver.drain().await;
     let cpu = cpu_before
         .zip(dispatch_cpu_time(timer.as_ref()))
         .map(|(before, after)| after.saturating_sub(before));
     driver.finish_progress();
-    Ok(driver
+    let report = driver
         .ledger()
-        .report(plan, driver.handle(), &counter, cpu, driver.wakes()))
+        .report(plan, driver.handle(), &counter, cpu, driver.wakes());
+    Ok(Report {
+        interrupted,
+        ..report
+    })
 }
 
 /// The CPU time of the process but for the hooks' `timer` thread, which stands for the hooks'

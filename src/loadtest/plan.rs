@@ -208,9 +208,13 @@ impl Plan {
                 .collect::<Vec<_>>()
                 .join(" → ")
         };
+        let tenants = match self.tenants {
+            1 => "1 tenant".to_owned(),
+            tenants => format!("{tenants} tenants"),
+        };
         format!(
-            "{amount} {rate}, {dispatch}, {hooks}, {} tenants, seed {}",
-            self.tenants, self.seed
+            "{amount} {rate}, {dispatch}, {hooks}, {tenants}, seed {}",
+            self.seed
         )
     }
 

@@ -251,6 +251,10 @@ pub struct Report {
     /// How many times the harness's driver woke during the run (to offer, to tick, or to read a
     /// batch of settled attempts): far fewer than the attempts, since it reads in batches.
     pub harness_wakes: u64,
+    /// The run was stopped before its plan was done ([`Options::stop`](super::Options::stop)
+    /// fired): every figure covers only the attempts offered before that, and those still
+    /// waiting then were handed back.
+    pub interrupted: bool,
 }
 
 impl Report {
@@ -343,6 +347,7 @@ impl Report {
             "hook_calls": hook_calls,
             "offer_lateness": latencies(&self.offer_lateness),
             "harness_wakes": self.harness_wakes,
+            "interrupted": self.interrupted,
             "breaker_transitions": {
                 "open": self.breaker.open,
                 "half_open": self.breaker.half_open,
@@ -362,6 +367,13 @@ impl Report {
         let mut out = String::new();
         let plan = &self.plan;
         let _ = writeln!(out, "loadtest: {}", plan.describe());
+        if self.interrupted {
+            let _ = writeln!(
+                out,
+                "interrupted           stopped early: the figures cover the {} attempts offered before",
+                self.offered
+            );
+        }
         let _ = writeln!(
             out,
             "attempts per second   {:.0}",
