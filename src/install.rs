@@ -13,7 +13,6 @@
 
 use std::future::Future;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use actix::{Actor, Addr};
@@ -312,7 +311,7 @@ impl Install {
             breakers,
             ticking,
             interval: settings.loop_interval,
-            stopping: AtomicBool::new(false),
+            stopping: false,
         })
     }
 
@@ -352,7 +351,7 @@ pub struct Handle {
     interval: std::time::Duration,
     // Set by `stop` before the dispatcher drains, so that an offer made afterwards is refused
     // instead of stored where no tick will ever take it.
-    stopping: AtomicBool,
+    stopping: bool,
 }
 
 impl std::fmt::Debug for Handle {
@@ -379,7 +378,8 @@ impl Handle {
     /// Offers `task` for its first try.
     ///
     /// # Errors
-    /// [`OfferError::Duplicate`] when the task is already stored.
+    /// [`OfferError::Duplicate`] when the task is already stored,
+    /// [`OfferError::ShuttingDown`] once [`Handle::stop`] has begun.
     pub fn offer(&self, task: Task) -> Result<(), OfferError> {
         self.offer_try(task, 1)
     }
@@ -396,7 +396,7 @@ impl Handle {
         if try_number == 0 {
             return Err(OfferError::ZeroTry(task.key));
         }
-        if self.stopping.load(Ordering::Acquire) {
+        if self.stopping {
             return Err(OfferError::ShuttingDown(task.key));
         }
         let key = task.key.clone();
@@ -438,8 +438,9 @@ impl Handle {
         }
     }
 
-    /// The next attempt that settled, waiting for one; `None` once the dispatcher is gone, or
-    /// at once when the install did not [`Install::stream_settled`].
+    /// The next attempt that settled, waiting for one; `None` once every settlement has been
+    /// read after [`Handle::stop`], or at once when the install did not
+    /// [`Install::stream_settled`].
     ///
     /// # Cancel safety
     /// Cancel safe: a settlement not returned stays for the next call.
@@ -508,8 +509,9 @@ impl Handle {
         self.store.snapshot()
     }
 
-    /// Shows `visit` every task instance in key order, without copying them; the store is
-    /// locked meanwhile, so `visit` must not call back into the handle.
+    /// Shows `visit` every task instance, in no particular order, without copying them; each
+    /// one's shard of the store is locked while it is shown, so `visit` must not call back into
+    /// the handle.
     pub fn for_each_instance(&self, visit: impl FnMut(&TaskInstance)) {
         self.store.for_each(visit);
     }
@@ -527,7 +529,7 @@ impl Handle {
     /// Stops taking ticks, gives attempts in flight the drain timeout, hands buffered ones back
     /// as scheduled, stops the executor, waits until every step it sent is written, and returns
     /// every task instance.
-    pub async fn drain(self) -> Report {
+    pub async fn drain(mut self) -> Report {
         let drain = self.stop().await;
         Report {
             instances: self.store.snapshot(),
@@ -536,15 +538,19 @@ impl Handle {
     }
 
     /// Drains as [`Handle::drain`] does but keeps the handle, to read what settled last
-    /// ([`Handle::try_next_settled`]) and the task instances in place
+    /// ([`Handle::next_settled`] returns each, then `None`) and the task instances in place
     /// ([`Handle::for_each_instance`]). Ticks after it are skipped and offers refused
     /// ([`OfferError::ShuttingDown`]).
-    pub async fn stop(&self) -> DrainReport {
-        self.stopping.store(true, Ordering::Release);
+    pub async fn stop(&mut self) -> DrainReport {
+        self.stopping = true;
         let drain = self.dispatcher.send(Drain).await.unwrap_or_default();
         // Only once no dispatch is in flight can nothing more be launched.
         self.pipeline.executor().shutdown().await;
         self.pipeline.followers().idle().await;
+        // Nothing more can settle: what did is still read, then the stream ends.
+        if let Some(settled) = &mut self.settled {
+            settled.close();
+        }
         drain
     }
 }

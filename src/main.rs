@@ -303,8 +303,9 @@ fn write_stderr(text: &str) {
 
 /// Resolves at the first SIGINT (Ctrl-C) or SIGTERM (how Kubernetes stops a pod): both shut
 /// `dispatch`, `serve` and `loadtest` down the same way. It listens from the call on, not from
-/// the first poll, so that a signal sent once the command has said it started is never lost;
-/// call it inside a runtime. A signal whose handler cannot be installed is never awaited.
+/// the first poll: `serve` and `loadtest` call it before they say they started, so that a
+/// signal sent after that is never lost. Call it inside a runtime. A signal whose handler
+/// cannot be installed is never awaited.
 fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     use tokio::signal::unix::{Signal, SignalKind, signal};
     async fn next(signal: Option<&mut Signal>) -> Option<()> {
@@ -391,11 +392,12 @@ fn dispatch(
     };
     let (report, interrupted) = install
         .run_blocking(|handle| async move {
+            let interrupt = shutdown_signal();
             for task in tasks {
                 // A workload's keys are unique: the loader refuses a repeated one.
                 handle.offer(task).map_err(|error| error.to_string())?;
             }
-            let interrupted = handle.settle_all(shutdown_signal(), progress).await;
+            let interrupted = handle.settle_all(interrupt, progress).await;
             Ok::<_, String>((handle.drain().await, interrupted))
         })
         .map_err(|error| error_chain(&error))??;
@@ -512,19 +514,17 @@ fn loadtest(args: LoadtestArgs) -> Result<(), String> {
 /// load test runs outlives the process.
 fn stop_on_signal() -> dispatch::Shutdown {
     let (trigger, stop) = dispatch::signal();
-    // Without a runtime or a thread the run cannot be stopped early, but still runs to its end.
-    let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    else {
-        return stop;
-    };
-    let first = {
-        let _inside = runtime.enter();
-        shutdown_signal()
-    };
+    let (listening, started) = std::sync::mpsc::channel();
     let watch = move || {
+        let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        else {
+            return;
+        };
         runtime.block_on(async {
+            let first = shutdown_signal();
+            let _ = listening.send(());
             first.await;
             let second = shutdown_signal();
             write_stderr("stopping: draining and reporting (a second Ctrl-C exits at once)\n");
@@ -533,9 +533,14 @@ fn stop_on_signal() -> dispatch::Shutdown {
             std::process::exit(130);
         });
     };
-    let _ = std::thread::Builder::new()
+    let spawned = std::thread::Builder::new()
         .name("signals".to_owned())
         .spawn(watch);
+    // Returns once the handlers are in place, so that none of the run goes unwatched; if they
+    // cannot be, a signal keeps its default action and ends the run without a report.
+    if spawned.is_err() || started.recv().is_err() {
+        write_stderr("warning: cannot listen for signals: Ctrl-C ends this run without a report\n");
+    }
     stop
 }
 
@@ -578,12 +583,13 @@ fn serve(path: PathBuf, enabled_admission: Option<String>) -> Result<(), String>
             .await
             .map_err(|error| error_chain(&error))?;
         // Where it listens, port 0 resolved: for whoever started it (a script, a test).
+        let stop = shutdown_signal();
         let mut bound = format!("serving https://{}\n", server.local_addr());
         if let Some(probes) = server.probe_addr() {
             bound.push_str(&format!("probes http://{probes}\n"));
         }
         write_stdout(&bound)?;
-        server.run_until(shutdown_signal()).await;
+        server.run_until(stop).await;
         Ok(())
     })
 }

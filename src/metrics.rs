@@ -626,6 +626,9 @@ pub fn install(listen: SocketAddr) -> Result<Installed, MetricsError> {
     })
 }
 
+/// How long the exporter waits after a failed accept before it tries again.
+const ACCEPT_RETRY: Duration = Duration::from_millis(100);
+
 /// Answers every connection on `listener` with the rendered metrics, and runs the recorder's
 /// upkeep between scrapes; never returns.
 async fn serve(listener: tokio::net::TcpListener, handle: PrometheusHandle) {
@@ -641,8 +644,10 @@ async fn serve(listener: tokio::net::TcpListener, handle: PrometheusHandle) {
         let stream = match listener.accept().await {
             Ok((stream, _)) => stream,
             Err(error) => {
-                // Out of file descriptors, say: the next accept may succeed.
+                // Out of file descriptors, say: a later accept may succeed, once a connection
+                // elsewhere has closed; without the pause the loop would spin on the error.
                 tracing::warn!("metrics exporter cannot accept a connection: {error}");
+                tokio::time::sleep(ACCEPT_RETRY).await;
                 continue;
             }
         };

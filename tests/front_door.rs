@@ -144,7 +144,7 @@ async fn a_duplicate_offer_is_reported_and_changes_nothing() {
 async fn an_offer_after_stop_is_refused_and_stores_nothing() {
     tokio::time::pause();
     let hook = FakeHook::admitting("scripted").shared();
-    let handle = install().hook(hook.clone()).start().expect("inside actix");
+    let mut handle = install().hook(hook.clone()).start().expect("inside actix");
     handle.stop().await;
     let task = Task::new("acme", "etl", "run-1", "load");
     assert_eq!(
@@ -153,6 +153,27 @@ async fn an_offer_after_stop_is_refused_and_stores_nothing() {
     );
     assert!(handle.instance(&task.key).is_none(), "nothing stored");
     assert_eq!(hook.calls(), 0, "no hook call");
+}
+
+#[actix::test]
+async fn after_stop_the_settled_stream_gives_what_settled_then_ends() {
+    tokio::time::pause();
+    let mut handle = install()
+        .hook(FakeHook::admitting("scripted").shared())
+        .start()
+        .expect("inside actix");
+    let task = Task::new("acme", "etl", "run-1", "load");
+    handle.offer(task.clone()).expect("a new task");
+    handle.wait_settled().await;
+    handle.stop().await;
+    let first = handle.next_settled().await.expect("the settled attempt");
+    assert_eq!(
+        (first.key, first.disposition),
+        (task.key, Disposition::Executed)
+    );
+    // On the paused clock a stream that never ended would run the timeout out at once.
+    let after = tokio::time::timeout(Duration::from_secs(60), handle.next_settled()).await;
+    assert!(matches!(after, Ok(None)), "{after:?}");
 }
 
 #[actix::test]

@@ -294,6 +294,10 @@ impl Driver {
         let mut idle_rounds = 0;
         loop {
             self.wakes += 1;
+            // Checked before anything is offered: once it fired, nothing more is.
+            if stop.as_ref().is_some_and(Shutdown::is_fired) {
+                return true;
+            }
             while let Ok(report) = reports.try_recv() {
                 self.ticked(report);
             }
@@ -318,6 +322,7 @@ impl Driver {
             // An attempt that is due already makes the sleep end at once.
             let wake_at = self.next_due(now).map_or(idle_at, |due| due.min(idle_at));
             tokio::select! {
+                biased;
                 () = &mut stopped => return true,
                 // Every settled attempt there is, up to a batch: 0 only once the channel closed.
                 1.. = self.handle.next_settled_batch(&mut batch, SETTLED_BATCH) => {

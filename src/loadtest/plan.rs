@@ -325,10 +325,12 @@ impl Plan {
             .stream_settled()
     }
 
-    /// The pipeline of a run of this plan without its dispatcher, for the benches that call it
-    /// themselves: its synthetic hooks (waiting on `timer`) under
-    /// supervision (one breaker actor each), the `null` executor and `store`. The benches use
-    /// it as it is.
+    /// A bare pipeline of this plan, with no dispatcher, for `benches/dispatch.rs`, which
+    /// measures one attempt at a time through [`Pipeline::dispatch`] and so cannot go through
+    /// [`Install`] (whose dispatcher owns the pipeline): its synthetic
+    /// hooks (waiting on `timer`) under supervision (one breaker actor each), the `null`
+    /// executor and `store`. A run assembles through [`Plan::install`]; this is the one other
+    /// assembly, and it reports no breaker states.
     ///
     /// # Panics
     /// Outside a running actix system (the breakers are actors).
