@@ -23,32 +23,13 @@ use http::StatusCode;
 use http_body_util::Full;
 use hyper::body::Bytes;
 use serde_json::{Value, json};
-use serve_support::{Authority, Running, recorder, sample, settings, start_with};
+use serve_support::{Authority, Running, SERVED_HOOKS, recorder, sample, settings, start_with};
 
-/// The config's hooks: acme runs as it is, gpu-lab is placed on the GPU pool, finance is frozen
-/// for ten minutes, umbrella is refused. Priority classes are limited to `batch`.
-const CONFIG: &str = "
-execution_allowlist:
-  priority_classes: [batch]
-execution:
-  admission:
-    hooks:
-      - type: placement
-        name: gpu-placement
-        groups:
-          - match: {tenants: [gpu-lab]}
-            set: {node_selector: {pool: gpu}}
-      - type: freeze
-        name: finance-freeze
-        tenants: [finance]
-        after: 0s
-        for: 10m
-        reason: quarter-end close
-      - type: deny
-        name: suspended-tenants
-        match: {tenants: [umbrella]}
-        reason: tenant umbrella is suspended
-";
+/// The config: the served hooks (acme runs as it is, gpu-lab is placed on the GPU pool, finance
+/// is frozen for ten minutes, umbrella is refused), with priority classes limited to `batch`.
+fn config() -> String {
+    format!("execution_allowlist:\n  priority_classes: [batch]\n{SERVED_HOOKS}")
+}
 
 /// The `/tasks/admit` service of `yaml`'s hooks and change rules, then `extra` hooks.
 async fn admission(yaml: &str, extra: Vec<Arc<dyn Hook>>) -> TaskAdmission {
@@ -104,7 +85,7 @@ fn decision(answer: &serve_support::Answer) -> Decision {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn attempt_no_hook_acts_on_is_admitted_echoing_the_uid() {
-    let running = serve_admission(CONFIG, Vec::new(), |_, _| {}).await;
+    let running = serve_admission(&config(), Vec::new(), |_, _| {}).await;
 
     let answer = ask(&running, "acme").await;
 
@@ -114,7 +95,7 @@ async fn attempt_no_hook_acts_on_is_admitted_echoing_the_uid() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn placement_hook_changes_are_answered_as_admit_with() {
-    let running = serve_admission(CONFIG, Vec::new(), |_, _| {}).await;
+    let running = serve_admission(&config(), Vec::new(), |_, _| {}).await;
 
     let answer = ask(&running, "gpu-lab").await;
 
@@ -125,7 +106,7 @@ async fn placement_hook_changes_are_answered_as_admit_with() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn freeze_hold_is_answered_200_hold_with_its_reason_not_503() {
-    let running = serve_admission(CONFIG, Vec::new(), |_, _| {}).await;
+    let running = serve_admission(&config(), Vec::new(), |_, _| {}).await;
 
     let answer = ask(&running, "finance").await;
 
@@ -138,13 +119,13 @@ async fn freeze_hold_is_answered_200_hold_with_its_reason_not_503() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deny_refusal_is_answered_200_refuse_with_its_reason() {
-    let running = serve_admission(CONFIG, Vec::new(), |_, _| {}).await;
+    let running = serve_admission(&config(), Vec::new(), |_, _| {}).await;
 
     let answer = ask(&running, "umbrella").await;
 
     assert_eq!(
         decision(&answer),
-        Decision::Refuse("tenant umbrella is suspended".into())
+        Decision::Refuse("tenant umbrella is suspended for unpaid invoices".into())
     );
 }
 
@@ -154,7 +135,7 @@ async fn rust_hook_a_library_user_adds_runs_after_the_config_hooks_and_sees_thei
     changes.labels.insert("team".into(), "ml".into());
     let team = FakeHook::changing("team-label", changes.clone()).shared();
 
-    let running = serve_admission(CONFIG, vec![team.clone()], |_, _| {}).await;
+    let running = serve_admission(&config(), vec![team.clone()], |_, _| {}).await;
     let answer = ask(&running, "gpu-lab").await;
 
     changes.node_selector.insert("pool".into(), "gpu".into());
@@ -174,7 +155,7 @@ async fn change_the_servers_allowlist_forbids_is_refused_naming_the_hook() {
         },
     )
     .shared();
-    let running = serve_admission(CONFIG, vec![rogue], |_, _| {}).await;
+    let running = serve_admission(&config(), vec![rogue], |_, _| {}).await;
 
     let answer = ask(&running, "acme").await;
 
@@ -190,7 +171,7 @@ async fn broken_hook_is_answered_503_naming_it_and_later_hooks_are_not_called() 
     let broken =
         FakeHook::failing("quota", HookError::Failed("quota service down".into())).shared();
     let after = FakeHook::admitting("after").shared();
-    let running = serve_admission(CONFIG, vec![broken.clone(), after.clone()], |_, _| {}).await;
+    let running = serve_admission(&config(), vec![broken.clone(), after.clone()], |_, _| {}).await;
 
     let answer = ask(&running, "acme").await;
 
@@ -206,7 +187,7 @@ async fn broken_hook_is_answered_503_naming_it_and_later_hooks_are_not_called() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn panicking_hook_is_answered_503_not_500() {
     let panicking = FakeHook::panicking("panicky", "index out of bounds").shared();
-    let running = serve_admission(CONFIG, vec![panicking], |_, _| {}).await;
+    let running = serve_admission(&config(), vec![panicking], |_, _| {}).await;
 
     let answer = ask(&running, "acme").await;
 
@@ -242,7 +223,7 @@ async fn timeout_parameter_bounds_a_chain_whose_own_timeouts_are_far_longer() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wrong_api_version_is_answered_400_naming_the_field() {
-    let running = serve_admission(CONFIG, Vec::new(), |_, _| {}).await;
+    let running = serve_admission(&config(), Vec::new(), |_, _| {}).await;
     let mut body = envelope("8d0f3a1e", "acme");
     body["api_version"] = json!("dexaflow.io/admission/v2");
 
@@ -253,7 +234,7 @@ async fn wrong_api_version_is_answered_400_naming_the_field() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_field_is_answered_400_naming_it() {
-    let running = serve_admission(CONFIG, Vec::new(), |_, _| {}).await;
+    let running = serve_admission(&config(), Vec::new(), |_, _| {}).await;
     let mut body = envelope("8d0f3a1e", "acme");
     body["colour"] = json!("blue");
 
@@ -264,7 +245,7 @@ async fn unknown_field_is_answered_400_naming_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn body_over_the_cap_is_answered_413() {
-    let running = serve_admission(CONFIG, Vec::new(), |settings, _| {
+    let running = serve_admission(&config(), Vec::new(), |settings, _| {
         settings.max_body_bytes = 64;
     })
     .await;
@@ -278,7 +259,7 @@ async fn body_over_the_cap_is_answered_413() {
 /// records every call.
 async fn serve_with_token() -> (Running, Arc<FakeHook>) {
     let recorded = FakeHook::admitting("recorded").shared();
-    let running = serve_admission(CONFIG, vec![recorded.clone()], |settings, dir| {
+    let running = serve_admission(&config(), vec![recorded.clone()], |settings, dir| {
         let path = dir.join("token");
         std::fs::write(&path, "s3cret-token\n").expect("write the token");
         settings.bearer_token_file = Some(path);
@@ -362,7 +343,7 @@ async fn server_without_auth_refuses_to_start_admit_on_an_address_other_than_loo
     };
     let metrics = ServerMetrics::register();
     let router = Registry::new()
-        .register(admission(CONFIG, Vec::new()).await.into_service())
+        .register(admission(&config(), Vec::new()).await.into_service())
         .expect("a new path")
         .route(None, &metrics)
         .expect("the router");
@@ -386,7 +367,7 @@ async fn server_without_auth_refuses_to_start_admit_on_an_address_other_than_loo
 async fn admit_outcomes_are_counted_by_service_including_held_and_unavailable() {
     let recorder = recorder();
     let admission = admission(
-        CONFIG,
+        &config(),
         vec![FakeHook::failing("flaky", HookError::Failed("down".into())).shared()],
     )
     .await;

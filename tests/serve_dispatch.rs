@@ -9,31 +9,9 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-use serve_support::Authority;
+use serve_support::{Authority, SERVED_HOOKS};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_dexaflow-admission");
-
-/// The server's hooks: gpu-lab placed on the GPU pool, finance frozen for ten minutes,
-/// umbrella refused.
-const SERVER_HOOKS: &str = "execution:
-  admission:
-    hooks:
-      - type: placement
-        name: gpu-placement
-        groups:
-          - match: {tenants: [gpu-lab]}
-            set: {node_selector: {pool: gpu}}
-      - type: freeze
-        name: finance-freeze
-        tenants: [finance]
-        after: 0s
-        for: 10m
-        reason: quarter-end close
-      - type: deny
-        name: suspended-tenants
-        match: {tenants: [umbrella]}
-        reason: tenant umbrella is suspended for unpaid invoices
-";
 
 const WORKLOAD: &str = "runs:
   - {tenant: acme, dag_id: etl, run_id: r1, tasks: [{task_id: extract, command: [\"true\"]}]}
@@ -69,7 +47,7 @@ fn serve(authority: &Authority, dir: &Path, token: &Path) -> Serving {
   tls: {{cert_file: {}, key_file: {}}}
   auth: {{bearer_token_file: {}}}
 metrics: {{listen: 127.0.0.1:0}}
-{SERVER_HOOKS}",
+{SERVED_HOOKS}",
             files.cert_file.display(),
             files.key_file.display(),
             token.display()

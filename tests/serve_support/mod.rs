@@ -70,6 +70,28 @@ impl Authority {
     }
 }
 
+/// The `execution.admission.hooks` the served `/tasks/admit` tests run: gpu-lab placed on the
+/// GPU pool, finance frozen for ten minutes, umbrella refused.
+pub const SERVED_HOOKS: &str = "execution:
+  admission:
+    hooks:
+      - type: placement
+        name: gpu-placement
+        groups:
+          - match: {tenants: [gpu-lab]}
+            set: {node_selector: {pool: gpu}}
+      - type: freeze
+        name: finance-freeze
+        tenants: [finance]
+        after: 0s
+        for: 10m
+        reason: quarter-end close
+      - type: deny
+        name: suspended-tenants
+        match: {tenants: [umbrella]}
+        reason: tenant umbrella is suspended for unpaid invoices
+";
+
 impl Pair {
     /// Writes `tls.crt` and `tls.key` into `dir`.
     pub fn write_to(&self, dir: &Path) -> TlsFiles {
