@@ -5,7 +5,7 @@
 
 mod processes;
 
-use std::io::Read as _;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitStatus, Stdio};
 
@@ -49,28 +49,34 @@ struct Interrupted {
     pids: [i32; 2],
 }
 
-fn interrupt(dir: &Path, signal: Signal) -> Interrupted {
-    let mut child = start(dir);
-    let pids = [
-        wait_for_pid(&dir.join("leader.pid")),
-        wait_for_pid(&dir.join("child.pid")),
-    ];
+/// Sends `signal` to `child`, then reads everything it writes on its stdout and on `stderr`
+/// (its stderr, or what is left of it) and waits for it to exit.
+fn signal_and_collect(
+    child: &mut Child,
+    mut stderr: impl Read,
+    signal: Signal,
+) -> (ExitStatus, String, String) {
     let pid = Pid::from_raw(i32::try_from(child.id()).unwrap()).unwrap();
-    kill_process(pid, signal).expect("the dispatcher runs");
-    let (mut stdout, mut stderr) = (String::new(), String::new());
+    kill_process(pid, signal).expect("the process runs");
+    let (mut stdout, mut rest) = (String::new(), String::new());
     child
         .stdout
         .take()
         .unwrap()
         .read_to_string(&mut stdout)
         .unwrap();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
-    let status = child.wait().unwrap();
+    stderr.read_to_string(&mut rest).unwrap();
+    (child.wait().unwrap(), stdout, rest)
+}
+
+fn interrupt(dir: &Path, signal: Signal) -> Interrupted {
+    let mut child = start(dir);
+    let pids = [
+        wait_for_pid(&dir.join("leader.pid")),
+        wait_for_pid(&dir.join("child.pid")),
+    ];
+    let stderr = child.stderr.take().unwrap();
+    let (status, stdout, stderr) = signal_and_collect(&mut child, stderr, signal);
     let rows = serde_json::from_str(&stdout)
         .unwrap_or_else(|error| panic!("JSON rows ({error}): {stdout:?}; stderr {stderr:?}"));
     Interrupted {
@@ -245,17 +251,7 @@ fn ctrl_c_stops_a_loadtest_which_reports_what_it_measured_and_exits_2() {
     let mut started = String::new();
     std::io::BufRead::read_line(&mut stderr, &mut started).unwrap();
     assert!(started.starts_with("metrics: listening on"), "{started:?}");
-    let pid = Pid::from_raw(i32::try_from(child.id()).unwrap()).unwrap();
-    kill_process(pid, Signal::INT).expect("the load test runs");
-    let (mut stdout, mut rest) = (String::new(), String::new());
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut stdout)
-        .unwrap();
-    stderr.read_to_string(&mut rest).unwrap();
-    let status = child.wait().unwrap();
+    let (status, stdout, rest) = signal_and_collect(&mut child, stderr, Signal::INT);
 
     assert_eq!(status.code(), Some(2), "{rest}");
     let report: Value = serde_json::from_str(&stdout)
