@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use super::registry::{Answer, Handler, Ruling, Unavailable};
-use crate::admission::API_VERSION;
+use crate::admission::{API_VERSION, clean_reason};
 
 /// The path of [`DagValidation`].
 pub const PATH: &str = "/dags/validate";
@@ -54,7 +54,8 @@ pub struct DagAnswer {
     pub uid: String,
     /// Whether the DAG is valid.
     pub allowed: bool,
-    /// Why not; `None` when allowed.
+    /// Why not, cleaned and capped at [`crate::admission::MAX_REASON_BYTES`] as a hook's reason
+    /// is; `None` when allowed.
     pub reason: Option<String>,
 }
 
@@ -75,7 +76,7 @@ impl Handler for DagValidation {
         request: DagRequest,
         _deadline: Instant,
     ) -> Result<Answer<DagAnswer>, Unavailable> {
-        let reason = if request.api_version == API_VERSION {
+        let problem = if request.api_version == API_VERSION {
             problem(&request.dag)
         } else {
             Some(format!(
@@ -83,6 +84,10 @@ impl Handler for DagValidation {
                 request.api_version
             ))
         };
+        // Task ids are the caller's text, any length: the reason is cleaned and capped as a
+        // hook's is, so that a cycle through long ids cannot make the answer as large as the
+        // request, nor carry control characters to a log or a terminal.
+        let reason = problem.map(|text| clean_reason(&text));
         Ok(Answer {
             ruling: if reason.is_none() {
                 Ruling::Allowed
