@@ -5,9 +5,9 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use common::FakeHook;
+use common::{FakeHook, load_task, manual_install, offer_load};
 use dexaflow_admission::admission::{Changes, Request, Verdict};
-use dexaflow_admission::dispatch::task::{State, Task};
+use dexaflow_admission::dispatch::task::State;
 use dexaflow_admission::dispatch::{Disposition, Reason};
 use dexaflow_admission::events::BreakerState;
 use dexaflow_admission::hooks::{Deny, DenySpec, Matcher, SpecError};
@@ -22,13 +22,6 @@ fn vip_class() -> Changes {
     }
 }
 
-fn install() -> Install {
-    Install::from_yaml("executor: {type: \"null\"}\nscheduler: {loop_interval_ms: 5}")
-        .expect("a valid config")
-        .manual_ticks()
-        .stream_settled()
-}
-
 fn only_batch(settings: &mut dexaflow_admission::dispatch::Settings) {
     settings.allowlist.priority_classes = Some(BTreeSet::from(["batch".to_owned()]));
 }
@@ -38,11 +31,10 @@ async fn a_hook_set_priority_class_outside_the_allowlist_is_refused_however_the_
  {
     tokio::time::pause();
     let hook = FakeHook::changing("scripted", vip_class()).shared();
-    let install = install().configure(only_batch).hook(hook.clone());
+    let install = manual_install().configure(only_batch).hook(hook.clone());
     let settings = install.settings().clone();
     let handle = install.start().expect("inside an actix system");
-    let task = Task::new("acme", "etl", "run-1", "load");
-    handle.offer(task.clone()).expect("a new task");
+    let task = offer_load(&handle);
     handle.wait_settled().await;
     let row = handle.instance(&task.key).expect("offered");
     assert_eq!(row.state, State::Failed);
@@ -82,8 +74,7 @@ async fn an_install_from_a_config_file_refuses_a_priority_class_outside_its_allo
         .hook(hook.clone())
         .start()
         .expect("inside actix");
-    let task = Task::new("acme", "etl", "run-1", "load");
-    handle.offer(task.clone()).expect("a new task");
+    let task = offer_load(&handle);
     handle.wait_settled().await;
     let row = handle.instance(&task.key).expect("offered");
     assert_eq!(row.state, State::Failed);
@@ -109,8 +100,11 @@ fn an_install_from_a_config_file_with_an_unknown_key_is_an_error_naming_the_key(
 async fn a_retry_offer_carries_its_try_number_to_the_hooks() {
     tokio::time::pause();
     let hook = FakeHook::admitting("scripted").shared();
-    let handle = install().hook(hook.clone()).start().expect("inside actix");
-    let task = Task::new("acme", "etl", "run-1", "load");
+    let handle = manual_install()
+        .hook(hook.clone())
+        .start()
+        .expect("inside actix");
+    let task = load_task();
     handle.offer_try(task.clone(), 3).expect("a new task");
     handle.wait_settled().await;
     let tries: Vec<u32> = hook.seen().iter().map(|seen| seen.try_number).collect();
@@ -125,9 +119,11 @@ async fn a_retry_offer_carries_its_try_number_to_the_hooks() {
 async fn a_duplicate_offer_is_reported_and_changes_nothing() {
     tokio::time::pause();
     let hook = FakeHook::admitting("scripted").shared();
-    let handle = install().hook(hook.clone()).start().expect("inside actix");
-    let task = Task::new("acme", "etl", "run-1", "load");
-    handle.offer(task.clone()).expect("a new task");
+    let handle = manual_install()
+        .hook(hook.clone())
+        .start()
+        .expect("inside actix");
+    let task = offer_load(&handle);
     assert_eq!(
         handle.offer_try(task.clone(), 2),
         Err(OfferError::Duplicate(task.key.clone()))
@@ -144,9 +140,12 @@ async fn a_duplicate_offer_is_reported_and_changes_nothing() {
 async fn an_offer_after_stop_is_refused_and_stores_nothing() {
     tokio::time::pause();
     let hook = FakeHook::admitting("scripted").shared();
-    let mut handle = install().hook(hook.clone()).start().expect("inside actix");
+    let mut handle = manual_install()
+        .hook(hook.clone())
+        .start()
+        .expect("inside actix");
     handle.stop().await;
-    let task = Task::new("acme", "etl", "run-1", "load");
+    let task = load_task();
     assert_eq!(
         handle.offer(task.clone()),
         Err(OfferError::ShuttingDown(task.key.clone()))
@@ -158,12 +157,11 @@ async fn an_offer_after_stop_is_refused_and_stores_nothing() {
 #[actix::test]
 async fn after_stop_the_settled_stream_gives_what_settled_then_ends() {
     tokio::time::pause();
-    let mut handle = install()
+    let mut handle = manual_install()
         .hook(FakeHook::admitting("scripted").shared())
         .start()
         .expect("inside actix");
-    let task = Task::new("acme", "etl", "run-1", "load");
-    handle.offer(task.clone()).expect("a new task");
+    let task = offer_load(&handle);
     handle.wait_settled().await;
     handle.stop().await;
     let first = handle.next_settled().await.expect("the settled attempt");
@@ -179,12 +177,11 @@ async fn after_stop_the_settled_stream_gives_what_settled_then_ends() {
 #[actix::test]
 async fn each_settled_attempt_names_the_hook_that_refused_it() {
     tokio::time::pause();
-    let mut handle = install()
+    let mut handle = manual_install()
         .hook(FakeHook::refusing("scripted", "over budget").shared())
         .start()
         .expect("inside actix");
-    let task = Task::new("acme", "etl", "run-1", "load");
-    handle.offer(task.clone()).expect("a new task");
+    let task = offer_load(&handle);
     handle.tick().await;
     let settled = handle.next_settled().await.expect("one settlement");
     assert_eq!(settled.key, task.key);
@@ -203,9 +200,7 @@ fn the_blocking_entry_point_runs_without_naming_the_runtime() {
             .expect("a valid config");
     let states = install
         .run_blocking(|handle| async move {
-            handle
-                .offer(Task::new("acme", "etl", "run-1", "load"))
-                .expect("a new task");
+            handle.offer(load_task()).expect("a new task");
             handle.wait_settled().await;
             let report = handle.drain().await;
             report
@@ -220,7 +215,7 @@ fn the_blocking_entry_point_runs_without_naming_the_runtime() {
 
 #[test]
 fn starting_outside_an_actix_system_is_an_error_that_says_so() {
-    let error = install().start().expect_err("no actix system here");
+    let error = manual_install().start().expect_err("no actix system here");
     assert!(matches!(error, InstallError::NoSystem));
     assert!(error.to_string().contains("actix system"));
 }
@@ -228,7 +223,7 @@ fn starting_outside_an_actix_system_is_an_error_that_says_so() {
 #[actix::test]
 async fn the_blocking_entry_point_inside_a_runtime_is_an_error_not_a_panic() {
     let mut bodies_run = 0;
-    let error = install()
+    let error = manual_install()
         .run_blocking(|_handle| {
             bodies_run += 1;
             async {}
@@ -242,7 +237,7 @@ async fn the_blocking_entry_point_inside_a_runtime_is_an_error_not_a_panic() {
 #[actix::test]
 async fn a_panic_stays_the_cause_after_the_breaker_opens() {
     tokio::time::pause();
-    let handle = install()
+    let handle = manual_install()
         .supervise(|settings| {
             settings.breaker.failures = 1;
             settings.breaker.backoff = Duration::from_secs(600);
@@ -252,8 +247,7 @@ async fn a_panic_stays_the_cause_after_the_breaker_opens() {
         .hook(FakeHook::panicking("panics", "budget table missing").shared())
         .start()
         .expect("inside actix");
-    let task = Task::new("acme", "etl", "run-1", "load");
-    handle.offer(task.clone()).expect("a new task");
+    let task = offer_load(&handle);
     for _ in 0..100 {
         handle.tick().await;
         if handle.breakers() == vec![("panics".to_owned(), BreakerState::Open)] {

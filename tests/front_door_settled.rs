@@ -3,10 +3,10 @@
 
 mod common;
 
-use common::FakeHook;
+use common::{FakeHook, load_task, manual_install, offer_load};
 use dexaflow_admission::Install;
 use dexaflow_admission::config::Config;
-use dexaflow_admission::dispatch::task::{State, Task};
+use dexaflow_admission::dispatch::task::State;
 use dexaflow_admission::dispatch::{Disposition, Reason, Settings};
 use dexaflow_admission::install::Settlement;
 
@@ -43,8 +43,7 @@ fn an_install_of_default_settings_runs_an_attempt() {
     };
     let row = Install::new(settings)
         .run_blocking(|handle| async move {
-            let task = Task::new("acme", "etl", "run-1", "load");
-            handle.offer(task.clone()).expect("a new task");
+            let task = offer_load(&handle);
             handle.wait_settled().await;
             handle.instance(&task.key)
         })
@@ -56,11 +55,7 @@ fn an_install_of_default_settings_runs_an_attempt() {
 
 /// An install ticked by hand that streams its settled attempts, with `hook` in its chain.
 fn install(hook: std::sync::Arc<FakeHook>) -> Install {
-    Install::from_yaml("executor: {type: \"null\"}\nscheduler: {loop_interval_ms: 5}")
-        .expect("a valid config")
-        .manual_ticks()
-        .stream_settled()
-        .hook(hook)
+    manual_install().hook(hook)
 }
 
 #[actix::test]
@@ -79,8 +74,7 @@ async fn a_settlement_keeps_the_reason_it_settled_with_after_the_task_moves_on()
     )
     .shared();
     let mut handle = install(hook.clone()).start().expect("inside actix");
-    let task = Task::new("acme", "etl", "run-1", "load");
-    handle.offer(task.clone()).expect("a new task");
+    let task = offer_load(&handle);
     handle.tick().await;
     handle.tick().await;
     assert_eq!(hook.calls(), 2, "held, then refused");
@@ -111,7 +105,7 @@ async fn settle_once(install: Install, try_number: u32) -> Settlement {
     tokio::time::pause();
     let mut handle = install.start().expect("inside actix");
     handle
-        .offer_try(Task::new("acme", "etl", "run-1", "load"), try_number)
+        .offer_try(load_task(), try_number)
         .expect("a new task");
     handle.tick().await;
     handle.next_settled().await.expect("one offer")
@@ -165,8 +159,7 @@ async fn without_stream_settled_no_settlement_is_kept() {
         .hook(hook.clone())
         .start()
         .expect("inside actix");
-    let task = Task::new("acme", "etl", "run-1", "load");
-    handle.offer(task.clone()).expect("a new task");
+    let task = offer_load(&handle);
     handle.tick().await;
     assert_eq!(hook.calls(), 1, "the attempt was dispatched");
     assert_eq!(

@@ -19,7 +19,9 @@ use dexaflow_admission::admission::{
     Changes, Decision, Hook, HookError, HookFuture, Outcome, Request, TaintEffect, Toleration,
     TolerationOperator,
 };
+use dexaflow_admission::dispatch::task::Task;
 use dexaflow_admission::events::{BreakerEvents, BreakerState, BufferEvents, HookEvents};
+use dexaflow_admission::{Handle, Install};
 
 /// One answer a [`FakeHook`] gives.
 pub type Answer = Result<Decision, HookError>;
@@ -455,3 +457,24 @@ impl BreakerEvents for RecordingObserver {
 }
 
 impl BufferEvents for RecordingObserver {}
+
+/// An install on the `null` executor, ticked by hand, that streams its settled attempts: the
+/// front door as most of its tests drive it.
+pub fn manual_install() -> Install {
+    Install::from_yaml("executor: {type: \"null\"}\nscheduler: {loop_interval_ms: 5}")
+        .expect("a valid config")
+        .manual_ticks()
+        .stream_settled()
+}
+
+/// The task the front-door tests offer: `acme`'s `load` in run `run-1` of DAG `etl`.
+pub fn load_task() -> Task {
+    Task::new("acme", "etl", "run-1", "load")
+}
+
+/// Offers [`load_task`] on `handle` for its first try, and returns it.
+pub fn offer_load(handle: &Handle) -> Task {
+    let task = load_task();
+    handle.offer(task.clone()).expect("a new task");
+    task
+}
