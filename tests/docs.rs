@@ -124,27 +124,24 @@ fn anchors(text: &str) -> BTreeSet<String> {
     anchors
 }
 
-/// The code spans of the prose, each with the line it starts on. A span may run over a line
-/// break; paragraphs are joined with spaces first.
-fn code_spans(prose: &[(usize, String)]) -> Vec<(usize, String)> {
+/// The prose split at its code spans: each line with its code blanked out (so that a link shown
+/// as code is not read as one), and each code span with the line it starts on. A span may run
+/// over a line break within a paragraph.
+fn split_code(prose: &[(usize, String)]) -> (Vec<(usize, String)>, Vec<(usize, String)>) {
+    let mut outside = Vec::new();
     let mut spans = Vec::new();
+    // The open span: its first line, its run of backticks and its text so far.
     let mut open: Option<(usize, usize, String)> = None;
     for (number, line) in prose {
         if line.trim().is_empty() {
             open = None;
-            continue;
         }
-        let mut rest = line.as_str();
         if let Some((_, _, text)) = open.as_mut() {
             text.push(' ');
         }
-        while !rest.is_empty() {
-            let Some(at) = rest.find('`') else {
-                if let Some((_, _, text)) = open.as_mut() {
-                    text.push_str(rest);
-                }
-                break;
-            };
+        let mut kept = String::new();
+        let mut rest = line.as_str();
+        while let Some(at) = rest.find('`') {
             let ticks = rest[at..].chars().take_while(|c| *c == '`').count();
             match open.take() {
                 Some((start, width, mut text)) if width == ticks => {
@@ -155,47 +152,26 @@ fn code_spans(prose: &[(usize, String)]) -> Vec<(usize, String)> {
                     text.push_str(&rest[..at + ticks]);
                     open = Some((start, width, text));
                 }
-                None => open = Some((*number, ticks, String::new())),
+                None => {
+                    kept.push_str(&rest[..at]);
+                    open = Some((*number, ticks, String::new()));
+                }
             }
             rest = &rest[at + ticks..];
         }
+        match open.as_mut() {
+            Some((_, _, text)) => text.push_str(rest),
+            None => kept.push_str(rest),
+        }
+        outside.push((*number, kept));
     }
-    spans
-}
-
-/// The prose with its code spans blanked out, so that a link shown as code is not read as one.
-fn prose_without_code(prose: &[(usize, String)]) -> Vec<(usize, String)> {
-    let mut in_code = 0;
-    prose
-        .iter()
-        .map(|(number, line)| {
-            let mut kept = String::new();
-            let mut rest = line.as_str();
-            while let Some(at) = rest.find('`') {
-                let ticks = rest[at..].chars().take_while(|c| *c == '`').count();
-                if in_code == 0 {
-                    kept.push_str(&rest[..at]);
-                    in_code = ticks;
-                } else if in_code == ticks {
-                    in_code = 0;
-                }
-                rest = &rest[at + ticks..];
-            }
-            if in_code == 0 {
-                kept.push_str(rest);
-            }
-            if line.trim().is_empty() {
-                in_code = 0;
-            }
-            (*number, kept)
-        })
-        .collect()
+    (outside, spans)
 }
 
 /// Every Markdown link target of the prose: `[text](target)`.
 fn link_targets(prose: &[(usize, String)]) -> Vec<(usize, String)> {
     let mut targets = Vec::new();
-    for (number, line) in prose_without_code(prose) {
+    for (number, line) in split_code(prose).0 {
         let mut rest = line.as_str();
         while let Some(at) = rest.find("](") {
             let after = &rest[at + 2..];
@@ -246,7 +222,7 @@ fn broken_links(page: &Page) -> Vec<String> {
 /// block an indented line with the one before (a synopsis wrapped over several lines).
 fn command_lines(page: &Page) -> Vec<(usize, String)> {
     let parsed = parse(&page.text);
-    let mut lines = code_spans(&parsed.prose);
+    let mut lines = split_code(&parsed.prose).1;
     for (info, start, block) in &parsed.blocks {
         if !COMMAND_BLOCKS.contains(&info.as_str()) {
             continue;
