@@ -18,6 +18,9 @@ const COMMANDS: &[&str] = &["dispatch", "loadtest", "serve", "check-config"];
 /// Fenced blocks whose lines are read as command lines: shell and plain text (synopses).
 const COMMAND_BLOCKS: &[&str] = &["", "sh", "shell", "bash", "console", "text"];
 
+/// Lines (or code spans) of a page, each with the number of the line it starts on.
+type Numbered = Vec<(usize, String)>;
+
 /// One Markdown page: where it is, and its text.
 struct Page {
     path: PathBuf,
@@ -27,7 +30,7 @@ struct Page {
 /// A page split into what the checks read.
 struct Parsed {
     /// The text outside fenced blocks, one entry a line, with its line number.
-    prose: Vec<(usize, String)>,
+    prose: Numbered,
     /// Each fenced block's info string, its first line number and its lines.
     blocks: Vec<(String, usize, Vec<String>)>,
 }
@@ -127,7 +130,7 @@ fn anchors(text: &str) -> BTreeSet<String> {
 /// The prose split at its code spans: each line with its code blanked out (so that a link shown
 /// as code is not read as one), and each code span with the line it starts on. A span may run
 /// over a line break within a paragraph.
-fn split_code(prose: &[(usize, String)]) -> (Vec<(usize, String)>, Vec<(usize, String)>) {
+fn split_code(prose: &[(usize, String)]) -> (Numbered, Numbered) {
     let mut outside = Vec::new();
     let mut spans = Vec::new();
     // The open span: its first line, its run of backticks and its text so far.
@@ -169,7 +172,7 @@ fn split_code(prose: &[(usize, String)]) -> (Vec<(usize, String)>, Vec<(usize, S
 }
 
 /// Every Markdown link target of the prose: `[text](target)`.
-fn link_targets(prose: &[(usize, String)]) -> Vec<(usize, String)> {
+fn link_targets(prose: &[(usize, String)]) -> Numbered {
     let mut targets = Vec::new();
     for (number, line) in split_code(prose).0 {
         let mut rest = line.as_str();
@@ -220,7 +223,7 @@ fn broken_links(page: &Page) -> Vec<String> {
 /// The lines of `page` that may show a command with flags: each command-line block's lines
 /// and each code span of the prose. A line ending in `\` is joined with the next, and in a text
 /// block an indented line with the one before (a synopsis wrapped over several lines).
-fn command_lines(page: &Page) -> Vec<(usize, String)> {
+fn command_lines(page: &Page) -> Numbered {
     let parsed = parse(&page.text);
     let mut lines = split_code(&parsed.prose).1;
     for (info, start, block) in &parsed.blocks {
@@ -434,7 +437,7 @@ fn dotted_keys<'a>(text: &'a str, sections: &BTreeSet<&str>) -> Vec<&'a str> {
 
 /// Every dotted config key `page` names, with its line number; `keys` gives the top-level
 /// sections.
-fn named_keys(page: &Page, keys: &BTreeSet<String>) -> Vec<(usize, String)> {
+fn named_keys(page: &Page, keys: &BTreeSet<String>) -> Numbered {
     let sections: BTreeSet<&str> = keys
         .iter()
         .filter(|key| !key.contains('.'))
