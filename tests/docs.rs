@@ -556,6 +556,26 @@ fn every_config_key_named_is_one_check_config_knows() {
     );
 }
 
+#[test]
+fn the_readme_quick_start_shows_the_main_job_and_the_test_command() {
+    let readme = &pages()[0];
+    let quick_start: Vec<String> = parse(&readme.text)
+        .blocks
+        .into_iter()
+        .filter(|(info, _, _)| info == "sh")
+        .flat_map(|(_, _, lines)| lines)
+        .collect();
+    for command in [
+        "cargo run --release -- dispatch --config examples/dexaflow.yaml --workload examples/workload.yaml",
+        "cargo test",
+    ] {
+        assert!(
+            quick_start.iter().any(|line| line == command),
+            "README.md shows no `{command}` in a shell block"
+        );
+    }
+}
+
 /// A page made up for the checks' own tests, in docs/ so that its links resolve from there.
 fn made_up_page(text: &str) -> Page {
     Page {
