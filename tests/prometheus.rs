@@ -596,6 +596,7 @@ fn held_args() -> Vec<String> {
     .map(str::to_owned)
     .to_vec()
 }
+
 /// The hook whose breaker the `held` load opens, as the gauge names it.
 const OPENED_HOOK: &str = "error#0";
 /// The `held` load's hook that never answers: no call of it ever ends, so its breaker never
