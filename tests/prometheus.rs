@@ -1,21 +1,25 @@
 //! The Grafana dashboard, proven against a real Prometheus. Four loads run with their exporters
 //! on loopback port 0 (each prints the address it bound on stderr, and the test reads it there):
-//! `loadtest` with synthetic hooks that produce every outcome but `cancelled` and a slow first
-//! hook that keeps its workers busy and its buffer full; a second `loadtest` whose one hook always
-//! errors, so that its breaker opens and stays open; `dispatch` with a workload of many tenants
-//! and DAGs through built-in hooks and a small buffer; and `serve` with the same hooks, answering
-//! a steady stream of `/tasks/admit` and `/pods/mutate` requests, one at a time, while two more
-//! are kept stalled in flight and the test changes its resource groups file and its certificate.
+//! `loadtest` with synthetic hooks that produce every outcome but `cancelled`; a second, `held`
+//! `loadtest` whose first hook always errors, so that its breaker opens and stays open, and whose
+//! second never answers, so that its 2 workers stay busy and 4 attempts wait in its buffer of 5;
+//! `dispatch` with a workload of many tenants and DAGs through built-in hooks and a small buffer;
+//! and `serve` with the same hooks, answering a steady stream of `/tasks/admit` and
+//! `/pods/mutate` requests, one at a time, while 3 more are kept stalled in flight and the test
+//! changes its resource groups file and its certificate.
 //!
 //! Prometheus scrapes all four every second. The test waits on Prometheus' own readiness and on
-//! every target's health, then polls every expression of every panel of
-//! `grafana/dashboards/dexaflow-admission.json` until each has returned finite values that agree
-//! with what the loads did (an outcome produced has a rate above 0, one never produced is 0; the
-//! opened breaker reads 2 and the others' 0; the buffers' capacities add up; the gauges are
-//! seen above 0); a panel or expression missing from the dashboard, a target without an `expr`,
-//! or a panel the test has no check for fails the test. A scrape of the two dispatching loads
-//! must pass `promtool check metrics`, name no tenant, DAG or task of its load, and count every
-//! outcome its load produced.
+//! every target's health, sees the reload panels read 0 before it changes any file, then polls
+//! every expression of every panel of `grafana/dashboards/dexaflow-admission.json` until each
+//! has returned finite values that agree with what the loads did: while all run, an outcome
+//! produced has a rate above 0 and one never produced 0, the opened breaker reads 2 and the
+//! breakers that never count a failure 0, and each reload rate is above 0 with no failed one.
+//! Then the loads that move the gauges end (the steady loads, whose targets Prometheus must see
+//! down, and the server's steady requests), and the gauge panels must read exactly what is held:
+//! buffer depth 4, capacity 5, busy workers 2, requests in flight 3. A panel or expression
+//! missing from the dashboard, a target without an `expr`, or a panel the test has no check for
+//! fails the test. A scrape of the two steady dispatching loads must pass `promtool check
+//! metrics`, name no tenant, DAG or task of its load, and count every outcome its load produced.
 //!
 //! Needs `prometheus` and `promtool` on PATH (Debian's `prometheus` package, which `.ci/run`
 //! installs); without them the test fails rather than passing unseen.
@@ -28,7 +32,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use dexaflow_admission::admission::{Request, RequestEnvelope};
 use dexaflow_admission::metrics::{AT_CAPACITY_TOTAL, BREAKER_STATE, OUTCOMES_TOTAL};
@@ -540,34 +544,66 @@ fn start_with_exporter(
     (running, exporter)
 }
 
-/// The `breaker` load: one hook that always errors, its breaker opening at the first failure and
-/// staying open for ten minutes, so that its gauge reads 2 (open) for the rest of the test.
-const BREAKER_ARGS: &[&str] = &[
-    "loadtest",
-    "--duration",
-    "10m",
-    "--rate",
-    "20",
-    "--buffer-size",
-    "4",
-    "--workers",
-    "1",
-    "--hook",
-    "error:1",
-    "--breaker-failures",
-    "1",
-    "--breaker-backoff",
-    "10m",
-    "--breaker-max-backoff",
-    "10m",
-];
-/// The hook whose breaker the `breaker` load opens, as the gauge names it.
+/// Admission workers the `held` load runs, every one of them held busy by a call that never
+/// answers. The four held values differ from each other and from every buffer of the other
+/// loads, so that a panel reading the wrong gauge, or a depth read as the capacity, cannot
+/// agree by chance.
+const HELD_WORKERS: usize = 2;
+/// The `held` load's attempts that wait in its buffer behind the busy workers.
+const HELD_QUEUED: usize = 4;
+/// The `held` load's buffer capacity, one more than it holds.
+const HELD_BUFFER: usize = 5;
+/// Requests kept stalled in flight on `serve`.
+const STALLED: usize = 3;
+
+/// The `held` load: as many attempts as its workers hold and [`HELD_QUEUED`] more, through two
+/// hooks. The first always errors: its breaker opens at the first failure and stays open for
+/// ten minutes, so its gauge reads 2 (open), and `--fail-open` lets every attempt on to the
+/// second, which never answers within its ten-minute timeout. Each worker stays busy with one
+/// attempt and the others wait in the buffer for the rest of the test. The workers share the
+/// dispatcher's thread, so the buffer's depth is set in the order it changes.
+fn held_args() -> Vec<String> {
+    let attempts = (HELD_WORKERS + HELD_QUEUED).to_string();
+    let (workers, buffer) = (HELD_WORKERS.to_string(), HELD_BUFFER.to_string());
+    [
+        "loadtest",
+        "--attempts",
+        &attempts,
+        "--rate",
+        "0",
+        "--buffer-size",
+        &buffer,
+        "--workers",
+        &workers,
+        "--worker-threads",
+        "0",
+        "--hook",
+        "error:1",
+        "--hook",
+        "timeout:1",
+        "--fail-open",
+        "--timeout",
+        "10m",
+        "--chain-timeout",
+        "10m",
+        "--breaker-failures",
+        "1",
+        "--breaker-backoff",
+        "10m",
+        "--breaker-max-backoff",
+        "10m",
+    ]
+    .map(str::to_owned)
+    .to_vec()
+}
+
+/// The hook whose breaker the `held` load opens, as the gauge names it.
 const OPENED_HOOK: &str = "error#0";
+/// The `held` load's hook that never answers: no call of it ever ends, so its breaker never
+/// counts one and stays closed.
+const PENDING_HOOK: &str = "timeout#1";
 /// The hooks of the `dispatch` and `serve` config, none of which ever fails.
 const NEVER_FAILING_HOOKS: &[&str] = &["freeze-held", "deny-suspended", "place-gpu"];
-/// The buffer capacities of the loads: `loadtest`, `breaker` and `dispatch` hold 4 each; `serve`
-/// has no dispatch buffer and exports 0.
-const TOTAL_CAPACITY: f64 = 12.0;
 
 /// Polls Prometheus' `/api/v1/targets` until every one of `count` targets is up, bounded.
 fn wait_for_targets(
@@ -597,6 +633,44 @@ fn wait_for_targets(
         );
         // A bounded poll of Prometheus' own view, not a wait for time to pass.
         std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Polls Prometheus, bounded, until it has scraped each target of `targets` (its exporter's
+/// address, and whether it must be up) since `since` and found it up or down as given. A scrape
+/// that finds a target down marks every series of that target stale in the same write, so from
+/// then on no panel sums what the target last exported.
+fn wait_for_scrapes_since(
+    prometheus: &mut Running,
+    address: SocketAddr,
+    targets: &[(SocketAddr, bool)],
+    since: SystemTime,
+    deadline: Instant,
+) {
+    let since = since
+        .duration_since(UNIX_EPOCH)
+        .expect("the clock is past 1970")
+        .as_secs_f64();
+    for (target, up) in targets {
+        let expr = format!(
+            "up{{instance=\"{target}\"}} and timestamp(up{{instance=\"{target}\"}}) > {since}"
+        );
+        let expected = if *up { 1.0 } else { 0.0 };
+        loop {
+            prometheus.assert_running();
+            let last = match query(address, &expr).map(|series| values(&series)) {
+                Ok(series) if single(&series) == Some(expected) => break,
+                Ok(series) => format!("{series:?}"),
+                Err(error) => error,
+            };
+            assert!(
+                Instant::now() < deadline,
+                "prometheus did not scrape {target} as {} in time: {expr}: {last}",
+                if *up { "up" } else { "down" }
+            );
+            // A bounded poll of Prometheus, which scrapes every second.
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 }
 
@@ -647,18 +721,77 @@ fn positive(value: Option<f64>) -> bool {
     value.is_some_and(|value| value.is_finite() && value > 0.0)
 }
 
-/// Whether the series of one panel expression agree with what the loads did: `Ok` when they do,
-/// the disagreement otherwise. `index` is the expression's place in its panel.
-fn agrees(title: &str, index: usize, series: &[(Value, f64)]) -> Result<(), String> {
-    let need = |ok: bool, what: &str| {
-        if ok {
-            Ok(())
-        } else {
-            Err(format!("{what}: {series:?}"))
-        }
-    };
+/// The panel of the server's reloads, which reads 0 until the test changes a file.
+const RELOADS_PANEL: &str = "Server reloads per second";
+
+/// Whether a reload panel's expression reads 0 for both results, as it must before the test
+/// changes any file: the rate above 0 that [`agrees`] then requires comes from the reloads the
+/// test drives, and from nothing else.
+fn reads_no_reload(_title: &str, _index: usize, series: &[(Value, f64)]) -> Result<(), String> {
+    need(
+        labelled(series, "result", "ok") == Some(0.0)
+            && labelled(series, "result", "error") == Some(0.0),
+        "nothing was reloaded yet: both results read 0",
+        series,
+    )
+}
+
+/// `Ok` when `ok`, else `what` with the series that disagreed.
+fn need(ok: bool, what: &str, series: &[(Value, f64)]) -> Result<(), String> {
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("{what}: {series:?}"))
+    }
+}
+
+/// The panels whose gauges read, at an instant, what the `held` load and the stalled requests
+/// hold: proved by [`holds`] once the loads that move them (the other `loadtest`, `dispatch` and
+/// the server's steady load) have ended. Every other panel is proved by [`agrees`] while all
+/// the loads run.
+const HELD_PANELS: &[&str] = &[
+    "Dispatch buffer: depth against capacity",
+    "Server requests in flight",
+];
+
+/// Whether the series of one held panel's expression read exactly what is held: the `held`
+/// load's full buffer and busy workers, the requests stalled in flight. Only the held state can
+/// produce these values once the other loads ended; a load that ended reads 0.
+fn holds(title: &str, index: usize, series: &[(Value, f64)]) -> Result<(), String> {
+    let need = |ok: bool, what: &str| need(ok, what, series);
+    let exactly = |count: usize| single(series) == Some(count as f64);
     match (title, index) {
-        ("Attempts per second by outcome", 0) => {
+        ("Dispatch buffer: depth against capacity", 0) => need(
+            exactly(HELD_QUEUED),
+            &format!("{HELD_QUEUED} attempts wait behind the held workers"),
+        ),
+        ("Dispatch buffer: depth against capacity", 1) => need(
+            exactly(HELD_BUFFER),
+            &format!("the one buffer left is the held load's, of {HELD_BUFFER}"),
+        ),
+        ("Dispatch buffer: depth against capacity", 2) => need(
+            exactly(HELD_WORKERS),
+            &format!(
+                "the {HELD_WORKERS} held workers are busy, each with a call that never answers"
+            ),
+        ),
+        ("Server requests in flight", 0) => need(
+            exactly(STALLED),
+            &format!("the {STALLED} stalled requests are in flight, and nothing else"),
+        ),
+        _ => Err(format!(
+            "the test does not know held panel {title:?} expression {index}: give it a check"
+        )),
+    }
+}
+
+/// Whether the series of one panel expression agree with what the loads did while they all
+/// run: `Ok` when they do, the disagreement otherwise. `index` is the expression's place in its
+/// panel.
+fn agrees(title: &str, index: usize, series: &[(Value, f64)]) -> Result<(), String> {
+    let need = |ok: bool, what: &str| need(ok, what, series);
+    match (title, index) {
+        ("Hook calls per second by outcome", 0) => {
             for outcome in LOADTEST_PRODUCES.iter().chain(DISPATCH_PRODUCES) {
                 need(
                     positive(labelled(series, "outcome", outcome)),
@@ -670,7 +803,7 @@ fn agrees(title: &str, index: usize, series: &[(Value, f64)]) -> Result<(), Stri
                 "nothing was cancelled, its rate must be 0",
             )
         }
-        ("Attempts per second by outcome", 1) => need(positive(single(series)), "chains ran"),
+        ("Hook calls per second by outcome", 1) => need(positive(single(series)), "chains ran"),
         ("Hook latency by outcome (p50, p95, p99)", _) => {
             for outcome in LOADTEST_PRODUCES.iter().chain(DISPATCH_PRODUCES) {
                 need(
@@ -691,6 +824,10 @@ fn agrees(title: &str, index: usize, series: &[(Value, f64)]) -> Result<(), Stri
                 labelled(series, "hook", OPENED_HOOK) == Some(2.0),
                 &format!("the breaker of {OPENED_HOOK} was opened for ten minutes: 2"),
             )?;
+            need(
+                labelled(series, "hook", PENDING_HOOK) == Some(0.0),
+                &format!("no call of {PENDING_HOOK} ever ended: its breaker is closed, 0"),
+            )?;
             for hook in NEVER_FAILING_HOOKS {
                 need(
                     labelled(series, "hook", hook) == Some(0.0),
@@ -703,17 +840,6 @@ fn agrees(title: &str, index: usize, series: &[(Value, f64)]) -> Result<(), Stri
                     .all(|(_, value)| [0.0, 1.0, 2.0].contains(value)),
                 "every breaker state is 0, 1 or 2",
             )
-        }
-        ("Dispatch buffer: depth against capacity", 0) => need(
-            positive(single(series)),
-            "the loads keep their buffers full",
-        ),
-        ("Dispatch buffer: depth against capacity", 1) => need(
-            single(series) == Some(TOTAL_CAPACITY),
-            "the buffers hold 4 + 4 + 4",
-        ),
-        ("Dispatch buffer: depth against capacity", 2) => {
-            need(positive(single(series)), "slow hooks keep the workers busy")
         }
         ("At capacity, unavailable and fail-open per second", _) => need(
             positive(single(series)),
@@ -758,13 +884,9 @@ fn agrees(title: &str, index: usize, series: &[(Value, f64)]) -> Result<(), Stri
             }
             Ok(())
         }
-        ("Server requests in flight", 0) => need(
-            single(series).is_some_and(|in_flight| in_flight >= 2.0),
-            "the two stalled requests are in flight (the steady load adds at most one)",
-        ),
-        ("Server reloads per second", _) => need(
+        (RELOADS_PANEL, _) => need(
             positive(labelled(series, "result", "ok"))
-                && labelled(series, "result", "error").is_none_or(|errors| errors == 0.0),
+                && labelled(series, "result", "error") == Some(0.0),
             "the files were changed and taken in, and no reload failed",
         ),
         _ => Err(format!(
@@ -786,7 +908,7 @@ fn indexed_queries(dashboard: &Value) -> Vec<(String, usize, String)> {
 /// Every panel expression the dashboard must hold (title, place): the test proves each and
 /// fails when one is missing.
 const EXPECTED_EXPRESSIONS: &[(&str, usize)] = &[
-    ("Attempts per second by outcome", 2),
+    ("Hook calls per second by outcome", 2),
     ("Hook latency by outcome (p50, p95, p99)", 3),
     ("Chain latency (p50, p95, p99)", 3),
     ("Breaker state per hook", 1),
@@ -798,18 +920,19 @@ const EXPECTED_EXPRESSIONS: &[(&str, usize)] = &[
     ("Server reloads per second", 2),
 ];
 
-/// Holds one `/tasks/admit` request of `address` in flight at a time until `stop` is set: its
-/// head promises a body that never comes, so the server counts it in flight until its deadline
-/// (or until the connection closes), then the next one starts.
-fn stall_requests(
+/// Holds one `/tasks/admit` request of `address` in flight until `release` is set: its head
+/// promises a body that never comes and its connection stays open, so the server counts it in
+/// flight the whole time. Should the server answer it or close the connection, another takes
+/// its place.
+fn stall_request(
     address: SocketAddr,
     ca: rustls::pki_types::CertificateDer<'static>,
-    stop: Arc<AtomicBool>,
+    release: Arc<AtomicBool>,
 ) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     block_on(async move {
         let client = serve_support::Client::new(address, &ca);
-        while !stop.load(Ordering::Relaxed) {
+        while !release.load(Ordering::Relaxed) {
             let mut stream = client.connect().await;
             let head = format!(
                 "POST /tasks/admit?timeout=2s HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{"
@@ -818,10 +941,70 @@ fn stall_requests(
                 continue;
             }
             let mut answer = [0u8; 256];
-            // Until the server gives up on the body, or a poll of `stop` every second.
-            let _ = tokio::time::timeout(Duration::from_secs(1), stream.read(&mut answer)).await;
+            // Until the server answers or closes, with a look at `release` every 100 ms.
+            while !release.load(Ordering::Relaxed) {
+                let read = stream.read(&mut answer);
+                if tokio::time::timeout(Duration::from_millis(100), read)
+                    .await
+                    .is_ok()
+                {
+                    break;
+                }
+            }
         }
     });
+}
+
+/// A check of one panel expression's series (given its panel's title and its place there):
+/// `Ok` when they agree with what the test drove, the disagreement otherwise.
+type Check = fn(&str, usize, &[(Value, f64)]) -> Result<(), String>;
+
+/// Polls every expression of `queries` (title, place in its panel, expression) until `check`
+/// has found each to agree once, asserting meanwhile that every process of `alive` still runs;
+/// fails, naming every expression that never agreed and why, when `within` has passed first.
+fn poll_until_agreed(
+    prometheus: SocketAddr,
+    queries: &[&(String, usize, String)],
+    alive: &mut [&mut Running],
+    within: Duration,
+    check: Check,
+) {
+    let mut pending: Vec<(&str, usize, &str, String)> = queries
+        .iter()
+        .map(|(title, index, expr)| (title.as_str(), *index, expr.as_str(), String::new()))
+        .collect();
+    let deadline = Instant::now() + within;
+    while !pending.is_empty() && Instant::now() < deadline {
+        for running in alive.iter_mut() {
+            running.assert_running();
+        }
+        pending.retain_mut(|(title, index, expr, why)| {
+            let series = query(prometheus, expr).map(|series| values(&series));
+            match series.and_then(|series| check(title, *index, &series).map(|()| series)) {
+                Ok(series) => {
+                    eprintln!("{title} [{index}] agreed: {series:?}");
+                    false
+                }
+                Err(error) => {
+                    *why = error;
+                    true
+                }
+            }
+        });
+        // A bounded poll of Prometheus, which scrapes every second.
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert!(
+        pending.is_empty(),
+        "{} of {} panel expressions never agreed within {within:?}:\n{}",
+        pending.len(),
+        queries.len(),
+        pending
+            .iter()
+            .map(|(title, index, expr, why)| format!("{title} [{index}]: {expr}\n    {why}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
 }
 
 #[test]
@@ -836,6 +1019,27 @@ fn every_dashboard_panel_agrees_with_what_the_loads_did_in_a_real_prometheus() {
     std::fs::write(&workload_path, workload()).expect("write the workload");
     std::fs::write(&config_path, config()).expect("write the config");
 
+    let queries = indexed_queries(&dashboard());
+    let mut missing = Vec::new();
+    for (title, count) in EXPECTED_EXPRESSIONS {
+        let found = queries.iter().filter(|(seen, _, _)| seen == title).count();
+        if found != *count {
+            missing.push(format!("{title}: {found} expressions, expected {count}"));
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "the dashboard lacks panels or expressions the test proves:\n{}",
+        missing.join("\n")
+    );
+    let (held_queries, running_queries): (Vec<_>, Vec<_>) = queries
+        .iter()
+        .partition(|(title, _, _)| HELD_PANELS.contains(&title.as_str()));
+    let reload_queries: Vec<_> = queries
+        .iter()
+        .filter(|(title, _, _)| title == RELOADS_PANEL)
+        .collect();
+
     let (mut loadtest, loadtest_exporter) = start_with_exporter(
         "dexaflow-admission loadtest",
         dir.path(),
@@ -843,11 +1047,13 @@ fn every_dashboard_panel_agrees_with_what_the_loads_did_in_a_real_prometheus() {
         LOADTEST_ARGS,
         deadline,
     );
-    let (mut breaker, breaker_exporter) = start_with_exporter(
-        "dexaflow-admission loadtest (breaker)",
+    let held_args = held_args();
+    let held_args: Vec<&str> = held_args.iter().map(String::as_str).collect();
+    let (mut held, held_exporter) = start_with_exporter(
+        "dexaflow-admission loadtest (held)",
         dir.path(),
-        "breaker.log",
-        BREAKER_ARGS,
+        "held.log",
+        &held_args,
         deadline,
     );
     let workload_arg = workload_path.display().to_string();
@@ -878,12 +1084,12 @@ fn every_dashboard_panel_agrees_with_what_the_loads_did_in_a_real_prometheus() {
         let stop = Arc::clone(&stop_driving);
         move || drive_serve(serve_listen, ca, stop)
     });
-    // Two, so that the in-flight panel can tell them from the steady load's one at a time.
-    let stallers: Vec<_> = (0..2)
+    let release_stalled = Arc::new(AtomicBool::new(false));
+    let stallers: Vec<_> = (0..STALLED)
         .map(|_| {
             let ca = authority.der();
-            let stop = Arc::clone(&stop_driving);
-            std::thread::spawn(move || stall_requests(serve_listen, ca, stop))
+            let release = Arc::clone(&release_stalled);
+            std::thread::spawn(move || stall_request(serve_listen, ca, release))
         })
         .collect();
 
@@ -894,7 +1100,7 @@ fn every_dashboard_panel_agrees_with_what_the_loads_did_in_a_real_prometheus() {
     std::fs::write(
         &prometheus_config,
         format!(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: dexaflow-admission\n    static_configs:\n      - targets: [\"{loadtest_exporter}\", \"{breaker_exporter}\", \"{dispatch_exporter}\", \"{serve_exporter}\"]\n"
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: dexaflow-admission\n    static_configs:\n      - targets: [\"{loadtest_exporter}\", \"{held_exporter}\", \"{dispatch_exporter}\", \"{serve_exporter}\"]\n"
         ),
     )
     .expect("write the Prometheus config");
@@ -913,76 +1119,40 @@ fn every_dashboard_panel_agrees_with_what_the_loads_did_in_a_real_prometheus() {
     wait_for_ready(&mut prometheus, prometheus_address, deadline);
     wait_for_targets(&mut prometheus, prometheus_address, 4, deadline);
 
+    // Before any file changes, the reload panels read 0 (over at least two scrapes), so the
+    // rates they show next come from the reloads driven here.
+    poll_until_agreed(
+        prometheus_address,
+        &reload_queries,
+        &mut [&mut serve, &mut prometheus],
+        POLL_DEADLINE,
+        reads_no_reload,
+    );
     // Reloads: the groups file and the certificate change while Prometheus scrapes.
     replace(&serve_dir.join("groups.yaml"), SPOT_GROUPS);
     authority
         .issue()
         .mount_as_secret(&serve_dir, "..2026_12_03_00_00_00.2");
 
-    let queries = indexed_queries(&dashboard());
-    let mut missing = Vec::new();
-    for (title, count) in EXPECTED_EXPRESSIONS {
-        let found = queries.iter().filter(|(seen, _, _)| seen == title).count();
-        if found != *count {
-            missing.push(format!("{title}: {found} expressions, expected {count}"));
-        }
-    }
-    assert!(
-        missing.is_empty(),
-        "the dashboard lacks panels or expressions the test proves:\n{}",
-        missing.join("\n")
-    );
-
-    // Poll every expression until each has agreed once with what the loads do: gauges such as
-    // the buffer depth are seen above 0 at some scrape, not at every one.
-    let mut pending: Vec<(String, usize, String, String)> = queries
-        .iter()
-        .map(|(title, index, expr)| (title.clone(), *index, expr.clone(), String::new()))
-        .collect();
-    let poll_deadline = Instant::now() + POLL_DEADLINE;
-    while !pending.is_empty() && Instant::now() < poll_deadline {
-        for running in [
+    // While every load runs: the rates, latencies and breaker states agree with what they do.
+    poll_until_agreed(
+        prometheus_address,
+        &running_queries,
+        &mut [
             &mut loadtest,
-            &mut breaker,
+            &mut held,
             &mut dispatch,
             &mut serve,
             &mut prometheus,
-        ] {
-            running.assert_running();
-        }
-        pending.retain_mut(|(title, index, expr, why)| {
-            match query(prometheus_address, expr)
-                .and_then(|series| agrees(title, *index, &values(&series)))
-            {
-                Ok(()) => false,
-                Err(error) => {
-                    *why = error;
-                    true
-                }
-            }
-        });
-        // A bounded poll of Prometheus, which scrapes every second.
-        std::thread::sleep(Duration::from_millis(250));
-    }
-    assert!(
-        pending.is_empty(),
-        "{} of {} panel expressions never agreed with the loads within {POLL_DEADLINE:?}:\n{}",
-        pending.len(),
-        queries.len(),
-        pending
-            .iter()
-            .map(|(title, index, expr, why)| format!("{title} [{index}]: {expr}\n    {why}"))
-            .collect::<Vec<_>>()
-            .join("\n")
+        ],
+        POLL_DEADLINE,
+        agrees,
     );
 
     stop_driving.store(true, Ordering::Relaxed);
     driver
         .join()
         .expect("the server load ran without a failed request");
-    for staller in stallers {
-        staller.join().expect("the stalled requests ran");
-    }
     serve.assert_running();
 
     let scrape_loadtest = scrape(loadtest_exporter);
@@ -1012,9 +1182,41 @@ fn every_dashboard_panel_agrees_with_what_the_loads_did_in_a_real_prometheus() {
         deferred.is_some_and(|count| count > 0.0),
         "{AT_CAPACITY_TOTAL} is {deferred:?} with 90 attempts through a buffer of 4"
     );
-
     loadtest.assert_running();
     dispatch.assert_running();
+
+    // The loads that move the gauges end and the server's steady load has stopped: once
+    // Prometheus has scraped every target since (finding the ended ones down, and marking their
+    // series stale), what the gauge panels read is what the held load and the stalled requests
+    // hold, exactly.
+    drop(loadtest);
+    drop(dispatch);
+    wait_for_scrapes_since(
+        &mut prometheus,
+        prometheus_address,
+        &[
+            (loadtest_exporter, false),
+            (dispatch_exporter, false),
+            (held_exporter, true),
+            (serve_exporter, true),
+        ],
+        SystemTime::now(),
+        Instant::now() + POLL_DEADLINE,
+    );
+    poll_until_agreed(
+        prometheus_address,
+        &held_queries,
+        &mut [&mut held, &mut serve, &mut prometheus],
+        POLL_DEADLINE,
+        holds,
+    );
+
+    release_stalled.store(true, Ordering::Relaxed);
+    for staller in stallers {
+        staller.join().expect("the stalled requests ran");
+    }
+    serve.assert_running();
+    held.assert_running();
     eprintln!(
         "proved {} panel expressions against Prometheus in {:?}",
         queries.len(),
