@@ -15,8 +15,25 @@ use dexaflow_admission::admission::{
 };
 use proptest::prelude::*;
 use proptest::sample::select;
+use proptest::test_runner::FileFailurePersistence;
 
+/// Cases per property. proptest's macro lets `PROPTEST_CASES` override it (to search deeper by
+/// hand); `.ci/run` unsets that variable, so CI always runs this many. Seeds stay random, so
+/// each run tries new cases.
 const CASES: u32 = 256;
+
+/// Each property's config: [`CASES`] cases, and every failing seed kept in the committed
+/// regressions file, which proptest replays first on every later run. (Its default place is
+/// found from a `lib.rs` beside the test, which an integration test has not.)
+fn config() -> ProptestConfig {
+    ProptestConfig {
+        cases: CASES,
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
+            "proptest-regressions/admission_properties.txt",
+        ))),
+        ..ProptestConfig::default()
+    }
+}
 
 fn block_on<F: Future>(future: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread()
@@ -229,13 +246,36 @@ fn reason_text() -> impl Strategy<Value = String> {
     prop::collection::vec(run, 0..64).prop_map(|runs| runs.concat())
 }
 
-/// Checks that no label or annotation key is reserved and that every label, annotation and
-/// node-selector key and label value is one Kubernetes accepts.
+/// An annotation key as Kubernetes lower-cases it before it validates it: apimachinery's
+/// `ValidateAnnotations` checks `IsQualifiedName(strings.ToLower(key))`, the whole key, and Go
+/// maps each character to its simple lower case (a dotted capital I to `i`, where Rust's full
+/// mapping gives `i` and a combining dot; a Kelvin sign to `k`). Label keys are not lower-cased.
+fn lower_case_as_kubernetes(key: &str) -> String {
+    key.chars()
+        .map(|ch| ch.to_lowercase().next().unwrap_or(ch))
+        .collect()
+}
+
+/// Checks what Kubernetes would check of the request's metadata, and our reserved prefixes:
+/// label and node-selector keys and values as they are, annotation keys once lower-cased
+/// ([`lower_case_as_kubernetes`]); no label key, nor annotation key once lower-cased, reserved.
 fn assert_metadata_valid(request: &Request) -> Result<(), TestCaseError> {
     let execution = &request.execution;
-    for key in execution.labels.keys().chain(execution.annotations.keys()) {
-        prop_assert!(!is_reserved_key(key), "reserved key {key:?}");
-        prop_assert_eq!(qualified_name_problem(key), None, "key {:?}", key);
+    for key in execution.labels.keys() {
+        prop_assert!(!is_reserved_key(key), "reserved label key {key:?}");
+    }
+    for key in execution.annotations.keys() {
+        let lowered = lower_case_as_kubernetes(key);
+        prop_assert!(
+            !is_reserved_key(&lowered),
+            "reserved annotation key {key:?}"
+        );
+        prop_assert_eq!(
+            qualified_name_problem(&lowered),
+            None,
+            "annotation key {:?}",
+            key
+        );
     }
     for (key, value) in execution.labels.iter().chain(&execution.node_selector) {
         prop_assert_eq!(qualified_name_problem(key), None, "key {:?}", key);
@@ -253,7 +293,7 @@ fn fold(changes: &[Changes]) -> Request {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(CASES))]
+    #![proptest_config(config())]
 
     #[test]
     fn cleaned_reason_is_short_free_of_control_and_format_and_taken_from_the_input(
@@ -331,6 +371,51 @@ proptest! {
                 return Err(TestCaseError::fail(format!("rules say {refused_by:?}, chain says {verdict:?}")));
             }
         }
+    }
+}
+
+/// One hook's changes: annotations only.
+fn annotating(annotations: &[(&str, &str)]) -> Changes {
+    Changes {
+        annotations: annotations
+            .iter()
+            .map(|&(key, value)| (key.to_owned(), value.to_owned()))
+            .collect(),
+        ..Changes::default()
+    }
+}
+
+#[test]
+fn an_annotation_key_valid_once_lower_cased_is_accepted_and_passes_the_oracle() {
+    // The case the property once failed on (proptest-regressions/admission_properties.txt):
+    // Kubernetes validates "A/A" as "a/a", so the chain accepts it, and so must the oracle.
+    let (verdict, _) = run_chain(&[annotating(&[("A/A", "")])]);
+
+    let Verdict::Admit { request, .. } = verdict else {
+        panic!("an upper-case annotation key prefix was refused: {verdict:?}");
+    };
+    assert_eq!(
+        request.execution.annotations.get("A/A"),
+        Some(&String::new())
+    );
+    assert_metadata_valid(&request).expect("the oracle accepts what Kubernetes accepts");
+}
+
+#[test]
+fn the_oracle_refuses_annotation_keys_kubernetes_refuses_or_folds_into_a_reserved_prefix() {
+    // Guards the lower-casing above against making the oracle accept everything.
+    for key in [
+        "A B/x",
+        "Example.com/",
+        "DEXAFLOW.IO/pool",
+        "dexaflow.\u{130}o/pool",
+    ] {
+        let mut request = sample_request();
+        request
+            .execution
+            .annotations
+            .insert(key.to_owned(), String::new());
+        assert!(assert_metadata_valid(&request).is_err(), "{key:?}");
     }
 }
 

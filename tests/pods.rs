@@ -21,6 +21,7 @@ use dexaflow_admission::dispatch::task::Task;
 use dexaflow_admission::dispatch::task_instance_id;
 use k8s_openapi::api::core::v1::Pod;
 use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
 
 const NAMESPACE: &str = "dexaflow-tasks";
 
@@ -174,6 +175,16 @@ fn a_pod_name_leaves_out_the_ids_that_sanitize_to_nothing() {
 }
 
 proptest! {
+    // 256 cases (PROPTEST_CASES overrides it by hand; .ci/run unsets it, so CI runs 256), and
+    // a failing seed kept in the committed regressions file, replayed first on every later run.
+    #![proptest_config(ProptestConfig {
+        cases: 256,
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
+            "proptest-regressions/pods.txt",
+        ))),
+        ..ProptestConfig::default()
+    })]
+
     #[test]
     fn every_id_gives_a_valid_non_empty_label_value(id in "\\PC{0,120}") {
         let value = label_value(&id);
