@@ -366,6 +366,9 @@ fn dispatch(
     metrics_listen: Option<SocketAddr>,
 ) -> Result<(), String> {
     let config = load_config(config)?;
+    config
+        .check_executor()
+        .map_err(|errors| errors.to_string())?;
     let tasks = workload::load(&workload)
         .map_err(|errors| format!("workload {} is not valid:\n{errors}", workload.display()))?;
     if tasks.is_empty() {
@@ -556,6 +559,8 @@ fn serve(path: PathBuf, enabled_admission: Option<String>) -> Result<(), String>
         }
         None => "server.enabled_admission",
     };
+    config::check_server_files(&settings)
+        .map_err(|errors| format!("{} names files serve cannot use:\n{errors}", path.display()))?;
     let builder = ChainBuilder::new(config.dispatch.change_rules(), config.supervise)
         .hooks(serve::served_hooks(&config.hooks));
     let hook_metrics = start_metrics(
