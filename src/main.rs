@@ -366,14 +366,15 @@ fn dispatch(
     metrics_listen: Option<SocketAddr>,
 ) -> Result<(), String> {
     let config = load_config(config)?;
-    config
-        .check_executor()
-        .map_err(|errors| errors.to_string())?;
     let tasks = workload::load(&workload)
         .map_err(|errors| format!("workload {} is not valid:\n{errors}", workload.display()))?;
     if tasks.is_empty() {
         return print_instances(&[], output);
     }
+    // Before anything starts: a directory that cannot be used fails every attempt otherwise.
+    config
+        .check_executor()
+        .map_err(|errors| errors.to_string())?;
     let (listen, origin) = match metrics_listen {
         Some(listen) => (listen, "--metrics-listen"),
         None => (config.metrics_listen, config::METRICS_LISTEN),
