@@ -24,6 +24,23 @@
 //! variable outside `DEXAFLOW_` is never looked at, and a `DEXAFLOW_` one that is not UTF-8 is
 //! an error naming it. No error shows a variable's value.
 //!
+//! # Paths
+//! A relative path written in a config file (`executor.lite.log_dir`,
+//! `executor.kubernetes.dry_run_dir`, the webhook's files, a webhook hook's files, the `server`
+//! section's files) is resolved against the directory of that file, as Prometheus resolves its
+//! own, so that a config means the same from any working directory. A path from a `DEXAFLOW_`
+//! variable, a default, and a path in a text that is no file ([`Config::from_yaml_str`], the
+//! embedded default) stay relative to the working directory. The effective config shows the
+//! resolved paths.
+//!
+//! # Sections
+//! Every command reads every section, `server` included, so that a misspelt or mistyped key
+//! fails everywhere; only `serve` needs the certificate ([`Config::load_with_server`]). Files
+//! are read only by the command that uses them: `serve` checks its files
+//! ([`check_server_files`]), `dispatch` its executor's directories
+//! ([`Config::check_executor`]); `check-config` reads none, since a config may be checked on
+//! another machine than the one it runs on.
+//!
 //! # Errors
 //! Every problem is collected, not just the first, and each message names the full dotted key
 //! (and the variable, when the value came from one):
