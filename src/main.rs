@@ -371,6 +371,10 @@ fn dispatch(
     if tasks.is_empty() {
         return print_instances(&[], output);
     }
+    // Before anything starts: a directory that cannot be used fails every attempt otherwise.
+    config
+        .check_executor()
+        .map_err(|errors| errors.to_string())?;
     let (listen, origin) = match metrics_listen {
         Some(listen) => (listen, "--metrics-listen"),
         None => (config.metrics_listen, config::METRICS_LISTEN),
@@ -556,6 +560,8 @@ fn serve(path: PathBuf, enabled_admission: Option<String>) -> Result<(), String>
         }
         None => "server.enabled_admission",
     };
+    config::check_server_files(&settings)
+        .map_err(|errors| format!("{} names files serve cannot use:\n{errors}", path.display()))?;
     let builder = ChainBuilder::new(config.dispatch.change_rules(), config.supervise)
         .hooks(serve::served_hooks(&config.hooks));
     let hook_metrics = start_metrics(

@@ -31,6 +31,7 @@ use serde_yaml_ng::{Mapping, Value};
 use thiserror::Error;
 
 use crate::admission::{error_lines, escape_controls, is_control_or_format, is_reserved_key};
+use crate::config::{big_integer_digits, parse_yaml};
 use crate::dispatch::task::{Task, TaskKey};
 
 /// One problem with a workload file. Each names the entry, such as `runs[0].tasks[2]`.
@@ -110,6 +111,14 @@ pub enum WorkloadError {
         field: &'static str,
         /// The key, escaped.
         key: String,
+    },
+    /// An integer beyond 64 bits; its digits are not shown, there may be many.
+    #[error("{at}: an integer of {digits} digits does not fit in 64 bits")]
+    TooLarge {
+        /// The value's full path, such as `runs[0].tasks[1].pool_slots`.
+        at: String,
+        /// How many digits it has.
+        digits: usize,
     },
     /// An execution timeout of zero seconds, which would end every attempt as it starts.
     #[error("{at}.execution_timeout_seconds: must be at least 1")]
@@ -197,8 +206,11 @@ pub fn load(path: &Path) -> Result<Vec<Task>, WorkloadErrors> {
 /// # Errors
 /// [`WorkloadErrors`] with every problem found, each naming its entry.
 pub fn parse(text: &str) -> Result<Vec<Task>, WorkloadErrors> {
-    let workload: Option<Workload> =
-        serde_yaml_ng::from_str(text).map_err(|source| WorkloadError::Syntax { source })?;
+    // Parsed as the config is, so that an integer too large for 64 bits is kept and reported
+    // against its entry with the other problems, not fail the whole file alone.
+    let workload: Option<Workload> = parse_yaml(text)
+        .and_then(serde_yaml_ng::from_value)
+        .map_err(|source| WorkloadError::Syntax { source })?;
     let mut reader = Reader::default();
     for (index, run) in workload.unwrap_or_default().runs.into_iter().enumerate() {
         reader.run(&format!("runs[{index}]"), run);
@@ -327,10 +339,13 @@ impl Reader {
             let mut alone = placeholders.clone();
             alone.insert(key.clone(), value.clone());
             if let Err(source) = serde_yaml_ng::from_value::<T>(Value::Mapping(alone)) {
-                self.errors.push(WorkloadError::Shape {
-                    at: format!("{at}.{}", key.as_str().unwrap_or_default()),
-                    source,
-                });
+                let at = format!("{at}.{}", key.as_str().unwrap_or_default());
+                let too_large = big_integers(value, &at);
+                if too_large.is_empty() {
+                    self.errors.push(WorkloadError::Shape { at, source });
+                } else {
+                    self.errors.extend(too_large);
+                }
                 bad = true;
             }
         }
@@ -388,6 +403,33 @@ impl Reader {
             return false;
         }
         true
+    }
+}
+
+/// Every integer too large for 64 bits in `value`, at `at`, each with its full path.
+fn big_integers(value: &Value, at: &str) -> Vec<WorkloadError> {
+    if let Some(digits) = big_integer_digits(value) {
+        return vec![WorkloadError::TooLarge {
+            at: at.to_owned(),
+            digits: digits.trim_start_matches('-').len(),
+        }];
+    }
+    match value {
+        Value::Sequence(items) => items
+            .iter()
+            .enumerate()
+            .flat_map(|(index, item)| big_integers(item, &format!("{at}[{index}]")))
+            .collect(),
+        Value::Mapping(mapping) => mapping
+            .iter()
+            .flat_map(|(key, item)| {
+                let name = key
+                    .as_str()
+                    .map_or_else(|| describe(key), |key| escape_controls(key).into_owned());
+                big_integers(item, &format!("{at}.{name}"))
+            })
+            .collect(),
+        _ => Vec::new(),
     }
 }
 

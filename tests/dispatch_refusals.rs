@@ -16,8 +16,8 @@ use dexaflow_admission::admission::{
 };
 use dexaflow_admission::dispatch::Settings;
 use dexaflow_admission::dispatch::refusals::{
-    Refusal, build_request, effective_execution, image_allowed, image_repository,
-    refuse_before_token,
+    MAX_TASK_INSTANCE_ID_BYTES, Refusal, build_request, effective_execution, image_allowed,
+    image_repository, refuse_before_token,
 };
 use dexaflow_admission::dispatch::settings::{
     AllowedFields, Enforce, ExecutorSettings, ResourceDefaults, ResourceUnit, SourceMode,
@@ -720,6 +720,49 @@ fn annotations_over_256_kib_with_the_task_instance_id_are_refused() {
         refusal(&with_annotation("note", &"n".repeat(room + 1)), &settings()),
         "execution.annotations: annotations would take 262145 bytes, over the 262144 byte limit"
     );
+}
+
+#[test]
+fn a_task_id_too_long_for_a_pod_is_refused_as_too_long_not_as_large_annotations() {
+    let mut task = task();
+    task.key.task_id = "t".repeat(1 << 20);
+
+    let reason = refusal(&task, &settings());
+
+    assert!(
+        matches!(
+            refuse_before_token(&task, &settings()),
+            Err(Refusal::TaskInstanceIdTooLong {
+                longest: "task_id",
+                longest_bytes: 1_048_576,
+                limit: MAX_TASK_INSTANCE_ID_BYTES,
+                ..
+            })
+        ),
+        "{reason}"
+    );
+    assert!(reason.contains("task instance id"), "{reason}");
+    assert!(
+        reason.contains(&format!("over the {MAX_TASK_INSTANCE_ID_BYTES} byte limit")),
+        "{reason}"
+    );
+    assert!(!reason.contains("annotations"), "{reason}");
+}
+
+#[test]
+fn a_task_instance_id_at_the_limit_passes_and_one_byte_more_is_refused() {
+    let mut task = task();
+    let others = task.key.tenant.len() + task.key.dag_id.len() + task.key.run_id.len() + 3;
+    task.key.task_id = "t".repeat(MAX_TASK_INSTANCE_ID_BYTES - others);
+    assert!(task.execution.annotations.is_empty());
+
+    assert!(refuse_before_token(&task, &settings()).is_ok());
+
+    task.key.task_id.push('t');
+    assert!(matches!(
+        refuse_before_token(&task, &settings()),
+        Err(Refusal::TaskInstanceIdTooLong { bytes, .. }) if bytes == MAX_TASK_INSTANCE_ID_BYTES + 1
+    ));
 }
 
 #[test]

@@ -1,5 +1,7 @@
 //! The `serve` subcommand's wiring: what it says when it cannot start.
 
+mod serve_support;
+
 use std::process::Command;
 
 const BINARY: &str = env!("CARGO_BIN_EXE_dexaflow-admission");
@@ -29,6 +31,7 @@ fn serve(dir: &std::path::Path, extra: &[&str]) -> (Option<i32>, String) {
 #[test]
 fn an_unknown_enabled_admission_path_fails_the_start_naming_the_flag() {
     let dir = tempfile::tempdir().expect("a directory");
+    serve_support::Authority::new().issue().write_to(dir.path());
     let (code, stderr) = serve(
         dir.path(),
         &["--enabled-admission", "/pods/mutate, /jobs/validate"],
@@ -46,9 +49,11 @@ fn a_missing_certificate_file_fails_the_start_naming_it() {
     let dir = tempfile::tempdir().expect("a directory");
     let (code, stderr) = serve(dir.path(), &[]);
     assert_eq!(code, Some(2), "{stderr}");
-    let cert = dir.path().join("tls.crt");
-    assert!(
-        stderr.contains(&format!("dexaflow-admission: reading {}", cert.display())),
-        "{stderr}"
-    );
+    for (key, file) in [
+        ("server.tls.cert_file", "tls.crt"),
+        ("server.tls.key_file", "tls.key"),
+    ] {
+        let line = format!("{key}: reading {}: ", dir.path().join(file).display());
+        assert!(stderr.contains(&line), "{line:?} missing from\n{stderr}");
+    }
 }

@@ -1,11 +1,12 @@
-//! The `server` section of the config file: every key read, every bad one named, and the other
-//! commands ignoring it.
+//! The `server` section of the config file: every key read, every bad one named, relative paths
+//! resolved against the file's directory, every file `serve` cannot use named with its key, and
+//! the other commands checking the section without needing a certificate.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use dexaflow_admission::config::Config;
+use dexaflow_admission::config::{Config, check_server_files};
 use dexaflow_admission::serve::{Settings, TlsFiles};
 
 const NO_ENV: [(String, String); 0] = [];
@@ -65,10 +66,11 @@ server:
 
 #[test]
 fn unset_keys_take_their_defaults() {
-    let settings = load("server: {tls: {cert_file: c.pem, key_file: k.pem}}", &[]).expect("valid");
+    let settings =
+        load("server: {tls: {cert_file: /c.pem, key_file: /k.pem}}", &[]).expect("valid");
     let defaults = Settings::new(TlsFiles {
-        cert_file: PathBuf::from("c.pem"),
-        key_file: PathBuf::from("k.pem"),
+        cert_file: PathBuf::from("/c.pem"),
+        key_file: PathBuf::from("/k.pem"),
     });
     assert_eq!(settings, defaults);
     assert_eq!(settings.listen, SocketAddr::from(([127, 0, 0, 1], 8443)));
@@ -143,11 +145,121 @@ fn server_keys_have_environment_overrides() {
 }
 
 #[test]
-fn other_commands_ignore_the_server_section() {
-    let text = "server: {lisen: nowhere, tls: 7}\nscheduler: {dispatch: {workers: 3}}\n";
-    let config = Config::from_yaml_str(text, NO_ENV).expect("the server section is not theirs");
+fn other_commands_check_the_server_section_without_needing_a_certificate() {
+    let errors = Config::from_yaml_str("server: {lisen: nowhere, tls: 7}\n", NO_ENV)
+        .expect_err("a misspelt key fails every command")
+        .to_string();
+    assert!(errors.contains("server.lisen: unknown key"), "{errors}");
+    assert!(
+        errors.contains("server.tls: expected a mapping, got 7"),
+        "{errors}"
+    );
+    assert!(!errors.contains("is required"), "{errors}");
+
+    let text = "server: {listen: 127.0.0.1:9443}\nscheduler: {dispatch: {workers: 3}}\n";
+    let config = Config::from_yaml_str(text, NO_ENV).expect("no certificate is needed");
     assert_eq!(config.dispatch.workers, 3);
-    assert!(!config.to_yaml().contains("server"));
+    assert!(
+        config.to_yaml().contains("listen: 127.0.0.1:9443"),
+        "{}",
+        config.to_yaml()
+    );
+}
+
+#[test]
+fn relative_paths_in_the_file_are_resolved_against_its_directory_and_the_environment_s_are_not() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let path = dir.path().join("config.yaml");
+    std::fs::write(
+        &path,
+        "server:\n  tls: {cert_file: tls/c.pem, key_file: /abs/k.pem}\n  resource_groups_file: ../groups.yaml\n",
+    )
+    .expect("write");
+
+    let (_, settings) =
+        Config::load_with_server(&path, [("DEXAFLOW_SERVER_TLS_CLIENT_CA_FILE", "ca/ca.pem")])
+            .expect("valid");
+
+    assert_eq!(settings.tls.cert_file, dir.path().join("tls/c.pem"));
+    assert_eq!(settings.tls.key_file, PathBuf::from("/abs/k.pem"));
+    assert_eq!(
+        settings.resource_groups_file,
+        Some(dir.path().join("../groups.yaml"))
+    );
+    assert_eq!(settings.client_ca_file, Some(PathBuf::from("ca/ca.pem")));
+}
+
+#[test]
+fn every_server_file_that_cannot_be_used_is_reported_naming_its_key() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let file = |name: &str| dir.path().join(name);
+    std::fs::write(file("token"), "").expect("write");
+    std::fs::write(file("groups.yaml"), "groups: [").expect("write");
+    std::fs::write(file("tls.crt"), "not PEM").expect("write");
+    let settings = Settings {
+        client_ca_file: Some(file("ca.crt")),
+        bearer_token_file: Some(file("token")),
+        resource_groups_file: Some(file("groups.yaml")),
+        ..Settings::new(TlsFiles {
+            cert_file: file("tls.crt"),
+            key_file: file("tls.key"),
+        })
+    };
+
+    let errors = check_server_files(&settings)
+        .expect_err("four bad files")
+        .to_string();
+
+    let lines: Vec<&str> = errors.lines().collect();
+    let expected = [
+        format!(
+            "server.tls.key_file: reading {}: ",
+            file("tls.key").display()
+        ),
+        format!(
+            "server.tls.client_ca_file: reading {}: ",
+            file("ca.crt").display()
+        ),
+        format!(
+            "server.auth.bearer_token_file: {}: no token",
+            file("token").display()
+        ),
+        format!(
+            "server.resource_groups_file: {}: ",
+            file("groups.yaml").display()
+        ),
+    ];
+    assert_eq!(lines.len(), expected.len(), "{errors}");
+    for (line, expected) in lines.iter().zip(&expected) {
+        assert!(
+            line.starts_with(expected.as_str()),
+            "{expected:?} is not the start of {line:?}"
+        );
+    }
+}
+
+#[test]
+fn a_certificate_that_does_not_parse_is_reported_against_its_key() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let cert = dir.path().join("tls.crt");
+    let key = dir.path().join("tls.key");
+    std::fs::write(&cert, "not PEM").expect("write");
+    std::fs::write(&key, "not PEM either").expect("write");
+
+    let errors = check_server_files(&Settings::new(TlsFiles {
+        cert_file: cert.clone(),
+        key_file: key,
+    }))
+    .expect_err("no certificate")
+    .to_string();
+
+    assert!(
+        errors.starts_with(&format!(
+            "server.tls.cert_file: {}: expected a PEM certificate chain",
+            cert.display()
+        )),
+        "{errors}"
+    );
 }
 
 #[test]
@@ -167,8 +279,9 @@ fn the_example_serve_config_is_valid() {
     let (config, settings) = Config::load_with_server(&path, NO_ENV).expect("the example is valid");
     assert_eq!(
         settings.resource_groups_file,
-        Some(PathBuf::from("examples/resource-groups.yaml"))
+        Some(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/resource-groups.yaml"))
     );
+
     assert_eq!(
         config.metrics_listen,
         SocketAddr::from(([127, 0, 0, 1], 9465))

@@ -404,9 +404,9 @@ fn example_webhook_config_is_valid_once_the_example_server_wrote_its_certificate
         "/examples/webhook.yaml"
     ))
     .expect("the example config");
-    assert!(text.contains("ca_bundle: target/webhook-ca.pem"));
+    assert!(text.contains("ca_bundle: ../target/webhook-ca.pem"));
 
-    let config = parse(&text.replace("target/webhook-ca.pem", &certs.ca.display().to_string()));
+    let config = parse(&text.replace("../target/webhook-ca.pem", &certs.ca.display().to_string()));
 
     let webhook = webhook_of(&config, "webhook");
     assert_eq!(webhook.url, "https://127.0.0.1:8443/admit");

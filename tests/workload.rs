@@ -222,3 +222,36 @@ fn text_that_is_not_a_workload_is_one_error() {
         "{errors}"
     );
 }
+
+#[test]
+fn an_integer_beyond_64_bits_is_one_problem_among_the_others_naming_its_path() {
+    let huge = "9".repeat(30);
+    let problems = problems(&run_with(&format!(
+        "[{{task_id: a, execution_timeout_seconds: {huge}}}, {{task_id: b, imgae: x}}, \
+         {{task_id: c, env: {{N: {huge}}}}}]"
+    )));
+
+    assert!(
+        problems.contains(
+            &"runs[0].tasks[0].execution_timeout_seconds: an integer of 30 digits does not fit in 64 bits"
+                .to_owned()
+        ),
+        "{problems:#?}"
+    );
+    assert!(
+        problems.contains(
+            &"runs[0].tasks[2].env.N: an integer of 30 digits does not fit in 64 bits".to_owned()
+        ),
+        "{problems:#?}"
+    );
+    assert!(
+        problems
+            .iter()
+            .any(|line| line.starts_with("runs[0].tasks[1]: unknown key \"imgae\"")),
+        "{problems:#?}"
+    );
+    assert!(
+        problems.iter().all(|line| !line.contains(&huge)),
+        "{problems:#?}"
+    );
+}

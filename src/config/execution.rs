@@ -110,13 +110,24 @@ impl Reader {
                     None => Err(source),
                 }
             });
-            let spec: HookSpec = match parsed {
+            let mut spec: HookSpec = match parsed {
                 Ok(spec) => spec,
                 Err(source) => {
                     self.errors.push(ConfigError::Hook { key: key(), source });
                     continue;
                 }
             };
+            if let HookSpec::Webhook(webhook) = &mut spec {
+                // Its files are the file's paths, as every path-valued key's are.
+                for file in [
+                    &mut webhook.ca_bundle,
+                    &mut webhook.bearer_token_file,
+                    &mut webhook.client_cert,
+                    &mut webhook.client_key,
+                ] {
+                    *file = file.take().map(|path| self.resolve(path));
+                }
+            }
             let name = spec.name().to_owned();
             if name.trim().is_empty() {
                 self.errors.push(ConfigError::Invalid {

@@ -1,7 +1,8 @@
 //! The `executor.*` section: which executor runs attempts, its own settings, the task defaults
 //! and the resource unit (ADR 0066).
 
-use std::path::PathBuf;
+use std::io::{self, ErrorKind};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_yaml_ng::Value;
@@ -12,7 +13,7 @@ use super::keys::{
     UNIT_ENFORCE, UNIT_MAX_SIZE, UNIT_MEMORY,
 };
 use super::reader::{Reader, as_u64, expected, to_usize};
-use super::{ConfigError, Key};
+use super::{Config, ConfigError, ConfigErrors, Key};
 use crate::admission;
 use crate::dispatch::executor::lite;
 use crate::dispatch::settings::{
@@ -46,6 +47,59 @@ impl ExecutorKind {
     }
 }
 
+impl Config {
+    /// Checks the directories the executor writes to, as `dispatch` does when it starts:
+    /// `executor.lite.log_dir` is created if missing and must be writable,
+    /// `executor.kubernetes.dry_run_dir` must be a writable directory. A directory that cannot
+    /// be used would fail every attempt after its retries, so it fails the start instead.
+    ///
+    /// `check-config` does not run it: a config may be checked on another machine than the one
+    /// it runs on.
+    ///
+    /// # Errors
+    /// [`ConfigError::Directory`], naming the key and the directory.
+    pub fn check_executor(&self) -> Result<(), ConfigErrors> {
+        let (key, dir, problem) = match &self.dispatch.executor {
+            ExecutorSettings::Lite { log_dir, .. } => (
+                LITE_LOG_DIR,
+                log_dir,
+                std::fs::create_dir_all(log_dir).and_then(|()| check_writable(log_dir)),
+            ),
+            ExecutorSettings::Kubernetes {
+                dry_run_dir: Some(dir),
+                ..
+            } => (DRY_RUN_DIR, dir, check_directory(dir)),
+            _ => return Ok(()),
+        };
+        problem.map_err(|source| {
+            ConfigErrors::from(ConfigError::Directory {
+                key: Key::file(key),
+                path: dir.clone(),
+                source,
+            })
+        })
+    }
+}
+
+/// Whether `dir` is an existing directory this process can create files in.
+fn check_directory(dir: &Path) -> io::Result<()> {
+    if !std::fs::metadata(dir)?.is_dir() {
+        return Err(io::Error::new(ErrorKind::NotADirectory, "not a directory"));
+    }
+    check_writable(dir)
+}
+
+/// Whether this process can create a file in `dir`: it writes one and removes it, which
+/// permissions, read-only mounts and full disks all answer alike.
+fn check_writable(dir: &Path) -> io::Result<()> {
+    let probe = dir.join(format!(
+        ".dexaflow-admission-write-check-{}",
+        std::process::id()
+    ));
+    std::fs::File::create(&probe)?;
+    std::fs::remove_file(&probe)
+}
+
 impl Reader {
     pub(super) fn executor(&mut self) -> Executor {
         let executor_kind = self.executor_kind();
@@ -62,9 +116,13 @@ impl Reader {
         let default_memory = self.quantity(DEFAULT_MEMORY, false);
         let run_as_non_root = self.flag(RUN_AS_NON_ROOT, true);
         let unit = self.unit();
-        let log_dir = self.text(LITE_LOG_DIR, DEFAULT_LOG_DIR, |text| {
-            text.is_empty().then(|| "a directory path".to_owned())
-        });
+        let log_dir = self
+            .path_or(
+                LITE_LOG_DIR,
+                "a directory path",
+                Some(PathBuf::from(DEFAULT_LOG_DIR)),
+            )
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_LOG_DIR));
         let kill_grace = self.duration(LITE_KILL_GRACE, lite::DEFAULT_KILL_GRACE, Duration::ZERO);
         let max_parallel = self.integer(
             LITE_MAX_PARALLEL,
@@ -74,7 +132,7 @@ impl Reader {
         let dry_run_dir = self.path(DRY_RUN_DIR, "a directory path");
         let executor = match executor_kind {
             ExecutorKind::Lite => ExecutorSettings::Lite {
-                log_dir: PathBuf::from(log_dir),
+                log_dir,
                 kill_grace,
                 max_parallel: to_usize(max_parallel),
             },

@@ -52,8 +52,6 @@ pub(super) const ALLOWED_PRIORITY_CLASSES: &str = "execution_allowlist.priority_
 pub(super) const ALLOWED_IMAGES: &str = "execution_allowlist.images";
 pub(super) const TOKEN_SECRET: &str = "auth.agent_token_secret";
 pub(super) const TOKEN_TTL: &str = "auth.agent_token_ttl";
-/// The section only `serve` reads.
-pub(super) const SERVER_SECTION: &str = "server";
 pub(crate) const SERVER_LISTEN: &str = "server.listen";
 pub(super) const SERVER_PROBE_LISTEN: &str = "server.probe_listen";
 pub(super) const SERVER_CERT_FILE: &str = "server.tls.cert_file";

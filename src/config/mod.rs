@@ -24,6 +24,23 @@
 //! variable outside `DEXAFLOW_` is never looked at, and a `DEXAFLOW_` one that is not UTF-8 is
 //! an error naming it. No error shows a variable's value.
 //!
+//! # Paths
+//! A relative path written in a config file (`executor.lite.log_dir`,
+//! `executor.kubernetes.dry_run_dir`, the webhook's files, a webhook hook's files, the `server`
+//! section's files) is resolved against the directory of that file, as Prometheus resolves its
+//! own, so that a config means the same from any working directory. A path from a `DEXAFLOW_`
+//! variable, a default, and a path in a text that is no file ([`Config::from_yaml_str`], the
+//! embedded default) stay relative to the working directory. The effective config shows the
+//! resolved paths.
+//!
+//! # Sections
+//! Every command reads every section, `server` included, so that a misspelt or mistyped key
+//! fails everywhere; only `serve` needs the certificate ([`Config::load_with_server`]). Files
+//! are read only by the command that uses them: `serve` checks its files
+//! ([`check_server_files`]), `dispatch` its executor's directories
+//! ([`Config::check_executor`]); `check-config` reads none, since a config may be checked on
+//! another machine than the one it runs on.
+//!
 //! # Errors
 //! Every problem is collected, not just the first, and each message names the full dotted key
 //! (and the variable, when the value came from one):
@@ -74,10 +91,12 @@ use crate::{dispatch, supervise};
 pub use keys::{CONFIG_VARIABLE, METRICS_LISTEN, non_config_variables};
 /// The keys the server names when it refuses to serve authenticated services to anyone.
 pub(crate) use keys::{SERVER_BEARER_TOKEN_FILE, SERVER_CLIENT_CA_FILE, SERVER_LISTEN};
-
-use keys::SERVER_SECTION;
+pub use server::check_server_files;
 
 use reader::Reader;
+/// The YAML parser that keeps an integer too large for 64 bits, for the workload reader to
+/// report it against its entry too.
+pub(crate) use reader::{big_integer_digits, parse_yaml};
 
 /// The text of `examples/dexaflow.yaml`, the config `dispatch` runs with when given none.
 pub const EMBEDDED_DEFAULT: &str = include_str!("../../examples/dexaflow.yaml");
@@ -108,7 +127,8 @@ pub struct Config {
 /// One problem with the config.
 ///
 /// Its text names the key; for [`ConfigError::Read`], [`ConfigError::Syntax`],
-/// [`ConfigError::Hook`], [`ConfigError::HookRule`] and [`ConfigError::Policy`] the cause is its
+/// [`ConfigError::Hook`], [`ConfigError::HookRule`], [`ConfigError::Policy`],
+/// [`ConfigError::Directory`] and [`ConfigError::ServerFile`] the cause is its
 /// [`source`](std::error::Error::source), which [`ConfigErrors`] prints after it.
 #[derive(Debug, Error)]
 pub enum ConfigError {
@@ -143,7 +163,8 @@ pub enum ConfigError {
         nearest.as_ref().map(|nearest| format!("; did you mean {nearest}?")).unwrap_or_default()
     )]
     UnknownVariable {
-        /// The variable (any bytes that are not UTF-8 replaced by U+FFFD).
+        /// The variable (any bytes that are not UTF-8 replaced by U+FFFD, control and format
+        /// characters escaped as `\u{1b}`).
         variable: String,
         /// The known variable it is nearest to, when it is near enough to be a typo of it.
         nearest: Option<String>,
@@ -210,6 +231,28 @@ pub enum ConfigError {
         /// What is wrong with it, naming the key path inside the policy.
         #[source]
         source: PolicyError,
+    },
+    /// A directory an executor setting names that the executor cannot use, found when
+    /// `dispatch` starts ([`Config::check_executor`]): no retry would heal it.
+    #[error("{key}: {}", path.display())]
+    Directory {
+        /// The key, such as `executor.kubernetes.dry_run_dir`.
+        key: Key,
+        /// The directory.
+        path: PathBuf,
+        /// Why it cannot be used.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file the `server` section names that `serve` cannot use: `server.tls.cert_file:
+    /// reading /x/cert.pem: <why>`.
+    #[error("{key}")]
+    ServerFile {
+        /// The key naming the file.
+        key: Key,
+        /// What is wrong with it, naming the file.
+        #[source]
+        source: crate::serve::ServeError,
     },
     /// A hook declaration that deserializes but would misbehave on every attempt.
     #[error("{key}")]
@@ -343,12 +386,20 @@ impl Config {
         K: Into<OsString>,
         V: Into<OsString>,
     {
-        Config::parse(&path.display().to_string(), &read_file(path)?, env)
+        let (config, _) = Reader::read(
+            &path.display().to_string(),
+            &read_file(path)?,
+            env,
+            base_dir(path),
+        )?
+        .build(Server::Optional)?;
+        Ok(config)
     }
 
     /// Reads the config file at `path` once, for `serve`: the config as [`Config::load`] reads
-    /// it (for `metrics.listen`), and its `server` section, which every other command leaves
-    /// unread.
+    /// it (for `metrics.listen`), and its `server` section as the server's settings, which
+    /// `serve` needs whole: the certificate and its key are required. The files are not read
+    /// here: [`check_server_files`] reads them all.
     ///
     /// # Errors
     /// [`ConfigErrors`] with every problem of both, each naming its key.
@@ -361,9 +412,8 @@ impl Config {
         V: Into<OsString>,
     {
         let origin = path.display().to_string();
-        let mut reader = Reader::read(&origin, &read_file(path)?, env, Section::ReadServer)?;
-        let server = reader.server();
-        let config = reader.build()?;
+        let (config, server) = Reader::read(&origin, &read_file(path)?, env, base_dir(path))?
+            .build(Server::Required)?;
         let server = server.expect("a server section with a problem fails the build");
         Ok((config, server))
     }
@@ -393,16 +443,25 @@ impl Config {
         K: Into<OsString>,
         V: Into<OsString>,
     {
-        Reader::read(origin, text, env, Section::SkipServer)?.build()
+        let (config, _) = Reader::read(origin, text, env, None)?.build(Server::Optional)?;
+        Ok(config)
     }
 }
 
-/// Whether a command reads the file's `server` section, which only `serve` does: the other
-/// commands ignore it whole, so one file serves them all.
+/// Whether the command needs the `server` section whole. Every command checks the section's
+/// keys and values, so that a misspelt key fails everywhere; only `serve` needs its
+/// certificate, and reads the files it names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Section {
-    ReadServer,
-    SkipServer,
+enum Server {
+    Required,
+    Optional,
+}
+
+/// The directory relative paths in the config file at `path` are resolved against: the file's
+/// own, as Prometheus resolves them, so that a config means the same from any working
+/// directory.
+fn base_dir(path: &Path) -> Option<PathBuf> {
+    Some(path.parent().map(Path::to_path_buf).unwrap_or_default())
 }
 
 /// The text of the config file at `path`.
@@ -417,33 +476,39 @@ fn read_file(path: &Path) -> Result<String, ConfigErrors> {
 
 impl Reader {
     /// Finds every leaf in `text` (named `origin` in a syntax error) and in `env`, collecting
-    /// every problem found so far; the file's `server` section is looked at only when
-    /// `server` says so.
+    /// every problem found so far. A relative path in the text is resolved against `base`, the
+    /// config file's directory, when there is one; one from `env` stays relative to the
+    /// working directory.
     fn read<K, V>(
         origin: &str,
         text: &str,
         env: impl IntoIterator<Item = (K, V)>,
-        server: Section,
+        base: Option<PathBuf>,
     ) -> Result<Reader, ConfigErrors>
     where
         K: Into<OsString>,
         V: Into<OsString>,
     {
-        let mut root = reader::parse_yaml(text).map_err(|source| ConfigError::Syntax {
+        let root = reader::parse_yaml(text).map_err(|source| ConfigError::Syntax {
             origin: origin.to_owned(),
             source,
         })?;
-        if let (Section::SkipServer, Value::Mapping(sections)) = (server, &mut root) {
-            sections.remove(SERVER_SECTION);
-        }
-        let mut reader = Reader::default();
+        let mut reader = Reader {
+            base,
+            ..Reader::default()
+        };
         reader.walk(&root, "");
         reader.read_env(env);
         Ok(reader)
     }
 
-    /// Builds the config from the leaves found, or every problem.
-    fn build(mut self) -> Result<Config, ConfigErrors> {
+    /// Builds the config from the leaves found, and the server's settings when the `server`
+    /// section has its certificate (always, when `server` is [`Server::Required`]), or every
+    /// problem.
+    fn build(
+        mut self,
+        server: Server,
+    ) -> Result<(Config, Option<crate::serve::Settings>), ConfigErrors> {
         let scheduler = self.scheduler();
         let executor = self.executor();
         let warm_pools = self.warm_pools();
@@ -453,6 +518,7 @@ impl Reader {
         let policy = self.policy();
         let (secret, ttl) = self.token();
         let metrics_listen = self.metrics_listen();
+        let server = self.server(server);
         let (token, secret_is_set) = self.token_settings(secret, ttl);
         let dispatch = dispatch::Settings {
             buffer_size: scheduler.buffer_size,
@@ -481,7 +547,7 @@ impl Reader {
                 errors: self.errors,
             });
         }
-        Ok(Config {
+        let config = Config {
             dispatch,
             supervise,
             hooks,
@@ -489,6 +555,7 @@ impl Reader {
             metrics_listen,
             effective: self.effective,
             secret_is_set,
-        })
+        };
+        Ok((config, server))
     }
 }

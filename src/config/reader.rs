@@ -8,7 +8,7 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::num::IntErrorKind;
 use std::ops::RangeInclusive;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::de::{
@@ -22,7 +22,7 @@ use super::keys::{
     non_config_variables, variables,
 };
 use super::{ConfigError, Key};
-use crate::admission::parse_milli;
+use crate::admission::{escape_controls, parse_milli};
 
 /// The tag under which [`parse_yaml`] keeps an integer too large for 64 bits, as its digits.
 const BIG_INTEGER_TAG: &str = "!dexaflow/big-integer";
@@ -36,7 +36,7 @@ const BIG_INTEGER_TAG: &str = "!dexaflow/big-integer";
 ///
 /// # Errors
 /// When the text is not YAML.
-pub(super) fn parse_yaml(text: &str) -> Result<Value, serde_yaml_ng::Error> {
+pub(crate) fn parse_yaml(text: &str) -> Result<Value, serde_yaml_ng::Error> {
     serde_yaml_ng::from_str::<Document>(text).map(|document| document.0)
 }
 
@@ -152,7 +152,7 @@ fn big_integer(digits: String) -> Value {
 }
 
 /// The digits of an integer too large for 64 bits, as [`parse_yaml`] keeps it.
-fn big_integer_digits(value: &Value) -> Option<&str> {
+pub(crate) fn big_integer_digits(value: &Value) -> Option<&str> {
     match value {
         Value::Tagged(tagged) if tagged.tag == Tag::new(BIG_INTEGER_TAG) => {
             tagged.value.get(DIGITS).and_then(Value::as_str)
@@ -224,6 +224,10 @@ pub(super) struct Reader {
     /// Leaves whose value was bad; rules across keys skip them, so that one typo is reported once.
     pub(super) bad: BTreeSet<&'static str>,
     pub(super) effective: BTreeMap<&'static str, Value>,
+    /// The config file's directory, which a relative path in the file is resolved against;
+    /// `None` for a text that is no file (the embedded default), read from the working
+    /// directory.
+    pub(super) base: Option<PathBuf>,
 }
 
 impl Reader {
@@ -336,9 +340,11 @@ impl Reader {
                     key,
                 });
             } else {
+                // The name is the environment's, any bytes at all: escaped, so that no
+                // escape sequence reaches the terminal.
                 self.errors.push(ConfigError::UnknownVariable {
                     nearest: nearest_variable(&name),
-                    variable: name,
+                    variable: escape_controls(&name).into_owned(),
                 });
             }
         }
@@ -499,11 +505,32 @@ impl Reader {
 
     /// A path, `what` as an error says it ("a file path"); `None` when unset.
     pub(super) fn path(&mut self, key: &'static str, what: &str) -> Option<PathBuf> {
+        self.path_or(key, what, None)
+    }
+
+    /// A path, `what` as an error says it ("a directory path"); `default` when unset.
+    ///
+    /// A relative path from the file is resolved against the file's directory
+    /// ([`Reader::resolve`]); one from the environment, or the default, is left as it is, relative
+    /// to the working directory.
+    pub(super) fn path_or(
+        &mut self,
+        key: &'static str,
+        what: &str,
+        default: Option<PathBuf>,
+    ) -> Option<PathBuf> {
+        let base = self.base.clone();
         self.get(
             key,
-            None,
+            default,
             |raw| match raw.value.as_str() {
-                Some(text) if !text.trim().is_empty() => Ok(Some(PathBuf::from(text))),
+                Some(text) if !text.trim().is_empty() => {
+                    let path = PathBuf::from(text);
+                    Ok(Some(match raw.env {
+                        Some(_) => path,
+                        None => resolve(base.as_deref(), path),
+                    }))
+                }
                 _ => Err(expected(what)),
             },
             |path| {
@@ -512,6 +539,11 @@ impl Reader {
                 })
             },
         )
+    }
+
+    /// `path`, written in the file, resolved against the file's directory when it is relative.
+    pub(super) fn resolve(&self, path: PathBuf) -> PathBuf {
+        resolve(self.base.as_deref(), path)
     }
 
     /// A socket address (`host:port`); `default` when unset.
@@ -606,6 +638,14 @@ impl Reader {
                 None => Value::Null,
             },
         )
+    }
+}
+
+/// `path` resolved against `base` when it is relative and there is a base.
+fn resolve(base: Option<&Path>, path: PathBuf) -> PathBuf {
+    match base {
+        Some(base) if path.is_relative() => base.join(path),
+        _ => path,
     }
 }
 

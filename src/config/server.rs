@@ -1,5 +1,6 @@
 //! The `server` section: the settings of `serve` ([`crate::serve::Settings`]), read from the
-//! same file as the rest of the config, which the other commands ignore.
+//! same file as the rest of the config. Every command checks its keys and values; only `serve`
+//! requires the certificate and its key, and reads the files the section names.
 //!
 //! | key | default |
 //! |---|---|
@@ -30,14 +31,15 @@ use super::keys::{
     SERVER_TRUSTED_USERS,
 };
 use super::reader::{Problem, Raw, Reader, describe, expected};
-use super::{ConfigError, Key};
-use crate::serve::{self, TlsFiles};
+use super::{ConfigError, ConfigErrors, Key, Server};
+use crate::serve::{self, SettingsFile, TlsFiles};
 
 impl Reader {
     /// The `server` section as [`crate::serve::Settings`], or `None` when it has a problem
-    /// (reported with the others). Only `serve` calls it: the other commands leave the
-    /// section unread.
-    pub(super) fn server(&mut self) -> Option<serve::Settings> {
+    /// (reported with the others) or has no certificate. Every command reads it, so that a bad
+    /// key fails everywhere; a missing certificate or key is a problem only when `server` is
+    /// [`Server::Required`], for `serve`.
+    pub(super) fn server(&mut self, server: Server) -> Option<serve::Settings> {
         let listen = self.address(SERVER_LISTEN, Some(serve::Settings::DEFAULT_LISTEN));
         let probe_listen = self.address(SERVER_PROBE_LISTEN, None);
         let cert_file = self.path(SERVER_CERT_FILE, "a file path");
@@ -73,7 +75,7 @@ impl Reader {
             Duration::ZERO,
         );
         for (key, file) in [(SERVER_CERT_FILE, &cert_file), (SERVER_KEY_FILE, &key_file)] {
-            if file.is_none() && !self.is_bad(key) {
+            if server == Server::Required && file.is_none() && !self.is_bad(key) {
                 self.errors.push(ConfigError::Required {
                     key: Key::file(key),
                     when: "serving (the PEM file of the serving certificate or its key)".to_owned(),
@@ -101,6 +103,40 @@ impl Reader {
             shutdown_grace,
             poll_interval: serve::Settings::DEFAULT_POLL_INTERVAL,
         })
+    }
+}
+
+/// Reads every file `settings` names, as `serve` does when it starts, and reports each one that
+/// cannot be used against its key (`server.tls.cert_file: reading /x/cert.pem: <why>`), all at
+/// once: a start that stopped at the first would take one run per bad file.
+///
+/// Only `serve` calls it: another command, or `check-config` on another machine than the
+/// server's, has no need of the files.
+///
+/// # Errors
+/// [`ConfigErrors`] with a [`ConfigError::ServerFile`] for each file that cannot be used.
+pub fn check_server_files(settings: &serve::Settings) -> Result<(), ConfigErrors> {
+    let errors: Vec<ConfigError> = settings
+        .check_files()
+        .into_iter()
+        .map(|(file, source)| {
+            let key = match file {
+                SettingsFile::Cert => SERVER_CERT_FILE,
+                SettingsFile::Key => SERVER_KEY_FILE,
+                SettingsFile::ClientCa => SERVER_CLIENT_CA_FILE,
+                SettingsFile::BearerToken => SERVER_BEARER_TOKEN_FILE,
+                SettingsFile::ResourceGroups => SERVER_RESOURCE_GROUPS_FILE,
+            };
+            ConfigError::ServerFile {
+                key: Key::file(key),
+                source,
+            }
+        })
+        .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(ConfigErrors { errors })
     }
 }
 

@@ -18,17 +18,24 @@ use std::collections::BTreeMap;
 
 use thiserror::Error;
 
-use super::executor::kubernetes::own_annotations;
+use super::executor::kubernetes::{ANNOTATION_TASK_INSTANCE_ID, own_annotations};
 use super::settings::{AllowedFields, ExecutorSettings, ResourceDefaults, Settings};
 use super::task::Task;
 use super::task_instance_id_len;
 use super::unit::{self, Misfit, UnitError};
 use crate::admission::{
-    API_VERSION, ChangeError, Execution, Field, PolicyRefusal, QuantityError, Request,
-    ResourceList, Resources, annotations_bytes, check_annotations_size, check_entries, check_name,
-    check_tolerations, env_name_problem, parse_milli, refuse_dag_placement,
+    API_VERSION, ChangeError, Execution, Field, MAX_ANNOTATIONS_BYTES, PolicyRefusal,
+    QuantityError, Request, ResourceList, Resources, annotations_bytes, check_annotations_size,
+    check_entries, check_name, check_tolerations, env_name_problem, parse_milli,
+    refuse_dag_placement,
 };
 pub use crate::admission::{image_allowed, image_repository};
+
+/// The longest task instance id (`tenant.dag_id.run_id.task_id`) an attempt may have: its pod
+/// carries the id as an annotation, and a pod's annotations hold [`MAX_ANNOTATIONS_BYTES`]
+/// together, keys included.
+pub const MAX_TASK_INSTANCE_ID_BYTES: usize =
+    MAX_ANNOTATIONS_BYTES - ANNOTATION_TASK_INSTANCE_ID.len();
 
 /// The values an attempt runs with once the built-in refusals passed it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,6 +109,21 @@ pub enum Refusal {
         /// What is wrong in it, as a hook's change would be told.
         error: ChangeError,
     },
+    /// A task instance id longer than [`MAX_TASK_INSTANCE_ID_BYTES`]: no pod could carry it.
+    #[error(
+        "task instance id (tenant.dag_id.run_id.task_id) is {bytes} bytes, over the {limit} byte \
+         limit; its longest part is {longest} ({longest_bytes} bytes)"
+    )]
+    TaskInstanceIdTooLong {
+        /// The id's length.
+        bytes: usize,
+        /// [`MAX_TASK_INSTANCE_ID_BYTES`].
+        limit: usize,
+        /// `tenant`, `dag_id`, `run_id` or `task_id`: the part to shorten first.
+        longest: &'static str,
+        /// That part's length.
+        longest_bytes: usize,
+    },
     /// A resource limit below its request, which Kubernetes refuses.
     #[error("resources.limits.{resource}: {limit:?} is below the request {request:?}")]
     LimitBelowRequest {
@@ -156,6 +178,31 @@ pub enum Refusal {
     },
 }
 
+/// Refuses a task instance id no pod could carry, naming its longest part, rather than leave
+/// the annotations' total to blame the task's own annotations.
+fn check_task_instance_id(task: &Task) -> Result<(), Refusal> {
+    let bytes = task_instance_id_len(&task.key);
+    if bytes <= MAX_TASK_INSTANCE_ID_BYTES {
+        return Ok(());
+    }
+    let key = &task.key;
+    let (longest, longest_bytes) = [
+        ("tenant", key.tenant.len()),
+        ("dag_id", key.dag_id.len()),
+        ("run_id", key.run_id.len()),
+        ("task_id", key.task_id.len()),
+    ]
+    .into_iter()
+    .max_by_key(|(_, len)| *len)
+    .expect("four parts");
+    Err(Refusal::TaskInstanceIdTooLong {
+        bytes,
+        limit: MAX_TASK_INSTANCE_ID_BYTES,
+        longest,
+        longest_bytes,
+    })
+}
+
 /// Refuses the first declared resource that is not a Kubernetes quantity.
 fn check_quantities(resources: &Resources) -> Result<(), Refusal> {
     for (list, quantities) in [
@@ -176,7 +223,8 @@ fn check_quantities(resources: &Resources) -> Result<(), Refusal> {
 
 /// Runs the built-in refusals on one attempt and computes its effective values.
 ///
-/// Order: the declared quantities (one Kubernetes would refuse would otherwise count as nothing
+/// Order: the task instance id's length (a pod carries it as an annotation,
+/// [`MAX_TASK_INSTANCE_ID_BYTES`]); the declared quantities (one Kubernetes would refuse would otherwise count as nothing
 /// against the unit and leave the pod without it); the resource unit; the execution allowlist
 /// on the DAG's own fields (which fields may be set, then the service account, where the
 /// default task service account and an empty one are exempt, then the priority class); the
@@ -192,6 +240,7 @@ fn check_quantities(resources: &Resources) -> Result<(), Refusal> {
 /// # Errors
 /// The first [`Refusal`] found.
 pub fn refuse_before_token(task: &Task, settings: &Settings) -> Result<Effective, Refusal> {
+    check_task_instance_id(task)?;
     check_quantities(&task.resources)?;
     let (size, resources, unit_warning) = match &settings.unit {
         Some(resource_unit) => {

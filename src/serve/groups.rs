@@ -291,7 +291,7 @@ impl Reload {
     }
 }
 
-fn read(path: &Path) -> Result<String, ServeError> {
+pub(super) fn read(path: &Path) -> Result<String, ServeError> {
     std::fs::read_to_string(path).map_err(|source| ServeError::Read {
         path: path.to_owned(),
         source,

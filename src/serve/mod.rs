@@ -43,7 +43,7 @@ pub use registry::{
     Answer, Handler, Kind, Registry, Router, Ruling, Service, Unavailable, parse_enabled,
 };
 pub use server::Server;
-pub use settings::{Settings, TlsFiles};
+pub use settings::{Settings, SettingsFile, TlsFiles};
 
 use crate::metrics::ServerMetrics;
 

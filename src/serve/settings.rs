@@ -4,6 +4,10 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::ServeError;
+use super::auth::BearerToken;
+use super::{groups, tls};
+
 /// Everything `serve` needs to start, as plain values; the config reader fills it from the
 /// `server` section, and tests build it directly.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +44,22 @@ pub struct Settings {
     pub poll_interval: Duration,
 }
 
+/// A file [`Settings`] names, as [`Settings::check_files`] reports it: whoever read the
+/// settings names its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SettingsFile {
+    /// [`TlsFiles::cert_file`].
+    Cert,
+    /// [`TlsFiles::key_file`].
+    Key,
+    /// [`Settings::client_ca_file`].
+    ClientCa,
+    /// [`Settings::bearer_token_file`].
+    BearerToken,
+    /// [`Settings::resource_groups_file`].
+    ResourceGroups,
+}
+
 /// The serving certificate's files, both PEM.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TlsFiles {
@@ -66,6 +86,50 @@ impl Settings {
     /// The default poll interval for watched files (controller-runtime's certificate watcher
     /// polls every 10 s).
     pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(10);
+
+    /// Reads every file the settings name, as the server does when it starts, and returns
+    /// every problem, each with the file it belongs to: so that a start that would fail on
+    /// one file reports them all at once.
+    ///
+    /// The certificate and its key are each read, then parsed and matched as a pair; a pair
+    /// neither of which parses is reported against the certificate.
+    pub fn check_files(&self) -> Vec<(SettingsFile, ServeError)> {
+        let mut problems = Vec::new();
+        let mut read = |file, path| {
+            tls::read_file(path)
+                .map_err(|error| problems.push((file, error)))
+                .ok()
+        };
+        let cert = read(SettingsFile::Cert, &self.tls.cert_file);
+        let key = read(SettingsFile::Key, &self.tls.key_file);
+        if let (Some(cert), Some(key)) = (cert, key) {
+            if let Err(error) = tls::certified_key(&self.tls, &(cert, key), &tls::provider()) {
+                let file = match &error {
+                    ServeError::Pem { path, .. } if *path == self.tls.cert_file => {
+                        SettingsFile::Cert
+                    }
+                    _ => SettingsFile::Key,
+                };
+                problems.push((file, error));
+            }
+        }
+        if let Some(path) = &self.client_ca_file {
+            if let Err(error) = tls::client_verifier(path, tls::provider()) {
+                problems.push((SettingsFile::ClientCa, error));
+            }
+        }
+        if let Some(path) = &self.bearer_token_file {
+            if let Err(error) = BearerToken::load(path) {
+                problems.push((SettingsFile::BearerToken, error));
+            }
+        }
+        if let Some(path) = &self.resource_groups_file {
+            if let Err(error) = groups::read(path).and_then(|text| groups::parse(path, &text)) {
+                problems.push((SettingsFile::ResourceGroups, error));
+            }
+        }
+        problems
+    }
 
     /// Settings with every default and the given certificate files.
     pub fn new(tls: TlsFiles) -> Settings {

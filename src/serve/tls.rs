@@ -12,6 +12,7 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use rustls::ServerConfig;
 use rustls::crypto::CryptoProvider;
+use rustls::server::danger::ClientCertVerifier;
 use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
 use rustls::sign::CertifiedKey;
 use rustls_pki_types::pem::PemObject;
@@ -84,7 +85,7 @@ impl Certificates {
 }
 
 /// The bytes of the certificate file and of the key file.
-type PairBytes = (Vec<u8>, Vec<u8>);
+pub(super) type PairBytes = (Vec<u8>, Vec<u8>);
 
 struct Reload {
     files: TlsFiles,
@@ -128,7 +129,7 @@ impl Reload {
     }
 }
 
-fn read_file(path: &Path) -> Result<Vec<u8>, ServeError> {
+pub(super) fn read_file(path: &Path) -> Result<Vec<u8>, ServeError> {
     std::fs::read(path).map_err(|source| ServeError::Read {
         path: path.to_owned(),
         source,
@@ -159,7 +160,7 @@ fn certificates(
 }
 
 /// The certified key the pair makes, the key checked against the certificate.
-fn certified_key(
+pub(super) fn certified_key(
     files: &TlsFiles,
     (cert, key): &PairBytes,
     provider: &CryptoProvider,
@@ -175,6 +176,33 @@ fn certified_key(
         cert: files.cert_file.clone(),
         source,
     })
+}
+
+/// The verifier of client certificates that must chain to the CA bundle at `path`.
+///
+/// # Errors
+/// [`ServeError::Read`], [`ServeError::Pem`], [`ServeError::UnusableCa`] or
+/// [`ServeError::ClientCa`] for a bundle that cannot be used.
+pub(super) fn client_verifier(
+    path: &Path,
+    provider: Arc<CryptoProvider>,
+) -> Result<Arc<dyn ClientCertVerifier>, ServeError> {
+    let mut roots = rustls::RootCertStore::empty();
+    let pem = read_file(path)?;
+    let (_, unusable) =
+        roots.add_parsable_certificates(certificates(path, &pem, "PEM CA certificates")?);
+    if unusable > 0 {
+        return Err(ServeError::UnusableCa {
+            path: path.to_owned(),
+            unusable,
+        });
+    }
+    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+        .build()
+        .map_err(|source| ServeError::ClientCa {
+            path: path.to_owned(),
+            source,
+        })
 }
 
 /// The server's TLS configuration: the certificate from `resolver`, client certificates
@@ -194,25 +222,7 @@ pub(crate) fn server_config(
         .map_err(ServeError::Tls)?;
     let builder = match client_ca {
         None => builder.with_no_client_auth(),
-        Some(path) => {
-            let mut roots = rustls::RootCertStore::empty();
-            let pem = read_file(path)?;
-            let (_, unusable) =
-                roots.add_parsable_certificates(certificates(path, &pem, "PEM CA certificates")?);
-            if unusable > 0 {
-                return Err(ServeError::UnusableCa {
-                    path: path.to_owned(),
-                    unusable,
-                });
-            }
-            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
-                .build()
-                .map_err(|source| ServeError::ClientCa {
-                    path: path.to_owned(),
-                    source,
-                })?;
-            builder.with_client_cert_verifier(verifier)
-        }
+        Some(path) => builder.with_client_cert_verifier(client_verifier(path, provider)?),
     };
     let mut config = builder.with_cert_resolver(resolver);
     config.alpn_protocols = if http2 {
