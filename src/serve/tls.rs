@@ -83,6 +83,20 @@ impl Certificates {
     }
 }
 
+/// Checks that `files` make a usable pair and that `client_ca`, when given, is a usable CA
+/// bundle, reading each once and watching nothing: what [`Certificates::watch`] and
+/// [`server_config`] would refuse, refused before anything listens.
+///
+/// # Errors
+/// As [`Certificates::watch`] and [`server_config`], but never [`ServeError::Watch`].
+pub(crate) fn check(files: &TlsFiles, client_ca: Option<&Path>) -> Result<(), ServeError> {
+    let key = certified_key(files, &read_pair(files)?, &provider())?;
+    let resolver = Arc::new(Resolver {
+        current: ArcSwap::from_pointee(key),
+    });
+    server_config(resolver, client_ca, false).map(drop)
+}
+
 /// The bytes of the certificate file and of the key file.
 type PairBytes = (Vec<u8>, Vec<u8>);
 
