@@ -35,6 +35,8 @@ fn serve(dir: &std::path::Path, extra: &[&str]) -> (Option<i32>, String) {
 #[test]
 fn an_unknown_enabled_admission_path_fails_the_start_naming_the_flag() {
     let dir = tempfile::tempdir().expect("a directory");
+    // Usable files, checked first: the path is then what is wrong.
+    Authority::new().issue().write_to(dir.path());
     let (code, stderr) = serve(
         dir.path(),
         &["--enabled-admission", "/pods/mutate, /jobs/validate"],

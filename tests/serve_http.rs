@@ -191,13 +191,14 @@ async fn a_zero_or_negative_timeout_is_answered_400_naming_the_parameter() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_timeout_in_go_syntax_is_taken_and_one_go_refuses_is_answered_400() {
     let running = start().await;
-    // Each of these is a Go duration: the micro sign percent-encoded, as a URL carries it.
+    // Each of these is a Go duration, encoded as a URL carries it: `+` is `%2B` (a bare `+` in a
+    // query is a space, as Go decodes one), the micro signs are UTF-8 escapes.
     for timeout in [
         "10s",
         "1h2m0.5s",
         "1.5s",
         ".5s",
-        "+3s",
+        "%2B3s",
         "2500000%C2%B5s",
         "2500000%CE%BCs",
     ] {
@@ -217,7 +218,7 @@ async fn a_timeout_in_go_syntax_is_taken_and_one_go_refuses_is_answered_400() {
         assert_eq!(answer.json()["allowed"], true, "{timeout}");
     }
     for timeout in [
-        "1", ".", "-.", "1.5.5s", "1e3s", "+-1s", "1d", "10S", "%ZZs",
+        "1", ".", "-.", "1.5.5s", "1e3s", "%2B-1s", "1d", "10S", "%ZZs", "+3s",
     ] {
         let answer = running
             .client
