@@ -26,34 +26,46 @@ pub const MIN_AVAILABLE_ANNOTATION: &str = "volcano.sh/jdb-min-available";
 /// Volcano's annotation: how many of the job's pods may be unavailable.
 pub const MAX_UNAVAILABLE_ANNOTATION: &str = "volcano.sh/jdb-max-unavailable";
 
-/// Refuses a review whose object is not a `v1` Pod (400).
-fn check_kind(request: &ReviewRequest) -> Result<(), ReviewAnswer> {
+/// Why a review is refused: the 400 of a review this service cannot read, or the 403 of a pod
+/// it does not admit; each with its message.
+enum Refusal {
+    BadRequest(String),
+    Forbidden(String),
+}
+
+impl Refusal {
+    fn answer(self, request: &ReviewRequest) -> ReviewAnswer {
+        match self {
+            Refusal::BadRequest(message) => ReviewAnswer::bad_request(request, message),
+            Refusal::Forbidden(message) => ReviewAnswer::forbid(request, message),
+        }
+    }
+}
+
+/// Refuses a review whose object is not a `v1` Pod.
+fn check_kind(request: &ReviewRequest) -> Result<(), Refusal> {
     let kind = &request.kind;
     if kind.group.is_empty() && kind.version == "v1" && kind.kind == "Pod" {
         return Ok(());
     }
-    Err(ReviewAnswer::bad_request(
-        request,
-        format!(
-            "expected a v1 Pod, got {}/{} {}",
-            kind.group, kind.version, kind.kind
-        ),
-    ))
+    Err(Refusal::BadRequest(format!(
+        "expected a v1 Pod, got {}/{} {}",
+        kind.group, kind.version, kind.kind
+    )))
 }
 
-/// The pod in `object` (`field` names it in the answer), or the 400 that ends the review.
-fn decode(request: &ReviewRequest, object: &Value, field: &str) -> Result<Pod, ReviewAnswer> {
-    Pod::deserialize(object).map_err(|error| {
-        ReviewAnswer::bad_request(request, format!("{field} is not a pod: {error}"))
-    })
+/// The pod in `object` (`field` names it in the refusal).
+fn decode(object: &Value, field: &str) -> Result<Pod, Refusal> {
+    Pod::deserialize(object)
+        .map_err(|error| Refusal::BadRequest(format!("{field} is not a pod: {error}")))
 }
 
-/// The review's object, or the 400 that ends the review when it has none.
-fn object(request: &ReviewRequest) -> Result<&Value, ReviewAnswer> {
+/// The review's object, refused when it has none.
+fn object(request: &ReviewRequest) -> Result<&Value, Refusal> {
     request
         .object
         .as_ref()
-        .ok_or_else(|| ReviewAnswer::bad_request(request, "the review has no object".to_owned()))
+        .ok_or_else(|| Refusal::BadRequest("the review has no object".to_owned()))
 }
 
 /// `/pods/mutate`: applies the first resource group that takes the pod, answered as a JSON
@@ -77,10 +89,10 @@ impl Reviewer for Mutation {
         }
         let decoded = check_kind(request)
             .and_then(|()| object(request))
-            .and_then(|original| Ok((original, decode(request, original, "the object")?)));
+            .and_then(|original| Ok((original, decode(original, "the object")?)));
         let (original, pod) = match decoded {
             Ok(decoded) => decoded,
-            Err(answer) => return answer,
+            Err(refusal) => return refusal.answer(request),
         };
         let empty = BTreeMap::new();
         let metadata = &pod.metadata;
@@ -132,29 +144,26 @@ impl Validation {
         }
     }
 
-    fn validate(&self, request: &ReviewRequest) -> Result<(), ReviewAnswer> {
+    fn validate(&self, request: &ReviewRequest) -> Result<(), Refusal> {
         let update = match request.operation.as_str() {
             "CREATE" => false,
             "UPDATE" => true,
             _ => return Ok(()),
         };
         check_kind(request)?;
-        let pod = decode(request, object(request)?, "the object")?;
+        let pod = decode(object(request)?, "the object")?;
         // The API server sends the old object with every UPDATE; without one, every reserved
         // key counts as added.
         let old = match request.old_object.as_ref().filter(|_| update) {
-            Some(old) if !old.is_null() => Some(decode(request, old, "the old object")?),
+            Some(old) if !old.is_null() => Some(decode(old, "the old object")?),
             _ => None,
         };
         let user = &request.user_info.username;
         if !self.trusted_users.contains(user) {
             if let Some(what) = forged_key(&pod, old.as_ref()) {
-                return Err(ReviewAnswer::forbid(
-                    request,
-                    format!(
-                        "{what}: dexaflow.io/ and leoflow.io/ keys are set only by the dispatcher, and user {user:?} is not trusted to set them"
-                    ),
-                ));
+                return Err(Refusal::Forbidden(format!(
+                    "{what}: dexaflow.io/ and leoflow.io/ keys are set only by the dispatcher, and user {user:?} is not trusted to set them"
+                )));
             }
         }
         // The API server defaults an unset scheduler name before webhooks see the pod.
@@ -165,7 +174,7 @@ impl Validation {
             .unwrap_or("default-scheduler");
         if !update && self.scheduler_names.contains(scheduler) {
             if let Some(problem) = disruption_budget_problem(pod.metadata.annotations.as_ref()) {
-                return Err(ReviewAnswer::forbid(request, problem));
+                return Err(Refusal::Forbidden(problem));
             }
         }
         Ok(())
@@ -176,7 +185,7 @@ impl Reviewer for Validation {
     fn review(&self, request: &ReviewRequest) -> ReviewAnswer {
         match self.validate(request) {
             Ok(()) => ReviewAnswer::allow(request),
-            Err(answer) => answer,
+            Err(refusal) => refusal.answer(request),
         }
     }
 }
