@@ -130,7 +130,9 @@ fn query_decode(text: &str) -> Option<String> {
         bytes.push(match byte {
             b'+' => b' ',
             b'%' => {
-                let hex = rest.get(..2)?;
+                let hex = rest
+                    .get(..2)
+                    .filter(|hex| hex.iter().all(u8::is_ascii_hexdigit))?;
                 rest = &rest[2..];
                 u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?
             }
