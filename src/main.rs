@@ -350,8 +350,18 @@ fn start_metrics<'a>(
     origin: &str,
     hooks: impl IntoIterator<Item = &'a str>,
 ) -> Result<Metrics, String> {
+    start_exporter(metrics::install, listen, origin, hooks)
+}
+
+/// [`start_metrics`] with `install` choosing which metrics the process exports.
+fn start_exporter<'a>(
+    install: fn(SocketAddr) -> Result<metrics::Installed, metrics::MetricsError>,
+    listen: SocketAddr,
+    origin: &str,
+    hooks: impl IntoIterator<Item = &'a str>,
+) -> Result<Metrics, String> {
     let installed =
-        metrics::install(listen).map_err(|error| format!("{origin}: {}", error_chain(&error)))?;
+        install(listen).map_err(|error| format!("{origin}: {}", error_chain(&error)))?;
     write_stderr(&format!(
         "metrics: listening on {}\n",
         installed.exporter.url()
@@ -548,8 +558,9 @@ fn stop_on_signal() -> dispatch::Shutdown {
     stop
 }
 
-/// The `serve` subcommand: reads the config and its `server` section, starts the exporter and
-/// the server on a multi-threaded runtime, and serves until SIGTERM or Ctrl-C.
+/// The `serve` subcommand: reads the config and its `server` section, checks the server's
+/// files, starts the exporter (without the dispatcher's metrics) and the server on a
+/// multi-threaded runtime, and serves until SIGTERM or Ctrl-C.
 fn serve(path: PathBuf, enabled_admission: Option<String>) -> Result<(), String> {
     let (config, mut settings) = Config::load_with_server(&path, std::env::vars_os())
         .map_err(|errors| format!("{} is not valid:\n{errors}", path.display()))?;
@@ -560,11 +571,14 @@ fn serve(path: PathBuf, enabled_admission: Option<String>) -> Result<(), String>
         }
         None => "server.enabled_admission",
     };
+    // Every file serve would read is checked, and each bad one reported, before anything listens.
     config::check_server_files(&settings)
         .map_err(|errors| format!("{} names files serve cannot use:\n{errors}", path.display()))?;
     let builder = ChainBuilder::new(config.dispatch.change_rules(), config.supervise)
         .hooks(serve::served_hooks(&config.hooks));
-    let hook_metrics = start_metrics(
+    // No dispatcher runs here: its gauges would only ever read 0.
+    let hook_metrics = start_exporter(
+        metrics::install_server,
         config.metrics_listen,
         config::METRICS_LISTEN,
         builder.hook_names(),

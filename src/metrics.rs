@@ -12,6 +12,9 @@
 //! | `dexaflow_dispatch_at_capacity_total` | counter | none |
 //! | `dexaflow_dispatch_workers_busy` | gauge | none |
 //!
+//! The `dexaflow_dispatch_*` metrics exist only where a dispatcher runs: `serve` installs the
+//! exporter with [`install_server`], which leaves them out.
+//!
 //! The webhook server (`serve`) reports through [`ServerMetrics`]:
 //!
 //! | metric | type | labels |
@@ -142,6 +145,13 @@ pub struct Metrics {
     /// One gauge per chain position, with the hook name it was built for. Breakers change state
     /// rarely, so a lock here costs nothing the hot path pays.
     breakers: Mutex<Vec<Option<(String, Gauge)>>>,
+    /// The dispatch buffer's metrics; `None` in a process without a dispatcher (`serve`),
+    /// where they would only ever read 0.
+    dispatch: Option<DispatchGauges>,
+}
+
+/// The dispatch buffer's metric handles.
+struct DispatchGauges {
     queue_depth: Gauge,
     buffer_capacity: Gauge,
     at_capacity: Counter,
@@ -161,6 +171,21 @@ impl Metrics {
     ///
     /// Every outcome's counter and histogram and every gauge exist from here on, at zero.
     pub fn register() -> Metrics {
+        Metrics {
+            dispatch: Some(DispatchGauges {
+                queue_depth: gauge!(QUEUE_DEPTH),
+                buffer_capacity: gauge!(BUFFER_CAPACITY),
+                at_capacity: counter!(AT_CAPACITY_TOTAL),
+                workers_busy: gauge!(WORKERS_BUSY),
+            }),
+            ..Metrics::register_hooks()
+        }
+    }
+
+    /// Like [`Metrics::register`] without the `dexaflow_dispatch_*` metrics: for a process that
+    /// runs hooks but no dispatcher (`serve`), where they would only ever read 0. Buffer events
+    /// reported to it are dropped.
+    pub fn register_hooks() -> Metrics {
         describe();
         Metrics {
             outcomes: Outcome::ALL
@@ -169,10 +194,7 @@ impl Metrics {
                 .map(|outcome| histogram!(DURATION_SECONDS, OUTCOME_LABEL => outcome.as_str())),
             chain_duration: histogram!(CHAIN_DURATION_SECONDS),
             breakers: Mutex::new(Vec::new()),
-            queue_depth: gauge!(QUEUE_DEPTH),
-            buffer_capacity: gauge!(BUFFER_CAPACITY),
-            at_capacity: counter!(AT_CAPACITY_TOTAL),
-            workers_busy: gauge!(WORKERS_BUSY),
+            dispatch: None,
         }
     }
 
@@ -245,22 +267,31 @@ impl BreakerEvents for Metrics {
 
 impl BufferEvents for Metrics {
     fn buffer_capacity(&self, capacity: usize) {
-        self.buffer_capacity.set(capacity as f64);
+        if let Some(dispatch) = &self.dispatch {
+            dispatch.buffer_capacity.set(capacity as f64);
+        }
     }
 
     fn buffer_depth(&self, depth: usize) {
-        self.queue_depth.set(depth as f64);
+        if let Some(dispatch) = &self.dispatch {
+            dispatch.queue_depth.set(depth as f64);
+        }
     }
 
     fn deferred_at_capacity(&self) {
-        self.at_capacity.increment(1);
+        if let Some(dispatch) = &self.dispatch {
+            dispatch.at_capacity.increment(1);
+        }
     }
 
     fn worker_busy(&self, busy: bool) {
+        let Some(dispatch) = &self.dispatch else {
+            return;
+        };
         if busy {
-            self.workers_busy.increment(1.0);
+            dispatch.workers_busy.increment(1.0);
         } else {
-            self.workers_busy.decrement(1.0);
+            dispatch.workers_busy.decrement(1.0);
         }
     }
 }
@@ -595,6 +626,19 @@ const UPKEEP_EVERY: Duration = Duration::from_secs(5);
 /// [`MetricsError::Exporter`] when a recorder is already installed (a second call), and
 /// [`MetricsError::Thread`] when the exporter's thread or runtime cannot start.
 pub fn install(listen: SocketAddr) -> Result<Installed, MetricsError> {
+    install_with(listen, Metrics::register)
+}
+
+/// [`install`] for a process without a dispatcher (`serve`): its [`Installed::metrics`] are
+/// [`Metrics::register_hooks`]'s, so that no `dexaflow_dispatch_*` metric is exported there.
+///
+/// # Errors
+/// As [`install`].
+pub fn install_server(listen: SocketAddr) -> Result<Installed, MetricsError> {
+    install_with(listen, Metrics::register_hooks)
+}
+
+fn install_with(listen: SocketAddr, register: fn() -> Metrics) -> Result<Installed, MetricsError> {
     let listen_error = |source| MetricsError::Listen {
         address: listen,
         source,
@@ -612,7 +656,7 @@ pub fn install(listen: SocketAddr) -> Result<Installed, MetricsError> {
     };
     let recorder = builder().map_err(MetricsError::Exporter)?.build_recorder();
     let handle = recorder.handle();
-    let metrics = metrics::with_local_recorder(&recorder, Metrics::register);
+    let metrics = metrics::with_local_recorder(&recorder, register);
     metrics::set_global_recorder(recorder)
         .map_err(|error| MetricsError::Exporter(BuildError::FailedToSetGlobalRecorder(error)))?;
     let served = handle.clone();

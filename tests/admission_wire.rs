@@ -255,6 +255,58 @@ fn request_envelope_with_a_repeated_field_is_rejected() {
 }
 
 #[test]
+fn request_envelope_with_a_key_repeated_in_a_map_is_rejected_naming_the_key() {
+    for map in ["node_selector", "labels", "annotations"] {
+        let mut envelope = envelope_json();
+        envelope["execution"][map] = json!({});
+        let text = serde_json::to_string(&envelope).expect("encodes");
+        let empty = format!(r#""{map}":{{}}"#);
+        assert!(text.contains(&empty), "{text}");
+        let repeated = text.replace(
+            &empty,
+            &format!(r#""{map}":{{"team":"a","other":"b","team":"c"}}"#),
+        );
+
+        let error = serde_json::from_str::<RequestEnvelope>(&repeated).expect_err(map);
+
+        assert!(
+            error.to_string().contains(r#"duplicate key "team""#),
+            "{map}: {error}"
+        );
+    }
+}
+
+#[test]
+fn answer_with_a_key_repeated_in_a_changes_map_is_rejected_naming_the_key() {
+    for map in ["node_selector", "labels", "annotations"] {
+        let text = format!(
+            r#"{{"api_version":"{API_VERSION}","uid":"{UID}","decision":"admit_with","changes":{{"{map}":{{"pool":"gpu","pool":"cpu"}}}}}}"#
+        );
+
+        let error = serde_json::from_str::<AnswerEnvelope>(&text).expect_err(map);
+
+        assert!(
+            error.to_string().contains(r#"duplicate key "pool""#),
+            "{map}: {error}"
+        );
+    }
+}
+
+#[test]
+fn maps_without_a_repeated_key_still_decode() {
+    let text = format!(
+        r#"{{"api_version":"{API_VERSION}","uid":"{UID}","decision":"admit_with","changes":{{"labels":{{"a":"1","b":"2"}}}}}}"#
+    );
+
+    let decision = decide(serde_json::from_str(&text).expect("JSON")).expect("decodes");
+
+    let Ok(Decision::AdmitWith(changes)) = decision else {
+        panic!("{decision:?}");
+    };
+    assert_eq!(changes.labels.len(), 2);
+}
+
+#[test]
 fn request_envelope_uid_must_be_text() {
     let mut json = envelope_json();
     json["uid"] = json!(42);

@@ -244,6 +244,27 @@ async fn unknown_field_is_answered_400_naming_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_repeated_in_a_map_is_answered_400_naming_it_and_no_hook_runs() {
+    let recorded = FakeHook::admitting("recorded").shared();
+    let running = serve_admission(&config(), vec![recorded.clone()], |_, _| {}).await;
+    let text = serde_json::to_string(&envelope("8d0f3a1e", "acme")).expect("JSON");
+    let labels = r#""labels":{}"#;
+    assert!(text.contains(labels), "{text}");
+    let repeated = text.replace(
+        labels,
+        r#""labels":{"dexaflow.io/tenant":"acme","dexaflow.io/tenant":"umbrella"}"#,
+    );
+
+    let answer = running.client.post(admit::PATH, repeated).await;
+
+    answer.assert_error(
+        StatusCode::BAD_REQUEST,
+        r#"duplicate key "dexaflow.io/tenant""#,
+    );
+    assert!(recorded.seen().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn body_over_the_cap_is_answered_413() {
     let running = serve_admission(&config(), Vec::new(), |settings, _| {
         settings.max_body_bytes = 64;
@@ -318,6 +339,18 @@ async fn caller_with_the_bearer_token_is_answered() {
 
     assert_eq!(decision(&answer), Decision::Admit);
     assert_eq!(recorded.seen().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bearer_scheme_is_accepted_in_any_case() {
+    let (running, recorded) = serve_with_token().await;
+
+    for authorization in ["bearer s3cret-token", "BEARER s3cret-token"] {
+        let answer = ask_with(&running, Some(authorization)).await;
+        assert_eq!(answer.status, StatusCode::OK, "{authorization}");
+        assert_eq!(decision(&answer), Decision::Admit, "{authorization}");
+    }
+    assert_eq!(recorded.seen().len(), 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,11 +5,10 @@
 
 mod serve_support;
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
-use serve_support::{Authority, SERVED_HOOKS};
+use serve_support::{Authority, SERVED_HOOKS, Serving};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_dexaflow-admission");
 
@@ -19,20 +18,6 @@ const WORKLOAD: &str = "runs:
   - {tenant: finance, dag_id: close, run_id: r1, tasks: [{task_id: report, command: [\"true\"]}]}
   - {tenant: umbrella, dag_id: billing, run_id: r1, tasks: [{task_id: invoice, command: [\"true\"]}]}
 ";
-
-/// The `serve` process, killed when the test ends.
-struct Serving {
-    child: Child,
-    /// The HTTPS address it printed.
-    address: String,
-}
-
-impl Drop for Serving {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// Starts `serve` with certificates issued by `authority` and the bearer token `token`, all in
 /// `dir`, and reads back the address it bound.
@@ -54,24 +39,7 @@ metrics: {{listen: 127.0.0.1:0}}
         ),
     )
     .expect("write the server's config");
-    let mut child = Command::new(BINARY)
-        .arg("serve")
-        .arg("--config")
-        .arg(&config)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start serve");
-    let mut first = String::new();
-    BufReader::new(child.stdout.take().expect("serve's stdout"))
-        .read_line(&mut first)
-        .expect("read serve's stdout");
-    let address = first
-        .trim()
-        .strip_prefix("serving https://")
-        .unwrap_or_else(|| panic!("serve printed {first:?}, not its address"))
-        .to_owned();
-    Serving { child, address }
+    Serving::start(&config)
 }
 
 /// Runs `dispatch` with the webhook hook at `serving` and returns its table.

@@ -170,6 +170,117 @@ async fn a_timeout_parameter_that_is_no_duration_is_answered_400() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zero_or_negative_timeout_is_answered_400_naming_the_parameter() {
+    let running = start().await;
+    for timeout in ["0", "0s", "-0", "-5s", "-1h2m0.5s"] {
+        let answer = running
+            .client
+            .post(
+                &format!("/dags/validate?timeout={timeout}"),
+                dag_body().to_string(),
+            )
+            .await;
+        answer.assert_error(
+            StatusCode::BAD_REQUEST,
+            "timeout: must be a positive duration",
+        );
+        assert!(answer.json().get("allowed").is_none(), "{timeout}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timeout_in_go_syntax_is_taken_and_one_go_refuses_is_answered_400() {
+    let running = start().await;
+    // Each of these is a Go duration, encoded as a URL carries it: `+` is `%2B` (a bare `+` in a
+    // query is a space, as Go decodes one), the micro signs are UTF-8 escapes.
+    for timeout in [
+        "10s",
+        "1h2m0.5s",
+        "1.5s",
+        ".5s",
+        "%2B3s",
+        "2500000%C2%B5s",
+        "2500000%CE%BCs",
+    ] {
+        let answer = running
+            .client
+            .post(
+                &format!("/dags/validate?timeout={timeout}"),
+                dag_body().to_string(),
+            )
+            .await;
+        assert_eq!(
+            answer.status,
+            StatusCode::OK,
+            "{timeout}: {:?}",
+            answer.body
+        );
+        assert_eq!(answer.json()["allowed"], true, "{timeout}");
+    }
+    for timeout in [
+        "1", ".", "-.", "1.5.5s", "1e3s", "%2B-1s", "1d", "10S", "%ZZs", "1%+1s", "+3s",
+    ] {
+        let answer = running
+            .client
+            .post(
+                &format!("/dags/validate?timeout={timeout}"),
+                dag_body().to_string(),
+            )
+            .await;
+        answer.assert_error(StatusCode::BAD_REQUEST, "timeout: ");
+        assert!(answer.json().get("allowed").is_none(), "{timeout}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn header_fields_over_the_cap_are_answered_431_with_a_json_body() {
+    let running = start().await;
+    let mut request = request(
+        Method::POST,
+        "/dags/validate",
+        Some("application/json"),
+        &dag_body().to_string(),
+    );
+    request.headers_mut().insert(
+        "x-padding",
+        http::HeaderValue::from_str(&"x".repeat(100 * 1024)).expect("a header value"),
+    );
+
+    let answer = running.client.send(request).await;
+
+    answer.assert_error(
+        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+        "header fields are larger than 65536 bytes",
+    );
+    assert!(
+        answer.json().get("allowed").is_none(),
+        "the service never ran"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_request_line_is_answered_400_by_hyper_without_a_body() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let running = start().await;
+    let mut stream = running.client.connect().await;
+    stream
+        .write_all(b"NOT A REQUEST LINE\r\nhost: localhost\r\n\r\n")
+        .await
+        .expect("write");
+    stream.flush().await.expect("flush");
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(30), stream.read_to_end(&mut answer)).await;
+    let answer = String::from_utf8_lossy(&answer);
+    // hyper answers a head it cannot parse itself, before any service: no hook gives it a body.
+    assert!(
+        answer.starts_with("HTTP/1.1 400 Bad Request\r\n"),
+        "{answer}"
+    );
+    assert!(!answer.contains("application/json"), "{answer}");
+    assert!(answer.ends_with("\r\n\r\n"), "no body: {answer}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_path_is_answered_404_and_counted() {
     let recorder = recorder();
     let running = start_with(|_, _| {}, |r| r, Some(&recorder)).await;

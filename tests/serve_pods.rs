@@ -264,15 +264,29 @@ async fn a_pod_with_an_affinity_keeps_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_operation_other_than_create_is_allowed_unchanged() {
+async fn mutate_allows_an_operation_other_than_create_unchanged() {
     let running = start().await;
     let mut review = review();
     review["request"]["operation"] = json!("UPDATE");
-    for path in ["/pods/mutate", "/pods/validate"] {
-        let answer = running.client.post_json(path, &review).await.json();
-        assert_eq!(answer["response"]["allowed"], true, "{path}");
-        assert!(answer["response"].get("patch").is_none(), "{path}");
-    }
+    let answer = running
+        .client
+        .post_json("/pods/mutate", &review)
+        .await
+        .json();
+    assert_eq!(answer["response"]["allowed"], true);
+    assert!(answer["response"].get("patch").is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn validate_allows_a_delete_unchecked() {
+    let running = start().await;
+    let mut review = review();
+    forged(&mut review, "labels", "dexaflow.io/tenant");
+    review["request"]["operation"] = json!("DELETE");
+    review["request"]["oldObject"] = review["request"]["object"].take();
+    let response = validate(&running, &review).await;
+    assert_eq!(response["allowed"], true);
+    assert!(response.get("status").is_none());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -374,13 +388,129 @@ async fn validate_allows_a_dexaflow_key_from_a_trusted_user() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn validate_leaves_pods_of_other_schedulers_alone() {
+async fn validate_refuses_a_dexaflow_key_whatever_the_scheduler() {
+    let running = start().await;
+    for scheduler in [Some("default-scheduler"), Some("my-scheduler"), None] {
+        let mut review = review();
+        forged(&mut review, "labels", "dexaflow.io/tenant");
+        let spec = review["request"]["object"]["spec"]
+            .as_object_mut()
+            .expect("spec");
+        match scheduler {
+            Some(name) => spec.insert("schedulerName".to_owned(), json!(name)),
+            None => spec.remove("schedulerName"),
+        };
+        let response = validate(&running, &review).await;
+        assert_eq!(response["allowed"], false, "{scheduler:?}");
+        assert_eq!(response["status"]["code"], 403, "{scheduler:?}");
+        let message = response["status"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("dexaflow.io/tenant"), "{message:?}");
+    }
+}
+
+/// `review` made an UPDATE of a pod that had `old_labels`, to the pod with `new_labels`.
+fn update(review: &mut Value, old_labels: Value, new_labels: Value) {
+    let request = &mut review["request"];
+    request["operation"] = json!("UPDATE");
+    request["options"] = json!({"kind": "UpdateOptions", "apiVersion": "meta.k8s.io/v1"});
+    request["object"]["metadata"]["name"] = json!("trainer-7d9c5b6f4-x2x7b");
+    request["object"]["metadata"]["labels"] = new_labels;
+    let mut old = request["object"].clone();
+    old["metadata"]["labels"] = old_labels;
+    request["oldObject"] = old;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_update_adding_or_changing_a_dexaflow_key_is_refused_for_an_untrusted_user() {
+    let running = start().await;
+    for (old, new, words) in [
+        (
+            json!({"app": "trainer"}),
+            json!({"app": "trainer", "dexaflow.io/tenant": "acme"}),
+            "the update adds the label \"dexaflow.io/tenant\"",
+        ),
+        (
+            json!({"app": "trainer", "dexaflow.io/tenant": "acme"}),
+            json!({"app": "trainer", "dexaflow.io/tenant": "umbrella"}),
+            "the update changes the label \"dexaflow.io/tenant\"",
+        ),
+    ] {
+        let mut review = review();
+        update(&mut review, old, new);
+        let response = validate(&running, &review).await;
+        assert_eq!(response["allowed"], false, "{words}");
+        assert_eq!(response["status"]["code"], 403);
+        let message = response["status"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(words), "{message:?} should say {words:?}");
+        assert!(message.contains("replicaset-controller"), "{message:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_update_keeping_a_dexaflow_key_unchanged_is_allowed() {
     let running = start().await;
     let mut review = review();
-    forged(&mut review, "labels", "dexaflow.io/tenant");
-    review["request"]["object"]["spec"]["schedulerName"] = json!("default-scheduler");
+    update(
+        &mut review,
+        json!({"app": "trainer", "dexaflow.io/tenant": "acme"}),
+        json!({"app": "trainer-v2", "dexaflow.io/tenant": "acme"}),
+    );
     let response = validate(&running, &review).await;
     assert_eq!(response["allowed"], true);
+    assert!(response.get("status").is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_update_from_a_trusted_user_may_change_a_dexaflow_key() {
+    let running = start().await;
+    let mut review = review();
+    update(
+        &mut review,
+        json!({"dexaflow.io/tenant": "acme"}),
+        json!({"dexaflow.io/tenant": "umbrella"}),
+    );
+    review["request"]["userInfo"]["username"] =
+        json!("system:serviceaccount:dexaflow:dexaflow-dispatcher");
+    let response = validate(&running, &review).await;
+    assert_eq!(response["allowed"], true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn validate_checks_volcanos_disruption_budget_only_on_pods_of_its_schedulers() {
+    let running = start().await;
+    let cases = [
+        (json!({"volcano.sh/jdb-min-available": "2"}), None),
+        (json!({"volcano.sh/jdb-max-unavailable": "25%"}), None),
+        (
+            json!({"volcano.sh/jdb-min-available": "0"}),
+            Some("\"volcano.sh/jdb-min-available\": expected a positive integer"),
+        ),
+        (
+            json!({"volcano.sh/jdb-max-unavailable": "100%"}),
+            Some("\"volcano.sh/jdb-max-unavailable\": expected a positive integer or a percentage"),
+        ),
+        (
+            json!({"volcano.sh/jdb-min-available": "1", "volcano.sh/jdb-max-unavailable": "1"}),
+            Some("are not allowed together"),
+        ),
+    ];
+    for (annotations, refusal) in cases {
+        for scheduler in ["volcano", "default-scheduler"] {
+            let mut review = review();
+            let object = &mut review["request"]["object"];
+            object["spec"]["schedulerName"] = json!(scheduler);
+            object["metadata"]["annotations"] = annotations.clone();
+            let response = validate(&running, &review).await;
+            match refusal.filter(|_| scheduler == "volcano") {
+                Some(words) => {
+                    assert_eq!(response["allowed"], false, "{annotations} {scheduler}");
+                    let message = response["status"]["message"].as_str().unwrap_or_default();
+                    assert!(message.contains(words), "{message:?} should say {words:?}");
+                }
+                None => assert_eq!(response["allowed"], true, "{annotations} {scheduler}"),
+            }
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -390,4 +520,47 @@ async fn validate_allows_a_volcano_pod_without_dexaflow_keys() {
     forged(&mut review, "labels", "example.com/tenant");
     let response = validate(&running, &review).await;
     assert_eq!(response["allowed"], true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutate_skips_a_toleration_the_pod_has_with_an_omitted_operator_or_null_fields() {
+    let running = start_with(
+        |settings, dir| {
+            let path = dir.join("groups.yaml");
+            std::fs::write(
+                &path,
+                r#"
+resourceGroups:
+  - resourceGroup: ml
+    object: {key: namespace, value: [ml-training]}
+    tolerations:
+      - {key: dedicated, operator: Equal, value: ml, effect: NoSchedule}
+      - {key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}
+      - {key: spot, value: "true", effect: NoSchedule}
+"#,
+            )
+            .expect("write the groups");
+            settings.resource_groups_file = Some(path);
+        },
+        |registry| registry,
+        None,
+    )
+    .await;
+    let mut review = review();
+    let own = json!([
+        {"key": "dedicated", "value": "ml", "effect": "NoSchedule"},
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule", "value": null, "tolerationSeconds": null},
+    ]);
+    review["request"]["object"]["spec"]["tolerations"] = own.clone();
+
+    let answer = running
+        .client
+        .post_json("/pods/mutate", &review)
+        .await
+        .json();
+
+    let pod = patched(&review, &answer);
+    let mut expected = own.as_array().expect("an array").clone();
+    expected.push(json!({"key": "spot", "value": "true", "effect": "NoSchedule"}));
+    assert_eq!(pod["spec"]["tolerations"], Value::Array(expected));
 }

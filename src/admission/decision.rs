@@ -35,7 +35,11 @@ pub enum Decision {
 #[serde(deny_unknown_fields)]
 pub struct Changes {
     /// Merged into the node selector; the hook's keys win.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        deserialize_with = "super::wire::unique_keys"
+    )]
     pub node_selector: BTreeMap<String, String>,
     /// Appended to the tolerations.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -47,10 +51,18 @@ pub struct Changes {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_account: Option<String>,
     /// Merged into the labels; the hook's keys win.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        deserialize_with = "super::wire::unique_keys"
+    )]
     pub labels: BTreeMap<String, String>,
     /// Merged into the annotations; the hook's keys win.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        deserialize_with = "super::wire::unique_keys"
+    )]
     pub annotations: BTreeMap<String, String>,
     /// Privileged hooks only: the runtime class of the pod.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -122,7 +122,7 @@ pub struct Execution {
     #[serde(default)]
     pub service_account_chosen: bool,
     /// Node labels the pod must match.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::wire::unique_keys")]
     pub node_selector: BTreeMap<String, String>,
     /// Taints the pod tolerates.
     #[serde(default)]
@@ -134,10 +134,10 @@ pub struct Execution {
     #[serde(default)]
     pub runtime_class_name: String,
     /// Labels put on the pod.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::wire::unique_keys")]
     pub labels: BTreeMap<String, String>,
     /// Annotations put on the pod.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::wire::unique_keys")]
     pub annotations: BTreeMap<String, String>,
 }
 

@@ -10,7 +10,8 @@
 //!   the repository under `schemas/` so that a webhook can be written in any language.
 //!
 //! Both envelopes decode strictly: an unknown field at any level, a missing field, a repeated
-//! field or a value of the wrong type is an error. serde's `flatten` would not be strict (it
+//! field, a key repeated inside a map (`labels`, `annotations`, `node_selector`) or a value of
+//! the wrong type is an error. serde's `flatten` would not be strict (it
 //! ignores `deny_unknown_fields`), so the request envelope's decoder takes `uid` itself and hands
 //! every other field to [`Request`]'s own strict decoder: [`Request`] stays the one list of the
 //! request's fields. The answer envelope is one flat struct.
@@ -30,6 +31,8 @@
 //! ```
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
 use std::fmt;
 
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
@@ -137,6 +140,47 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for WithoutUid<'_, A> {
 
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, A::Error> {
         self.map.next_value_seed(seed)
+    }
+}
+
+/// Decodes a map of strings of the protocol (`labels`, `annotations`, `node_selector`),
+/// refusing a key that appears twice, as a repeated field is refused: serde's own map decoding
+/// would keep the last value, so that two readers of one body could disagree on it.
+///
+/// # Errors
+/// `duplicate key "<key>"`, or the decoder's own error for anything that is no map of strings.
+pub(super) fn unique_keys<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<BTreeMap<String, String>, D::Error> {
+    deserializer.deserialize_map(UniqueKeys)
+}
+
+/// The visitor of [`unique_keys`].
+struct UniqueKeys;
+
+impl<'de> Visitor<'de> for UniqueKeys {
+    type Value = BTreeMap<String, String>;
+
+    fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str("a map of strings to strings")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut entries = BTreeMap::new();
+        while let Some(key) = map.next_key::<String>()? {
+            match entries.entry(key) {
+                Entry::Occupied(entry) => {
+                    return Err(de::Error::custom(format_args!(
+                        "duplicate key {:?}",
+                        entry.key()
+                    )));
+                }
+                Entry::Vacant(entry) => {
+                    entry.insert(map.next_value()?);
+                }
+            }
+        }
+        Ok(entries)
     }
 }
 

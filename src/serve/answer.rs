@@ -3,13 +3,14 @@
 //!
 //! | rule | answer |
 //! |---|---|
+//! | header fields over [`MAX_HEADER_BYTES`] | 431 |
 //! | no service at the path | 404 |
 //! | an authenticated service, and no `Authorization: Bearer` with the token | 401, with `WWW-Authenticate: Bearer` |
 //! | a method other than `POST` | 405, with `Allow: POST` |
 //! | a `Content-Type` other than `application/json` (parameters allowed) | 415 |
 //! | a body over `server.max_body_bytes` (read no further than the cap) | 413 |
 //! | an empty body | 400 |
-//! | a `timeout` query parameter that is no duration | 400 |
+//! | a `timeout` query parameter that is no Go duration, or zero or less | 400, naming `timeout` |
 //! | a body that does not decode strictly, or a value the service does not take | 400, saying what was wrong |
 //! | the handler panics | 500, with the request's uid |
 //! | the handler cannot decide now ([`super::Unavailable`]) | 503, with the uid |
@@ -32,6 +33,7 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use super::auth::BearerToken;
+use super::duration::parse_go_duration;
 use super::registry::{Kind, Router, Ruling, Unavailable};
 use crate::metrics::{RequestOutcome, ServerMetrics};
 
@@ -39,6 +41,11 @@ use crate::metrics::{RequestOutcome, ServerMetrics};
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The longest timeout honoured: the most a webhook configuration may set.
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The most bytes of header fields a request may carry (each counted as `name: value` and
+/// its line end, as on the wire), answered 431 with a JSON body past it. hyper itself refuses a
+/// request head past `4 *` this (the h1 buffer, the h2 header list), with no body.
+pub(crate) const MAX_HEADER_BYTES: usize = 64 * 1024;
 
 /// What every request needs: the routes, the body cap, the bearer token and the metrics.
 #[derive(Debug)]
@@ -87,20 +94,52 @@ fn is_json(request: &Request<impl Body>) -> bool {
         .is_some_and(|media| media.eq_ignore_ascii_case("application/json"))
 }
 
-/// The `timeout` query parameter, as the API server writes it (`10s`); `Ok(None)` when absent.
+/// The `timeout` query parameter, as the API server writes it (`10s`): Go's duration syntax,
+/// percent-decoded as Go decodes a query; `Ok(None)` when absent. Zero or less is refused, as
+/// no answer could arrive in time.
 fn timeout(request: &Request<impl Body>) -> Result<Option<Duration>, String> {
     let Some(query) = request.uri().query() else {
         return Ok(None);
     };
-    let Some(value) = query
-        .split('&')
-        .find_map(|pair| pair.strip_prefix("timeout="))
-    else {
+    let Some(encoded) = query.split('&').find_map(|pair| {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        (query_decode(key).as_deref() == Some("timeout")).then_some(value)
+    }) else {
         return Ok(None);
     };
-    humantime::parse_duration(value)
-        .map(Some)
-        .map_err(|_| format!("timeout: expected a duration such as \"10s\", got {value:?}"))
+    let value = query_decode(encoded)
+        .ok_or_else(|| format!("timeout: not a percent-encoded UTF-8 value: {encoded:?}"))?;
+    match parse_go_duration(&value) {
+        Ok(nanos) if nanos > 0 => Ok(Some(Duration::from_nanos(nanos.unsigned_abs()))),
+        Ok(_) => Err(format!(
+            "timeout: must be a positive duration, got {value:?}"
+        )),
+        Err(error) => Err(format!(
+            "timeout: expected a Go duration such as \"10s\": {error} {value:?}"
+        )),
+    }
+}
+
+/// A query component decoded as Go's `url.ParseQuery` decodes it (`%XX` escapes, `+` a space);
+/// `None` for a bad escape or bytes that are not UTF-8.
+fn query_decode(text: &str) -> Option<String> {
+    let mut bytes = Vec::with_capacity(text.len());
+    let mut rest = text.as_bytes();
+    while let Some((&byte, after)) = rest.split_first() {
+        rest = after;
+        bytes.push(match byte {
+            b'+' => b' ',
+            b'%' => {
+                let hex = rest
+                    .get(..2)
+                    .filter(|hex| hex.iter().all(u8::is_ascii_hexdigit))?;
+                rest = &rest[2..];
+                u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?
+            }
+            other => other,
+        });
+    }
+    String::from_utf8(bytes).ok()
 }
 
 /// Answers one request; never fails, never panics on any input.
@@ -109,6 +148,18 @@ where
     B: Body<Data = Bytes> + Send + 'static,
     B::Error: std::error::Error + Send + Sync + 'static,
 {
+    let header_bytes: usize = request
+        .headers()
+        .iter()
+        .map(|(name, value)| name.as_str().len() + value.len() + 4)
+        .sum();
+    if header_bytes > MAX_HEADER_BYTES {
+        return error(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            &format!("the header fields are larger than {MAX_HEADER_BYTES} bytes"),
+            None,
+        );
+    }
     let Some(route) = shared.router.get(request.uri().path()) else {
         shared.metrics.not_found();
         return error(StatusCode::NOT_FOUND, "no service at this path", None);

@@ -35,13 +35,12 @@ impl BearerToken {
         Ok(BearerToken(token.as_bytes().to_vec()))
     }
 
-    /// Whether `authorization` is `Bearer <the token>`. The comparison takes the same time
-    /// wherever the first difference is, so that timing does not tell a caller how much of
-    /// a guess was right.
+    /// Whether `authorization` is `Bearer <the token>`, the scheme in any case and followed by
+    /// one or more spaces (RFC 7235: auth schemes are case-insensitive). The comparison takes
+    /// the same time wherever the first difference is, so that timing does not tell a caller
+    /// how much of a guess was right.
     pub(crate) fn accepts(&self, authorization: Option<&HeaderValue>) -> bool {
-        let Some(presented) = authorization
-            .map(HeaderValue::as_bytes)
-            .and_then(|value| value.strip_prefix(b"Bearer "))
+        let Some(presented) = authorization.and_then(|value| bearer_credentials(value.as_bytes()))
         else {
             return false;
         };
@@ -54,6 +53,19 @@ impl BearerToken {
     }
 }
 
+/// The credentials after a `Bearer` scheme written in any case and one or more spaces;
+/// `None` for another scheme or none.
+fn bearer_credentials(value: &[u8]) -> Option<&[u8]> {
+    const SCHEME: &[u8] = b"bearer";
+    let scheme = value.get(..SCHEME.len())?;
+    let rest = &value[SCHEME.len()..];
+    if !scheme.eq_ignore_ascii_case(SCHEME) || rest.first() != Some(&b' ') {
+        return None;
+    }
+    let start = rest.iter().position(|&byte| byte != b' ')?;
+    Some(&rest[start..])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -63,10 +75,23 @@ mod tests {
     }
 
     #[test]
-    fn only_the_exact_token_after_bearer_is_accepted() {
+    fn only_the_exact_token_after_bearer_in_any_case_is_accepted() {
         let header = |text: &'static str| HeaderValue::from_static(text);
-        assert!(token().accepts(Some(&header("Bearer s3cret"))));
+        for accepted in [
+            "Bearer s3cret",
+            "bearer s3cret",
+            "BEARER s3cret",
+            "bEaReR s3cret",
+            "Bearer   s3cret",
+        ] {
+            assert!(token().accepts(Some(&header(accepted))), "{accepted}");
+        }
         for refused in [
+            "Bearers3cret",
+            "Bearer ",
+            "Bearer",
+            "Bearer\ts3cret",
+            "Bearerx s3cret",
             "Bearer s3cre",
             "Bearer s3cret2",
             "Bearer S3cret",

@@ -60,7 +60,8 @@ pub struct Group {
     /// Set as the pod's `schedulerName` when not empty.
     #[serde(default)]
     scheduler_name: String,
-    /// Appended to the pod's tolerations, skipping those it already has.
+    /// Appended to the pod's tolerations, skipping those it already has (compared as
+    /// Kubernetes compares them: an omitted operator is `Equal`, null is absent).
     #[serde(default, deserialize_with = "tolerations")]
     tolerations: Vec<Toleration>,
     /// Merged into the pod's node selector; the group's values win.
@@ -155,10 +156,15 @@ impl Group {
             }
             if let Value::Array(present) = entry {
                 for toleration in &self.tolerations {
-                    let toleration = serde_json::to_value(toleration)
-                        .expect("a toleration of strings and an integer always serializes");
-                    if !present.contains(&toleration) {
-                        present.push(toleration);
+                    let had = present.iter().any(|present| {
+                        Toleration::deserialize(present)
+                            .is_ok_and(|present| is_same_toleration(&present, toleration))
+                    });
+                    if !had {
+                        present
+                            .push(serde_json::to_value(toleration).expect(
+                                "a toleration of strings and an integer always serializes",
+                            ));
                     }
                 }
             }
@@ -175,6 +181,25 @@ impl Group {
             );
         }
     }
+}
+
+/// Whether two tolerations are the same as Kubernetes reads them: an omitted or empty
+/// `operator` is `Equal`, and a null or absent field is the same as an empty one.
+fn is_same_toleration(left: &Toleration, right: &Toleration) -> bool {
+    let normal = |toleration: &Toleration| {
+        let text = |field: &Option<String>| field.clone().unwrap_or_default();
+        let operator = Some(text(&toleration.operator))
+            .filter(|operator| !operator.is_empty())
+            .unwrap_or_else(|| "Equal".to_owned());
+        (
+            text(&toleration.key),
+            operator,
+            text(&toleration.value),
+            text(&toleration.effect),
+            toleration.toleration_seconds,
+        )
+    };
+    normal(left) == normal(right)
 }
 
 /// The object at `key` in `map`, made an empty one when absent or not an object.

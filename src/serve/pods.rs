@@ -1,7 +1,10 @@
-//! `/pods/mutate` and `/pods/validate`: Volcano's pod services, for pods being created.
+//! `/pods/mutate` and `/pods/validate`: Volcano's pod services.
 //!
-//! Both answer `CREATE` of a `v1` Pod; any other operation is allowed unchanged (the webhook
-//! configurations send only `CREATE`), and a review of another kind is refused as a bad request.
+//! `/pods/mutate` answers `CREATE` of a `v1` Pod and allows any other operation unchanged.
+//! `/pods/validate` answers `CREATE` and `UPDATE`: the reserved-key rule holds for every pod,
+//! whatever its scheduler, on both; Volcano's own rule (the disruption budget annotations)
+//! only for pods of the configured schedulers, on `CREATE`, as Volcano has it. A review of
+//! another kind is refused as a bad request.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -18,42 +21,51 @@ pub const MUTATE_PATH: &str = "/pods/mutate";
 /// The path of [`Validation`].
 pub const VALIDATE_PATH: &str = "/pods/validate";
 
-/// The pod in a `CREATE` review, or the answer that ends the review early.
-enum Created {
-    Pod { object: Value, pod: Box<Pod> },
-    Answered(ReviewAnswer),
+/// Volcano's annotation: how many of the job's pods must stay available.
+pub const MIN_AVAILABLE_ANNOTATION: &str = "volcano.sh/jdb-min-available";
+/// Volcano's annotation: how many of the job's pods may be unavailable.
+pub const MAX_UNAVAILABLE_ANNOTATION: &str = "volcano.sh/jdb-max-unavailable";
+
+/// Why a review is refused: the 400 of a review this service cannot read, or the 403 of a pod
+/// it does not admit; each with its message.
+enum Refusal {
+    BadRequest(String),
+    Forbidden(String),
 }
 
-fn created(request: &ReviewRequest) -> Created {
-    if request.operation != "CREATE" {
-        return Created::Answered(ReviewAnswer::allow(request));
+impl Refusal {
+    fn answer(self, request: &ReviewRequest) -> ReviewAnswer {
+        match self {
+            Refusal::BadRequest(message) => ReviewAnswer::bad_request(request, message),
+            Refusal::Forbidden(message) => ReviewAnswer::forbid(request, message),
+        }
     }
+}
+
+/// Refuses a review whose object is not a `v1` Pod.
+fn check_kind(request: &ReviewRequest) -> Result<(), Refusal> {
     let kind = &request.kind;
-    if !(kind.group.is_empty() && kind.version == "v1" && kind.kind == "Pod") {
-        return Created::Answered(ReviewAnswer::bad_request(
-            request,
-            format!(
-                "expected a v1 Pod, got {}/{} {}",
-                kind.group, kind.version, kind.kind
-            ),
-        ));
+    if kind.group.is_empty() && kind.version == "v1" && kind.kind == "Pod" {
+        return Ok(());
     }
-    let Some(object) = request.object.clone() else {
-        return Created::Answered(ReviewAnswer::bad_request(
-            request,
-            "the review has no object".to_owned(),
-        ));
-    };
-    match Pod::deserialize(&object) {
-        Ok(pod) => Created::Pod {
-            object,
-            pod: Box::new(pod),
-        },
-        Err(error) => Created::Answered(ReviewAnswer::bad_request(
-            request,
-            format!("the object is not a pod: {error}"),
-        )),
-    }
+    Err(Refusal::BadRequest(format!(
+        "expected a v1 Pod, got {}/{} {}",
+        kind.group, kind.version, kind.kind
+    )))
+}
+
+/// The pod in `object` (`field` names it in the refusal).
+fn decode(object: &Value, field: &str) -> Result<Pod, Refusal> {
+    Pod::deserialize(object)
+        .map_err(|error| Refusal::BadRequest(format!("{field} is not a pod: {error}")))
+}
+
+/// The review's object, refused when it has none.
+fn object(request: &ReviewRequest) -> Result<&Value, Refusal> {
+    request
+        .object
+        .as_ref()
+        .ok_or_else(|| Refusal::BadRequest("the review has no object".to_owned()))
 }
 
 /// `/pods/mutate`: applies the first resource group that takes the pod, answered as a JSON
@@ -72,9 +84,15 @@ impl Mutation {
 
 impl Reviewer for Mutation {
     fn review(&self, request: &ReviewRequest) -> ReviewAnswer {
-        let (original, pod) = match created(request) {
-            Created::Pod { object, pod } => (object, pod),
-            Created::Answered(answer) => return answer,
+        if request.operation != "CREATE" {
+            return ReviewAnswer::allow(request);
+        }
+        let decoded = check_kind(request)
+            .and_then(|()| object(request))
+            .and_then(|original| Ok((original, decode(original, "the object")?)));
+        let (original, pod) = match decoded {
+            Ok(decoded) => decoded,
+            Err(refusal) => return refusal.answer(request),
         };
         let empty = BTreeMap::new();
         let metadata = &pod.metadata;
@@ -95,12 +113,15 @@ impl Reviewer for Mutation {
         };
         let mut mutated = original.clone();
         group.apply(&mut mutated);
-        ReviewAnswer::patch(request, &json_patch::diff(&original, &mutated))
+        ReviewAnswer::patch(request, &json_patch::diff(original, &mutated))
     }
 }
 
-/// `/pods/validate`: refuses a pod of one of the checked schedulers that carries a
-/// `dexaflow.io/` or `leoflow.io/` label or annotation, unless a trusted user creates it.
+/// `/pods/validate`: refuses a pod that carries a `dexaflow.io/` or `leoflow.io/` label or
+/// annotation, unless a trusted user creates it, whatever its scheduler; on `UPDATE`, one such
+/// key added or changed (one the pod already had, unchanged, passes). For pods of the checked
+/// schedulers it also applies Volcano's rule on `CREATE`: the disruption budget annotations are
+/// a positive integer or a percentage from 1% to 99%, and not both at once.
 ///
 /// Network policies and cost tools trust those keys to say which tenant and task a pod runs,
 /// so only the dispatcher (a trusted user) may set them.
@@ -111,7 +132,8 @@ pub struct Validation {
 }
 
 impl Validation {
-    /// The service checking pods of `scheduler_names`, letting `trusted_users` set the keys.
+    /// The service applying Volcano's rule to pods of `scheduler_names` and letting
+    /// `trusted_users` set the reserved keys.
     pub fn new(
         scheduler_names: impl IntoIterator<Item = String>,
         trusted_users: impl IntoIterator<Item = String>,
@@ -121,43 +143,116 @@ impl Validation {
             trusted_users: trusted_users.into_iter().collect(),
         }
     }
-}
 
-impl Reviewer for Validation {
-    fn review(&self, request: &ReviewRequest) -> ReviewAnswer {
-        let pod = match created(request) {
-            Created::Pod { pod, .. } => pod,
-            Created::Answered(answer) => return answer,
+    fn validate(&self, request: &ReviewRequest) -> Result<(), Refusal> {
+        let update = match request.operation.as_str() {
+            "CREATE" => false,
+            "UPDATE" => true,
+            _ => return Ok(()),
         };
+        check_kind(request)?;
+        let pod = decode(object(request)?, "the object")?;
+        // The API server sends the old object with every UPDATE; without one, every reserved
+        // key counts as added.
+        let old = match request.old_object.as_ref().filter(|_| update) {
+            Some(old) if !old.is_null() => Some(decode(old, "the old object")?),
+            _ => None,
+        };
+        let user = &request.user_info.username;
+        if !self.trusted_users.contains(user) {
+            if let Some(what) = forged_key(&pod, old.as_ref()) {
+                return Err(Refusal::Forbidden(format!(
+                    "{what}: dexaflow.io/ and leoflow.io/ keys are set only by the dispatcher, and user {user:?} is not trusted to set them"
+                )));
+            }
+        }
         // The API server defaults an unset scheduler name before webhooks see the pod.
         let scheduler = pod
             .spec
             .as_ref()
             .and_then(|spec| spec.scheduler_name.as_deref())
             .unwrap_or("default-scheduler");
-        if !self.scheduler_names.contains(scheduler)
-            || self.trusted_users.contains(&request.user_info.username)
-        {
-            return ReviewAnswer::allow(request);
+        if !update && self.scheduler_names.contains(scheduler) {
+            if let Some(problem) = disruption_budget_problem(pod.metadata.annotations.as_ref()) {
+                return Err(Refusal::Forbidden(problem));
+            }
         }
-        let metadata = &pod.metadata;
-        let reserved = |map: &Option<BTreeMap<String, String>>, what: &str| {
-            map.iter()
-                .flat_map(BTreeMap::keys)
-                .find(|key| is_reserved_key(key))
-                .map(|key| format!("{what} {key:?}"))
-        };
-        let found = reserved(&metadata.labels, "label")
-            .or_else(|| reserved(&metadata.annotations, "annotation"));
-        match found {
-            Some(what) => ReviewAnswer::forbid(
-                request,
-                format!(
-                    "the pod carries the {what}: dexaflow.io/ and leoflow.io/ keys are set only by the dispatcher, and user {:?} is not trusted to set them",
-                    request.user_info.username
-                ),
-            ),
-            None => ReviewAnswer::allow(request),
+        Ok(())
+    }
+}
+
+impl Reviewer for Validation {
+    fn review(&self, request: &ReviewRequest) -> ReviewAnswer {
+        match self.validate(request) {
+            Ok(()) => ReviewAnswer::allow(request),
+            Err(refusal) => refusal.answer(request),
         }
+    }
+}
+
+/// The first reserved label or annotation `pod` sets that `old` (the pod before an UPDATE)
+/// did not have with the same value, said for the refusal; `None` when there is none.
+fn forged_key(pod: &Pod, old: Option<&Pod>) -> Option<String> {
+    let empty = BTreeMap::new();
+    let (labels, annotations) = (&pod.metadata.labels, &pod.metadata.annotations);
+    let old_labels = old.map(|old| old.metadata.labels.as_ref().unwrap_or(&empty));
+    let old_annotations = old.map(|old| old.metadata.annotations.as_ref().unwrap_or(&empty));
+    forged_in("label", labels.as_ref().unwrap_or(&empty), old_labels).or_else(|| {
+        forged_in(
+            "annotation",
+            annotations.as_ref().unwrap_or(&empty),
+            old_annotations,
+        )
+    })
+}
+
+/// [`forged_key`] for one map: `what` names it (`label`, `annotation`), `old` is the map
+/// before an UPDATE.
+fn forged_in(
+    what: &str,
+    map: &BTreeMap<String, String>,
+    old: Option<&BTreeMap<String, String>>,
+) -> Option<String> {
+    map.iter()
+        .filter(|(key, _)| is_reserved_key(key))
+        .find_map(|(key, value)| match old.map(|old| old.get(key)) {
+            None => Some(format!("the pod carries the {what} {key:?}")),
+            Some(None) => Some(format!("the update adds the {what} {key:?}")),
+            Some(Some(was)) if was != value => {
+                Some(format!("the update changes the {what} {key:?}"))
+            }
+            Some(Some(_)) => None,
+        })
+}
+
+/// Volcano's rule for its disruption budget annotations: each a positive integer or a
+/// percentage from 1% to 99%, and not both on one pod. The problem, naming the annotation.
+fn disruption_budget_problem(annotations: Option<&BTreeMap<String, String>>) -> Option<String> {
+    let annotations = annotations?;
+    let set: Vec<(&str, &String)> = [MIN_AVAILABLE_ANNOTATION, MAX_UNAVAILABLE_ANNOTATION]
+        .into_iter()
+        .filter_map(|key| Some((key, annotations.get(key)?)))
+        .collect();
+    for (key, value) in &set {
+        if let Some(problem) = budget_value_problem(value) {
+            return Some(format!("annotation {key:?}: {problem}, got {value:?}"));
+        }
+    }
+    (set.len() > 1).then(|| {
+        format!(
+            "annotations {MIN_AVAILABLE_ANNOTATION:?} and {MAX_UNAVAILABLE_ANNOTATION:?} are not allowed together"
+        )
+    })
+}
+
+/// What is wrong with a disruption budget value, as Volcano reads one: an integer must be
+/// positive; anything else, its `%` signs removed, must be an integer from 1 to 99.
+fn budget_value_problem(value: &str) -> Option<&'static str> {
+    if let Ok(count) = value.parse::<i64>() {
+        return (count <= 0).then_some("expected a positive integer");
+    }
+    match value.replace('%', "").parse::<i64>() {
+        Ok(percent) if (1..=99).contains(&percent) => None,
+        _ => Some("expected a positive integer or a percentage from 1% to 99%"),
     }
 }

@@ -63,6 +63,9 @@ pub struct ReviewRequest {
     /// The object being admitted (absent on DELETE).
     #[serde(default)]
     pub object: Option<Value>,
+    /// The object as it was before an UPDATE (absent on CREATE).
+    #[serde(default)]
+    pub old_object: Option<Value>,
 }
 
 /// A group, version and kind.

@@ -3,8 +3,8 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use http::{Request, Response, StatusCode};
@@ -16,10 +16,11 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 
 use super::ServeError;
-use super::answer::{Shared, answer};
+use super::answer::{MAX_HEADER_BYTES, Shared, answer};
 use super::auth::BearerToken;
 use super::registry::Router;
 use super::settings::Settings;
@@ -28,9 +29,16 @@ use crate::metrics::ServerMetrics;
 
 /// How long a client may take to complete the TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// At most one log line per this period for client certificates refused.
+const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(10);
 /// How long a client may take to send a request's head (slowloris), controller-runtime's
 /// figure rounded.
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The largest request head hyper reads (HTTP/1.1's read buffer, HTTP/2's header list):
+/// room for a long URI and header fields a little past [`MAX_HEADER_BYTES`], so that the serve
+/// function answers those 431 with a JSON body; past this hyper answers 431 itself, with none.
+const MAX_HEAD_BYTES: usize = 4 * MAX_HEADER_BYTES;
 
 /// A started server: both listeners bound, certificates and services loaded, ready.
 ///
@@ -118,7 +126,11 @@ impl Server {
         builder
             .http1()
             .timer(TokioTimer::new())
-            .header_read_timeout(HEADER_READ_TIMEOUT);
+            .header_read_timeout(HEADER_READ_TIMEOUT)
+            .max_buf_size(MAX_HEAD_BYTES);
+        builder
+            .http2()
+            .max_header_list_size(u32::try_from(MAX_HEAD_BYTES).unwrap_or(u32::MAX));
         let builder = if settings.http2 {
             builder
         } else {
@@ -215,6 +227,7 @@ async fn accept(
     mut stopped: watch::Receiver<bool>,
 ) -> GracefulShutdown {
     let graceful = GracefulShutdown::new();
+    let refusals = Arc::new(Sampled::new(REFUSAL_LOG_EVERY));
     loop {
         let (stream, peer) = tokio::select! {
             _ = stopped.changed() => break,
@@ -236,11 +249,22 @@ async fn accept(
         let acceptor = acceptor.clone();
         let builder = Arc::clone(&builder);
         let shared = Arc::clone(&shared);
+        let refusals = Arc::clone(&refusals);
         let watcher = graceful.watcher();
         tokio::spawn(async move {
             let stream =
                 match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
                     Ok(Ok(stream)) => stream,
+                    Ok(Err(error)) if is_client_certificate_error(&error) => {
+                        if let Some(held_back) = refusals.admit() {
+                            tracing::warn!(
+                                %peer,
+                                held_back,
+                                "client certificate refused: {error}"
+                            );
+                        }
+                        return;
+                    }
                     Ok(Err(error)) => {
                         tracing::debug!(%peer, "TLS handshake failed: {error}");
                         return;
@@ -261,6 +285,53 @@ async fn accept(
         });
     }
     graceful
+}
+
+/// Whether a failed handshake is a client certificate refused (missing, or not signed by the
+/// client CA): mutual TLS doing its work, which an operator wants to see.
+fn is_client_certificate_error(error: &std::io::Error) -> bool {
+    error
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        .is_some_and(|error| {
+            matches!(
+                error,
+                rustls::Error::InvalidCertificate(_) | rustls::Error::NoCertificatesPresented
+            )
+        })
+}
+
+/// At most one log line per period: the first event of a period is logged, with how many
+/// were held back since the last line; the others are only counted. A peer can fail handshakes
+/// as fast as it connects, and the log must not grow as fast.
+#[derive(Debug)]
+struct Sampled {
+    every: Duration,
+    last: Mutex<Option<Instant>>,
+    held_back: AtomicU64,
+}
+
+impl Sampled {
+    fn new(every: Duration) -> Sampled {
+        Sampled {
+            every,
+            last: Mutex::new(None),
+            held_back: AtomicU64::new(0),
+        }
+    }
+
+    /// `Some(events held back since the last line)` when this event may be logged.
+    fn admit(&self) -> Option<u64> {
+        let now = Instant::now();
+        // A panic while holding the lock leaves only a timestamp behind.
+        let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+        if last.is_some_and(|last| now < last + self.every) {
+            self.held_back.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        *last = Some(now);
+        Some(self.held_back.swap(0, Ordering::Relaxed))
+    }
 }
 
 /// Serves `/healthz` (always 200 while the process runs) and `/readyz` (200 when ready, 503
@@ -304,4 +375,21 @@ fn probe(path: &str, ready: bool) -> Response<Full<Bytes>> {
         http::HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn one_line_per_period_passes_and_the_rest_are_counted_into_the_next() {
+        let sampled = Sampled::new(Duration::from_secs(10));
+        assert_eq!(sampled.admit(), Some(0));
+        assert_eq!(sampled.admit(), None);
+        tokio::time::advance(Duration::from_secs(9)).await;
+        assert_eq!(sampled.admit(), None);
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(sampled.admit(), Some(2));
+        assert_eq!(sampled.admit(), None);
+    }
 }

@@ -3,9 +3,11 @@
 
 #![allow(dead_code)] // Each test binary uses its own part of this module.
 
+use std::io::{BufRead, BufReader};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dexaflow_admission::metrics::ServerMetrics;
@@ -246,6 +248,20 @@ impl Client {
         }
     }
 
+    /// A TLS handshake with the server that may fail: the client's own address (as the
+    /// server sees it) and the outcome.
+    pub async fn try_connect(
+        &self,
+    ) -> (
+        SocketAddr,
+        std::io::Result<tokio_rustls::client::TlsStream<TcpStream>>,
+    ) {
+        let tcp = TcpStream::connect(self.address).await.expect("connect");
+        let local = tcp.local_addr().expect("a local address");
+        let name = ServerName::try_from("localhost").expect("a name");
+        (local, self.connector.connect(name, tcp).await)
+    }
+
     /// A new TLS connection to the server.
     pub async fn connect(&self) -> tokio_rustls::client::TlsStream<TcpStream> {
         let tcp = TcpStream::connect(self.address).await.expect("connect");
@@ -319,6 +335,12 @@ pub async fn eventually<T, F: std::future::Future<Output = Option<T>>>(
 
 /// A plain-HTTP GET of `path` on `address` (the probe listener): its status.
 pub async fn probe(address: SocketAddr, path: &str) -> Option<StatusCode> {
+    get(address, path).await.map(|(status, _)| status)
+}
+
+/// A plain-HTTP GET of `path` on `address` (a probe listener, a metrics exporter): its status
+/// and body.
+pub async fn get(address: SocketAddr, path: &str) -> Option<(StatusCode, String)> {
     let tcp = TcpStream::connect(address).await.ok()?;
     let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
         .await
@@ -329,7 +351,9 @@ pub async fn probe(address: SocketAddr, path: &str) -> Option<StatusCode> {
         .body(http_body_util::Empty::<Bytes>::new())
         .ok()?;
     let response = sender.send_request(request).await.ok()?;
-    Some(response.status())
+    let status = response.status();
+    let body = response.into_body().collect().await.ok()?.to_bytes();
+    Some((status, String::from_utf8_lossy(&body).into_owned()))
 }
 
 /// The value of `series` in a Prometheus scrape.
@@ -348,4 +372,96 @@ pub fn recorder() -> PrometheusRecorder {
 /// The directory a test keeps its files in.
 pub fn path_in(dir: &tempfile::TempDir, name: &str) -> PathBuf {
     dir.path().join(name)
+}
+
+/// The `serve` binary running, killed when dropped: the HTTPS address it printed first, and
+/// what it writes to standard error, collected as it comes.
+pub struct Serving {
+    child: Child,
+    /// The HTTPS address it printed, such as `127.0.0.1:41234`.
+    pub address: String,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Serving {
+    /// Starts `serve --config <config>` with no environment but `PATH` (so that no
+    /// `RUST_LOG` or `DEXAFLOW_` variable of the test's own reaches it) and waits for the
+    /// address it prints once it serves.
+    pub fn start(config: &Path) -> Serving {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_dexaflow-admission"));
+        command.env_clear();
+        if let Some(path) = std::env::var_os("PATH") {
+            command.env("PATH", path);
+        }
+        let mut child = command
+            .arg("serve")
+            .arg("--config")
+            .arg(config)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start serve");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let lines = BufReader::new(child.stderr.take().expect("serve's stderr"));
+        let collected = Arc::clone(&stderr);
+        std::thread::spawn(move || {
+            for line in lines.lines().map_while(Result::ok) {
+                let mut collected = collected.lock().expect("the collector never panics");
+                collected.push_str(&line);
+                collected.push('\n');
+            }
+        });
+        let mut first = String::new();
+        BufReader::new(child.stdout.take().expect("serve's stdout"))
+            .read_line(&mut first)
+            .expect("read serve's stdout");
+        let Some(address) = first.trim().strip_prefix("serving https://") else {
+            let _ = child.kill();
+            let _ = child.wait();
+            let stderr = stderr.lock().expect("the collector never panics").clone();
+            panic!("serve printed {first:?}, not its address; stderr: {stderr}");
+        };
+        Serving {
+            address: address.to_owned(),
+            child,
+            stderr,
+        }
+    }
+
+    /// Its HTTPS address.
+    pub fn socket_addr(&self) -> SocketAddr {
+        self.address.parse().expect("an address")
+    }
+
+    /// What it wrote to standard error so far.
+    pub fn stderr(&self) -> String {
+        self.stderr
+            .lock()
+            .expect("the collector never panics")
+            .clone()
+    }
+
+    /// Waits up to 20 s for a line of standard error containing `words`, and returns it.
+    pub fn wait_for_stderr(&self, words: &str) -> String {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(line) = self.stderr().lines().find(|line| line.contains(words)) {
+                return line.to_owned();
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "gave up waiting for {words:?} in serve's stderr: {}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

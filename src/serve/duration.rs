@@ -1,0 +1,265 @@
+//! Go's `time.ParseDuration`, exactly: the grammar the Kubernetes API server and Dexaflow's Go
+//! client write `?timeout=` in.
+//!
+//! `[-+]?([0-9]*(\.[0-9]*)?[a-z]+)+`, or `0` alone (with or without a sign); the units are
+//! `ns`, `us`, `µs` (U+00B5), `μs` (U+03BC), `ms`, `s`, `m` and `h`; components add up
+//! (`1h2m0.5s`); a fraction is scaled as Go scales it, through a 64-bit float; the result is a
+//! signed count of nanoseconds that fits in 64 bits.
+
+use std::fmt;
+
+/// Why a text is not a Go duration, in Go's words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum DurationError {
+    /// No number where one must be, a number out of range, or nothing at all.
+    Invalid,
+    /// A number with no unit after it, such as `1`.
+    MissingUnit,
+    /// A unit Go does not know, such as `e` in `1e3s`.
+    UnknownUnit(String),
+}
+
+impl fmt::Display for DurationError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DurationError::Invalid => f.write_str("invalid duration"),
+            DurationError::MissingUnit => f.write_str("missing unit in duration"),
+            DurationError::UnknownUnit(unit) => write!(f, "unknown unit {unit:?} in duration"),
+        }
+    }
+}
+
+const NANOSECOND: u64 = 1;
+const MICROSECOND: u64 = 1_000 * NANOSECOND;
+const MILLISECOND: u64 = 1_000 * MICROSECOND;
+const SECOND: u64 = 1_000 * MILLISECOND;
+const MINUTE: u64 = 60 * SECOND;
+const HOUR: u64 = 60 * MINUTE;
+
+/// 2⁶³: one past the largest positive duration, and the magnitude of the most negative one.
+const LIMIT: u64 = 1 << 63;
+
+fn unit(name: &str) -> Option<u64> {
+    Some(match name {
+        "ns" => NANOSECOND,
+        "us" | "\u{b5}s" | "\u{3bc}s" => MICROSECOND,
+        "ms" => MILLISECOND,
+        "s" => SECOND,
+        "m" => MINUTE,
+        "h" => HOUR,
+        _ => return None,
+    })
+}
+
+/// The nanoseconds `text` says, as Go's `time.ParseDuration` reads it.
+///
+/// # Errors
+/// A [`DurationError`] wherever Go returns an error.
+pub(crate) fn parse_go_duration(text: &str) -> Result<i64, DurationError> {
+    let mut rest = text.as_bytes();
+    let mut negative = false;
+    if let Some((&sign, after)) = rest.split_first() {
+        if sign == b'-' || sign == b'+' {
+            negative = sign == b'-';
+            rest = after;
+        }
+    }
+    if rest == b"0" {
+        return Ok(0);
+    }
+    if rest.is_empty() {
+        return Err(DurationError::Invalid);
+    }
+    let mut total: u64 = 0;
+    while let Some(&first) = rest.first() {
+        if !(first == b'.' || first.is_ascii_digit()) {
+            return Err(DurationError::Invalid);
+        }
+        let before = rest.len();
+        let (mut value, after) = leading_int(rest).ok_or(DurationError::Invalid)?;
+        rest = after;
+        let has_integer = rest.len() != before;
+        let mut fraction = 0;
+        let mut scale = 1.0;
+        let mut has_fraction = false;
+        if let Some(after) = rest.strip_prefix(b".") {
+            let (digits, digits_scale, after_digits) = leading_fraction(after);
+            has_fraction = after_digits.len() != after.len();
+            (fraction, scale, rest) = (digits, digits_scale, after_digits);
+        }
+        if !has_integer && !has_fraction {
+            return Err(DurationError::Invalid);
+        }
+        let end = rest
+            .iter()
+            .position(|&byte| byte == b'.' || byte.is_ascii_digit())
+            .unwrap_or(rest.len());
+        if end == 0 {
+            return Err(DurationError::MissingUnit);
+        }
+        let name = String::from_utf8_lossy(&rest[..end]);
+        let unit = unit(&name).ok_or_else(|| DurationError::UnknownUnit(name.into_owned()))?;
+        rest = &rest[end..];
+        if value > LIMIT / unit {
+            return Err(DurationError::Invalid);
+        }
+        value *= unit;
+        if fraction > 0 {
+            // Go scales the fraction through a float: nanosecond-exact up to an hour's digits.
+            value += (fraction as f64 * (unit as f64 / scale)) as u64;
+            if value > LIMIT {
+                return Err(DurationError::Invalid);
+            }
+        }
+        total = total.checked_add(value).ok_or(DurationError::Invalid)?;
+        if total > LIMIT {
+            return Err(DurationError::Invalid);
+        }
+    }
+    match (negative, i64::try_from(total)) {
+        (false, Ok(nanos)) => Ok(nanos),
+        (true, Ok(nanos)) => Ok(-nanos),
+        (true, Err(_)) => Ok(i64::MIN),
+        (false, Err(_)) => Err(DurationError::Invalid),
+    }
+}
+
+/// The leading `[0-9]*` of `text` and what follows; `None` on overflow past 2⁶³.
+fn leading_int(text: &[u8]) -> Option<(u64, &[u8])> {
+    let end = text
+        .iter()
+        .position(|byte| !byte.is_ascii_digit())
+        .unwrap_or(text.len());
+    let mut value: u64 = 0;
+    for &digit in &text[..end] {
+        if value > LIMIT / 10 {
+            return None;
+        }
+        value = value * 10 + u64::from(digit - b'0');
+        if value > LIMIT {
+            return None;
+        }
+    }
+    Some((value, &text[end..]))
+}
+
+/// The leading `[0-9]*` of a fraction, its scale (10 to the digits kept) and what follows;
+/// digits past 64-bit precision are skipped, as Go skips them.
+fn leading_fraction(text: &[u8]) -> (u64, f64, &[u8]) {
+    let end = text
+        .iter()
+        .position(|byte| !byte.is_ascii_digit())
+        .unwrap_or(text.len());
+    let mut value: u64 = 0;
+    let mut scale = 1.0;
+    let mut overflow = false;
+    for &digit in &text[..end] {
+        if overflow {
+            continue;
+        }
+        if value > (LIMIT - 1) / 10 {
+            overflow = true;
+            continue;
+        }
+        let next = value * 10 + u64::from(digit - b'0');
+        if next > LIMIT {
+            overflow = true;
+            continue;
+        }
+        value = next;
+        scale *= 10.0;
+    }
+    (value, scale, &text[end..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Go's own table (`time_test.go`, `parseDurationTests`), and its rejects.
+    #[test]
+    fn go_durations_parse_as_go_parses_them() {
+        let s = SECOND as i64;
+        let ms = MILLISECOND as i64;
+        let us = MICROSECOND as i64;
+        let m = MINUTE as i64;
+        let h = HOUR as i64;
+        let accepted: &[(&str, i64)] = &[
+            ("0", 0),
+            ("5s", 5 * s),
+            ("30s", 30 * s),
+            ("1478s", 1478 * s),
+            ("-5s", -5 * s),
+            ("+5s", 5 * s),
+            ("-0", 0),
+            ("+0", 0),
+            ("5.0s", 5 * s),
+            ("5.6s", 5 * s + 600 * ms),
+            ("5.s", 5 * s),
+            (".5s", 500 * ms),
+            ("1.0s", s),
+            ("1.00s", s),
+            ("1.004s", s + 4 * ms),
+            ("1.0040s", s + 4 * ms),
+            ("100.00100s", 100 * s + ms),
+            ("10ns", 10),
+            ("11us", 11 * us),
+            ("12\u{b5}s", 12 * us),
+            ("12\u{3bc}s", 12 * us),
+            ("13ms", 13 * ms),
+            ("14s", 14 * s),
+            ("15m", 15 * m),
+            ("16h", 16 * h),
+            ("3h30m", 3 * h + 30 * m),
+            ("10.5s4m", 4 * m + 10 * s + 500 * ms),
+            ("-2m3.4s", -(2 * m + 3 * s + 400 * ms)),
+            ("1h2m3s4ms5us6ns", h + 2 * m + 3 * s + 4 * ms + 5 * us + 6),
+            ("39h9m14.425s", 39 * h + 9 * m + 14 * s + 425 * ms),
+            ("1h2m0.5s", h + 2 * m + 500 * ms),
+            ("52763797000ns", 52763797000),
+            ("0.3333333333333333333h", 20 * m),
+            ("9007199254740993ns", (1 << 53) + 1),
+            ("9223372036854775807ns", i64::MAX),
+            ("9223372036854775.807us", i64::MAX),
+            ("9223372036s854ms775us807ns", i64::MAX),
+            ("-9223372036854775808ns", i64::MIN),
+            ("-9223372036854775.808us", i64::MIN),
+            ("-9223372036s854ms775us808ns", i64::MIN),
+            ("-2562047h47m16.854775808s", i64::MIN),
+            ("0.100000000000000000000h", 6 * m),
+            ("0.830103483285477580700h", 49 * m + 48 * s + 372539827),
+        ];
+        for &(text, nanos) in accepted {
+            assert_eq!(parse_go_duration(text), Ok(nanos), "{text:?}");
+        }
+        let rejected = [
+            ("", DurationError::Invalid),
+            ("3", DurationError::MissingUnit),
+            ("1", DurationError::MissingUnit),
+            ("-", DurationError::Invalid),
+            ("s", DurationError::Invalid),
+            (".", DurationError::Invalid),
+            ("-.", DurationError::Invalid),
+            (".s", DurationError::Invalid),
+            ("+.s", DurationError::Invalid),
+            ("+-1s", DurationError::Invalid),
+            ("1.5.5s", DurationError::MissingUnit),
+            ("1e3s", DurationError::UnknownUnit("e".to_owned())),
+            ("1d", DurationError::UnknownUnit("d".to_owned())),
+            ("1S", DurationError::UnknownUnit("S".to_owned())),
+            (" 1s", DurationError::Invalid),
+            ("1s ", DurationError::UnknownUnit("s ".to_owned())),
+            ("00", DurationError::MissingUnit),
+            ("9223372036854775808ns", DurationError::Invalid),
+            ("9223372036854775.808us", DurationError::Invalid),
+            ("9223372036854ms775us808ns", DurationError::Invalid),
+            ("-9223372036854775809ns", DurationError::Invalid),
+            ("9223372036854775810ns", DurationError::Invalid),
+            ("9223372036854776us", DurationError::Invalid),
+            ("3000000h", DurationError::Invalid),
+        ];
+        for (text, error) in rejected {
+            assert_eq!(parse_go_duration(text), Err(error), "{text:?}");
+        }
+    }
+}
