@@ -930,3 +930,70 @@ fn fail_open_admissions_are_logged_once_naming_the_hook_and_the_cause() {
         );
     });
 }
+
+// The same through the binary, as a user meets it: `loadtest` on a hook that never answers.
+
+const BINARY: &str = env!("CARGO_BIN_EXE_dexaflow-admission");
+
+/// How many failures open the breaker in [`loadtest_a_hanging_hook_with_the_whole_budget`].
+const FAILURES_TO_OPEN: u64 = 10;
+
+/// Runs `loadtest` with `RUST_LOG=warn` on a hook that never answers, its timeout the whole
+/// chain budget, and a breaker that opens after [`FAILURES_TO_OPEN`] failures for an hour;
+/// returns the JSON report and what the run logged.
+fn loadtest_a_hanging_hook_with_the_whole_budget() -> (serde_json::Value, String) {
+    let output = std::process::Command::new(BINARY)
+        .args(["loadtest", "--attempts", "30", "--hook", "timeout:1"])
+        .args(["--timeout", "20ms", "--chain-timeout", "20ms"])
+        .args(["--breaker-failures", &FAILURES_TO_OPEN.to_string()])
+        .args(["--breaker-backoff", "1h", "--breaker-max-backoff", "1h"])
+        .args(["--output", "json", "--metrics-listen", "127.0.0.1:0"])
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(output.status.success(), "{stderr}");
+    let json = serde_json::from_slice(&output.stdout).expect("one JSON object");
+    (json, stderr)
+}
+
+/// How many calls of the run in `json` came to `outcome`.
+fn calls_that_came_to(json: &serde_json::Value, outcome: Outcome) -> u64 {
+    json["hook_calls"][outcome.as_str()]["count"]
+        .as_u64()
+        .unwrap_or(0)
+}
+
+#[test]
+fn loadtest_of_a_hook_that_never_answers_within_the_whole_budget_opens_its_breaker() {
+    let (json, _) = loadtest_a_hanging_hook_with_the_whole_budget();
+
+    assert_eq!(json["breaker_transitions"]["open"], 1, "{json}");
+    assert_eq!(calls_that_came_to(&json, Outcome::BudgetSpent), 0, "{json}");
+    assert!(
+        calls_that_came_to(&json, Outcome::Timeout) >= FAILURES_TO_OPEN,
+        "{json}"
+    );
+    assert!(calls_that_came_to(&json, Outcome::Skipped) > 0, "{json}");
+}
+
+#[test]
+fn loadtest_logs_the_breaker_opening_and_fewer_failure_lines_than_failures() {
+    let (json, stderr) = loadtest_a_hanging_hook_with_the_whole_budget();
+
+    // The backoff is jittered: only its place in the line is checked.
+    let openings = lines_with(&stderr, "breaker of hook \"timeout#0\" opened for ");
+    let failures = lines_with(&stderr, "hook \"timeout#0\" failed: timed out after 20ms");
+    assert_eq!(openings.len(), 1, "{stderr}");
+    assert!(
+        openings[0].contains(&format!(
+            "s after {FAILURES_TO_OPEN} consecutive failures, the last: timed out after 20ms"
+        )),
+        "{stderr}"
+    );
+    assert!(!failures.is_empty(), "{stderr}");
+    assert!(
+        (failures.len() as u64) < calls_that_came_to(&json, Outcome::Timeout),
+        "{stderr}"
+    );
+}
