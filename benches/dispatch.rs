@@ -1,5 +1,5 @@
 //! Synchronous dispatch per attempt, as ADR 0100's consequences ask: without a hook, with a
-//! no-op hook, and with a hook at its timeout once its breaker is open.
+//! no-op hook, and with a hook at its timeout, once its breaker is open and while it is closed.
 //!
 //! Each attempt is scheduled, taken from the store and dispatched through the real
 //! [`Pipeline`] (built-in refusals, the supervised chain with its breaker actor, the HS256
@@ -84,22 +84,40 @@ fn synchronous(c: &mut Criterion) {
     let failures = 3;
     let at_timeout = plan(
         vec![HookSpec::Timeout(1.0)],
-        supervise::Settings {
-            timeout: Duration::from_millis(1),
-            chain_timeout: Duration::from_secs(1),
-            fail_open: false,
-            breaker: BreakerSettings {
-                failures,
-                backoff: Duration::from_secs(3600),
-                max_backoff: Duration::from_secs(3600),
-                jitter: 0.0,
-            },
-            hooks: Default::default(),
-        },
+        hung_hook_supervision(failures),
     );
     c.bench_function("dispatch_hook_at_timeout_sync", |b| {
         b.iter_custom(|iters| measure(&system, &at_timeout, u64::from(failures), iters));
     });
+
+    // The same hook with its breaker closed for every measured call: each waits out the 1 ms
+    // timeout, which the breaker counts. The breaker opens only after u32::MAX consecutive
+    // failures (2^31 in effect), and each sample runs on a fresh pipeline, so a fresh breaker:
+    // a sample would need 2^31 calls, some 25 days of 1 ms timeouts, to open it.
+    let closed = plan(
+        vec![HookSpec::Timeout(1.0)],
+        hung_hook_supervision(u32::MAX),
+    );
+    c.bench_function("dispatch_hook_at_timeout_breaker_closed_sync", |b| {
+        b.iter_custom(|iters| measure(&system, &closed, 0, iters));
+    });
+}
+
+/// Supervision of a hook that never answers: a 1 ms timeout, and a breaker that opens after
+/// `failures` consecutive failures and then stays open for an hour.
+fn hung_hook_supervision(failures: u32) -> supervise::Settings {
+    supervise::Settings {
+        timeout: Duration::from_millis(1),
+        chain_timeout: Duration::from_secs(1),
+        fail_open: false,
+        breaker: BreakerSettings {
+            failures,
+            backoff: Duration::from_secs(3600),
+            max_backoff: Duration::from_secs(3600),
+            jitter: 0.0,
+        },
+        hooks: Default::default(),
+    }
 }
 
 criterion_group! {

@@ -49,8 +49,12 @@ async fn settled(gate: &Gate) -> BreakerState {
     gate.settled_state().await.expect("breaker alive")
 }
 
+fn down_error() -> HookError {
+    HookError::Failed("down".to_owned())
+}
+
 fn down() -> Result<Decision, HookError> {
-    Err(HookError::Failed("down".to_owned()))
+    Err(down_error())
 }
 
 /// What one call of a [`Steps`] hook does: answer at once, or never ([`HANG`]).
@@ -234,7 +238,7 @@ async fn after_the_backoff_exactly_one_of_many_concurrent_calls_probes_the_hook(
     let hook = Gated::admitting();
     let supervised = supervise(hook.clone(), 1);
     let pass = supervised.gate().enter().expect("closed");
-    pass.finish(true);
+    pass.finish(Some(&down_error()));
     assert_eq!(settled(supervised.gate()).await, BreakerState::Open);
 
     tokio::time::advance(Duration::from_secs(1)).await;
@@ -419,7 +423,11 @@ async fn cancelled_probe_leaves_the_probe_to_the_next_call() {
     tokio::time::pause();
     let hook = Gated::admitting();
     let supervised = supervise(hook.clone(), 1);
-    supervised.gate().enter().expect("closed").finish(true);
+    supervised
+        .gate()
+        .enter()
+        .expect("closed")
+        .finish(Some(&down_error()));
     assert_eq!(settled(supervised.gate()).await, BreakerState::Open);
     tokio::time::advance(Duration::from_secs(1)).await;
     assert_eq!(settled(supervised.gate()).await, BreakerState::HalfOpen);

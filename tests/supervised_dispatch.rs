@@ -7,14 +7,16 @@ mod fakes;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{FakeHook, Gated, RecordingObserver, Sleeping, on_paused_clock, sample_request};
+use common::{
+    Answer, FakeHook, Gated, RecordingObserver, Sleeping, on_paused_clock, sample_request,
+};
 use dexaflow_admission::admission::{
     Chain, ChangeRules, Decision, Hook, HookError, HookFuture, Outcome, Request, Verdict,
 };
 use dexaflow_admission::dispatch::task::{State, Task};
-use dexaflow_admission::dispatch::{Disposition, Drain, Offer, Settings};
+use dexaflow_admission::dispatch::{Disposition, Drain, Offer, Reason, Settings};
 use dexaflow_admission::events::{BreakerState, Ignore};
-use dexaflow_admission::supervise::SupervisedChain;
+use dexaflow_admission::supervise::{LOG_EVERY, SupervisedChain};
 use fakes::{Harness, settings, start, supervision, task};
 use tokio::time::Instant;
 use tracing_subscriber::fmt::MakeWriter;
@@ -598,14 +600,21 @@ impl<'a> MakeWriter<'a> for CapturedLog {
     }
 }
 
-/// What starting a supervised chain of one hook logs, with `fail_open` as given.
-fn log_of_a_chain_starting(fail_open: bool) -> String {
+/// Captures what this thread logs, at every level from `INFO` up, until the guard is dropped.
+fn capture_log() -> (CapturedLog, tracing::subscriber::DefaultGuard) {
     let log = CapturedLog::default();
     let subscriber = tracing_subscriber::fmt()
         .with_writer(log.clone())
         .with_ansi(false)
+        .with_max_level(tracing::Level::INFO)
         .finish();
-    let _logging = tracing::subscriber::set_default(subscriber);
+    let guard = tracing::subscriber::set_default(subscriber);
+    (log, guard)
+}
+
+/// What starting a supervised chain of one hook logs, with `fail_open` as given.
+fn log_of_a_chain_starting(fail_open: bool) -> String {
+    let (log, _logging) = capture_log();
     let mut supervision = supervision();
     supervision.fail_open = fail_open;
     let chain = Chain::new(ChangeRules::default()).with_hook(FakeHook::admitting("quota").shared());
@@ -628,4 +637,363 @@ async fn nothing_about_fail_open_is_logged_when_it_is_off() {
     let log = log_of_a_chain_starting(false);
 
     assert!(!log.contains("fail-open"), "{log}");
+}
+
+// A hook whose timeout is the whole chain budget.
+
+/// Supervision whose hooks' timeout is the whole chain budget, `budget`, with breakers that open
+/// on the second failure they count and stay open for an hour.
+fn timeout_equal_to_the_budget(budget: Duration) -> dexaflow_admission::supervise::Settings {
+    let mut supervision = supervision();
+    supervision.timeout = budget;
+    supervision.chain_timeout = budget;
+    supervision.breaker.failures = 2;
+    supervision.breaker.backoff = Duration::from_secs(3600);
+    supervision.breaker.max_backoff = Duration::from_secs(3600);
+    supervision
+}
+
+/// Admits three attempts through a lone hook that never answers, its timeout equal to the chain
+/// budget, and returns what the observer recorded and the hook.
+async fn admit_three_through_a_hanging_hook_with_the_whole_budget(
+    budget: Duration,
+) -> (Vec<Verdict>, Arc<RecordingObserver>, Arc<FakeHook>) {
+    let hook = FakeHook::pending("quota").shared();
+    let chain = Chain::new(ChangeRules::default()).with_hook(hook.clone());
+    let observer = Arc::new(RecordingObserver::default());
+    let supervised = SupervisedChain::start(
+        chain,
+        &timeout_equal_to_the_budget(budget),
+        observer.clone(),
+    );
+    let mut verdicts = Vec::new();
+    for _ in 0..3 {
+        verdicts.push(supervised.admit(sample_request()).await);
+    }
+    assert_eq!(
+        supervised.hooks()[0]
+            .gate()
+            .settled_state()
+            .await
+            .expect("alive"),
+        BreakerState::Open
+    );
+    (verdicts, observer, hook)
+}
+
+#[test]
+fn lone_hook_whose_timeout_is_the_chain_budget_times_out_and_opens_its_breaker() {
+    on_paused_clock(async {
+        let budget = Duration::from_millis(500);
+        let (verdicts, observer, hook) =
+            admit_three_through_a_hanging_hook_with_the_whole_budget(budget).await;
+
+        assert_eq!(
+            observer.outcomes(),
+            [Outcome::Timeout, Outcome::Timeout, Outcome::Skipped]
+        );
+        assert!(!observer.outcomes().contains(&Outcome::BudgetSpent));
+        assert_eq!(hook.calls(), 2);
+        assert_eq!(
+            verdicts[0],
+            Verdict::Unavailable {
+                hook: "quota".to_owned(),
+                error: HookError::Elapsed(budget),
+            }
+        );
+        assert_eq!(observer.states_of("quota"), [BreakerState::Open]);
+    });
+}
+
+// On the real clock the chain starts a few nanoseconds before its first call: that call must
+// still get the whole budget, and running out of it is its own timeout, which its breaker counts.
+#[actix::test]
+async fn on_the_real_clock_a_lone_hook_whose_timeout_is_the_chain_budget_opens_its_breaker() {
+    let (verdicts, observer, hook) =
+        admit_three_through_a_hanging_hook_with_the_whole_budget(Duration::from_millis(20)).await;
+
+    assert_eq!(
+        observer.outcomes(),
+        [Outcome::Timeout, Outcome::Timeout, Outcome::Skipped]
+    );
+    assert_eq!(hook.calls(), 2);
+    assert!(
+        verdicts.iter().all(|verdict| !matches!(
+            verdict,
+            Verdict::Unavailable {
+                error: HookError::BudgetSpent(_),
+                ..
+            }
+        )),
+        "{verdicts:?}"
+    );
+}
+
+#[test]
+fn a_budget_cut_and_a_timeout_show_their_durations_rounded_for_a_person() {
+    let unavailable = |error| Reason::Unavailable {
+        hook: "webhook".to_owned(),
+        error,
+    };
+
+    let cut = unavailable(HookError::BudgetSpent(Duration::from_nanos(1_999_999_699)));
+    let timed_out = unavailable(HookError::Elapsed(Duration::from_nanos(479_999_800)));
+
+    assert_eq!(
+        cut.to_string(),
+        "admission hook unavailable: webhook: cut after 2s: \
+         the chain budget was spent by the hooks before it"
+    );
+    assert_eq!(
+        timed_out.to_string(),
+        "admission hook unavailable: webhook: timed out after 480ms"
+    );
+}
+
+// What supervision logs.
+
+const OUTAGE: &str = "quota service said 503";
+
+fn outage() -> Answer {
+    Err(HookError::Failed(OUTAGE.to_owned()))
+}
+
+/// The lines of `log` that contain `text`.
+fn lines_with<'a>(log: &'a str, text: &str) -> Vec<&'a str> {
+    log.lines().filter(|line| line.contains(text)).collect()
+}
+
+/// Supervises a chain of `hook` alone with `supervision`, telling nobody of its calls.
+fn supervise_alone(
+    hook: Arc<FakeHook>,
+    supervision: &dexaflow_admission::supervise::Settings,
+) -> SupervisedChain {
+    let chain = Chain::new(ChangeRules::default()).with_hook(hook);
+    SupervisedChain::start(chain, supervision, Arc::new(Ignore))
+}
+
+#[test]
+fn a_burst_of_hook_failures_logs_one_line_naming_the_hook_and_the_cause() {
+    on_paused_clock(async {
+        let (log, _logging) = capture_log();
+        let hook = FakeHook::answering("quota", outage()).shared();
+        let chain = supervise_alone(hook.clone(), &supervision());
+
+        for _ in 0..20 {
+            chain.admit(sample_request()).await;
+        }
+
+        let text = log.text();
+        let failures = lines_with(&text, "failed:");
+        assert_eq!(hook.calls(), 20);
+        assert_eq!(failures.len(), 1, "{text}");
+        assert!(
+            failures[0].contains("WARN")
+                && failures[0].contains(&format!("hook \"quota\" failed: {OUTAGE}")),
+            "{text}"
+        );
+        assert!(!failures[0].contains("not logged"), "{text}");
+    });
+}
+
+#[test]
+fn the_next_failure_line_comes_after_the_pause_and_counts_the_failures_left_out() {
+    on_paused_clock(async {
+        let (log, _logging) = capture_log();
+        let hook = FakeHook::answering("quota", outage()).shared();
+        let chain = supervise_alone(hook.clone(), &supervision());
+        for _ in 0..20 {
+            chain.admit(sample_request()).await;
+        }
+        tokio::time::advance(LOG_EVERY - Duration::from_millis(1)).await;
+        chain.admit(sample_request()).await;
+        let before_the_pause_ends = lines_with(&log.text(), "failed:").len();
+
+        tokio::time::advance(Duration::from_millis(1)).await;
+        chain.admit(sample_request()).await;
+
+        let text = log.text();
+        let failures = lines_with(&text, "failed:");
+        assert_eq!(before_the_pause_ends, 1, "{text}");
+        assert_eq!(failures.len(), 2, "{text}");
+        assert!(
+            failures[1].contains(&format!("hook \"quota\" failed: {OUTAGE}"))
+                && failures[1].contains("20 more failures since the last line were not logged"),
+            "{text}"
+        );
+    });
+}
+
+/// Fails the hook of `chain` until its breaker (opening at the second failure) opens, lets its
+/// backoff of one second end, and calls it once more as the probe.
+async fn open_and_probe(chain: &SupervisedChain) {
+    chain.admit(sample_request()).await;
+    chain.admit(sample_request()).await;
+    let gate = chain.hooks()[0].gate();
+    assert_eq!(
+        gate.settled_state().await.expect("alive"),
+        BreakerState::Open
+    );
+    tokio::time::advance(Duration::from_secs(1)).await;
+    assert_eq!(
+        gate.settled_state().await.expect("alive"),
+        BreakerState::HalfOpen
+    );
+    chain.admit(sample_request()).await;
+    gate.settled_state().await.expect("alive");
+}
+
+fn opens_at_the_second_failure() -> dexaflow_admission::supervise::Settings {
+    let mut supervision = supervision();
+    supervision.breaker.failures = 2;
+    supervision
+}
+
+#[test]
+fn a_breaker_opening_half_opening_and_closing_is_logged_naming_the_hook_and_the_cause() {
+    on_paused_clock(async {
+        let (log, _logging) = capture_log();
+        let hook = FakeHook::scripted("quota", [outage(), outage(), Ok(Decision::Admit)]).shared();
+        let chain = supervise_alone(hook.clone(), &opens_at_the_second_failure());
+
+        open_and_probe(&chain).await;
+
+        let text = log.text();
+        let breaker = lines_with(&text, "breaker of hook \"quota\"");
+        assert_eq!(hook.calls(), 3);
+        assert_eq!(breaker.len(), 3, "{text}");
+        assert!(
+            breaker[0].contains("WARN")
+                && breaker[0].contains(&format!(
+                    "opened for 1s after 2 consecutive failures, the last: {OUTAGE}"
+                )),
+            "{text}"
+        );
+        assert!(
+            breaker[1].contains("INFO") && breaker[1].contains("is half-open: its backoff ended"),
+            "{text}"
+        );
+        assert!(
+            breaker[2].contains("INFO") && breaker[2].contains("closed: its probe got an answer"),
+            "{text}"
+        );
+    });
+}
+
+#[test]
+fn a_failed_probe_is_logged_as_the_breaker_opening_again_with_its_cause() {
+    on_paused_clock(async {
+        let (log, _logging) = capture_log();
+        let hook = FakeHook::answering("quota", outage()).shared();
+        let chain = supervise_alone(hook.clone(), &opens_at_the_second_failure());
+
+        open_and_probe(&chain).await;
+
+        let text = log.text();
+        let breaker = lines_with(&text, "breaker of hook \"quota\"");
+        assert_eq!(breaker.len(), 3, "{text}");
+        assert!(
+            breaker[2].contains("WARN")
+                && breaker[2].contains(&format!("opened again for 2s: its probe failed: {OUTAGE}")),
+            "{text}"
+        );
+        assert!(!text.contains("closed"), "{text}");
+    });
+}
+
+#[test]
+fn fail_open_admissions_are_logged_once_naming_the_hook_and_the_cause() {
+    on_paused_clock(async {
+        let (log, _logging) = capture_log();
+        let hook = FakeHook::answering("quota", outage()).shared();
+        let mut supervision = supervision();
+        supervision.fail_open = true;
+        let chain = supervise_alone(hook.clone(), &supervision);
+
+        let mut admitted = 0;
+        for _ in 0..10 {
+            if let Verdict::Admit { .. } = chain.admit(sample_request()).await {
+                admitted += 1;
+            }
+        }
+
+        let text = log.text();
+        let fail_opens = lines_with(&text, "admitted unchanged");
+        assert_eq!(admitted, 10);
+        assert_eq!(fail_opens.len(), 1, "{text}");
+        assert!(
+            fail_opens[0].contains("WARN")
+                && fail_opens[0].contains(&format!(
+                    "hook \"quota\" gave no decision ({OUTAGE}) and fails open"
+                )),
+            "{text}"
+        );
+    });
+}
+
+// The same through the binary, as a user meets it: `loadtest` on a hook that never answers.
+
+const BINARY: &str = env!("CARGO_BIN_EXE_dexaflow-admission");
+
+/// How many failures open the breaker in [`loadtest_a_hanging_hook_with_the_whole_budget`].
+const FAILURES_TO_OPEN: u64 = 10;
+
+/// Runs `loadtest` with `RUST_LOG=warn` on a hook that never answers, its timeout the whole
+/// chain budget, and a breaker that opens after [`FAILURES_TO_OPEN`] failures for an hour;
+/// returns the JSON report and what the run logged.
+fn loadtest_a_hanging_hook_with_the_whole_budget() -> (serde_json::Value, String) {
+    let output = std::process::Command::new(BINARY)
+        .args(["loadtest", "--attempts", "30", "--hook", "timeout:1"])
+        .args(["--timeout", "20ms", "--chain-timeout", "20ms"])
+        .args(["--breaker-failures", &FAILURES_TO_OPEN.to_string()])
+        .args(["--breaker-backoff", "1h", "--breaker-max-backoff", "1h"])
+        .args(["--output", "json", "--metrics-listen", "127.0.0.1:0"])
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(output.status.success(), "{stderr}");
+    let json = serde_json::from_slice(&output.stdout).expect("one JSON object");
+    (json, stderr)
+}
+
+/// How many calls of the run in `json` came to `outcome`.
+fn calls_that_came_to(json: &serde_json::Value, outcome: Outcome) -> u64 {
+    json["hook_calls"][outcome.as_str()]["count"]
+        .as_u64()
+        .unwrap_or(0)
+}
+
+#[test]
+fn loadtest_of_a_hook_that_never_answers_within_the_whole_budget_opens_its_breaker() {
+    let (json, _) = loadtest_a_hanging_hook_with_the_whole_budget();
+
+    assert_eq!(json["breaker_transitions"]["open"], 1, "{json}");
+    assert_eq!(calls_that_came_to(&json, Outcome::BudgetSpent), 0, "{json}");
+    assert!(
+        calls_that_came_to(&json, Outcome::Timeout) >= FAILURES_TO_OPEN,
+        "{json}"
+    );
+    assert!(calls_that_came_to(&json, Outcome::Skipped) > 0, "{json}");
+}
+
+#[test]
+fn loadtest_logs_the_breaker_opening_and_fewer_failure_lines_than_failures() {
+    let (json, stderr) = loadtest_a_hanging_hook_with_the_whole_budget();
+
+    // The backoff is jittered: only its place in the line is checked.
+    let openings = lines_with(&stderr, "breaker of hook \"timeout#0\" opened for ");
+    let failures = lines_with(&stderr, "hook \"timeout#0\" failed: timed out after 20ms");
+    assert_eq!(openings.len(), 1, "{stderr}");
+    assert!(
+        openings[0].contains(&format!(
+            "s after {FAILURES_TO_OPEN} consecutive failures, the last: timed out after 20ms"
+        )),
+        "{stderr}"
+    );
+    assert!(!failures.is_empty(), "{stderr}");
+    assert!(
+        (failures.len() as u64) < calls_that_came_to(&json, Outcome::Timeout),
+        "{stderr}"
+    );
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-use super::{Decision, Request};
+use super::{Decision, Request, display_duration};
 
 /// The future a hook returns: boxed so that `dyn Hook` is object-safe, `Send` so that any worker
 /// may drive it.
@@ -125,7 +125,7 @@ pub enum HookError {
     #[error("{0}")]
     Failed(String),
     /// The call did not finish within its deadline.
-    #[error("timed out after {0:?}")]
+    #[error("timed out after {}", display_duration(*.0))]
     Elapsed(Duration),
     /// The hook panicked; the text is the panic message.
     #[error("panicked: {0}")]
@@ -153,6 +153,6 @@ fn budget_cut(allowed: Duration) -> String {
     if allowed.is_zero() {
         "not called".to_owned()
     } else {
-        format!("cut after {allowed:?}")
+        format!("cut after {}", display_duration(allowed))
     }
 }

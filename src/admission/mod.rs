@@ -46,7 +46,8 @@ pub use outcome::Outcome;
 pub use policy::{PolicyRefusal, PolicyRule, refuse_dag_placement};
 pub use quantity::{QuantityError, cpu_quantity, is_below, memory_quantity, parse_milli};
 pub use reason::{
-    MAX_REASON_BYTES, clean_reason, error_chain, error_lines, escape_controls, is_control_or_format,
+    MAX_REASON_BYTES, clean_reason, display_duration, error_chain, error_lines, escape_controls,
+    is_control_or_format,
 };
 pub use request::{API_VERSION, Execution, Request, ResourceList, Resources};
 pub use toleration::{TaintEffect, Toleration, TolerationOperator};

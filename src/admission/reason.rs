@@ -1,6 +1,7 @@
 //! The reason cleaner: what a hook says is shown to users, so it is made safe to show (ADR 0100 §5).
 
 use std::borrow::Cow;
+use std::time::Duration;
 
 use unicode_general_category::{GeneralCategory, get_general_category};
 
@@ -91,4 +92,32 @@ pub fn error_lines<E: std::error::Error>(errors: &[E]) -> String {
         .map(|error| error_chain(error))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// A duration as a person reads it in a reason or a log line: rounded to the millisecond from a
+/// millisecond up, to the microsecond below. A deadline measured on a clock ends some
+/// nanoseconds off (`1.999999699s`), which tells a reader nothing.
+///
+/// ```
+/// use std::time::Duration;
+/// use dexaflow_admission::admission::display_duration;
+/// assert_eq!(display_duration(Duration::from_nanos(1_999_999_699)), "2s");
+/// assert_eq!(display_duration(Duration::from_nanos(479_999_800)), "480ms");
+/// assert_eq!(display_duration(Duration::from_millis(1_500)), "1.5s");
+/// assert_eq!(display_duration(Duration::from_nanos(250_400)), "250µs");
+/// ```
+pub fn display_duration(duration: Duration) -> String {
+    let unit: u128 = if duration >= Duration::from_millis(1) {
+        1_000_000
+    } else if duration >= Duration::from_micros(1) {
+        1_000
+    } else {
+        1
+    };
+    let nanos = (duration.as_nanos() + unit / 2) / unit * unit;
+    let rounded = Duration::new(
+        u64::try_from(nanos / 1_000_000_000).unwrap_or(u64::MAX),
+        u32::try_from(nanos % 1_000_000_000).unwrap_or(0),
+    );
+    format!("{rounded:?}")
 }

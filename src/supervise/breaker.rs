@@ -23,8 +23,9 @@
 //! [`Machine`] holds the state in atomics, and each transition is one compare-and-swap in one of
 //! its methods: the gates (`super::gate`) call them on the hot path, with no message round
 //! trip, and the breaker's own timer calls the one that makes an open breaker half-open when its
-//! backoff ends. Whoever makes a transition sends it to the [`Breaker`] actor, which tells
-//! observers each transition exactly once and in the order they happened, and keeps the timer.
+//! backoff ends. Whoever makes a transition sends it to the [`Breaker`] actor, with its cause,
+//! and the actor tells observers and the log each transition exactly once and in the order they
+//! happened, and keeps the timer.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -35,6 +36,7 @@ use actix::{Actor, Addr, AsyncContext, Context, Handler, Message, MessageResult,
 use tokio::time::Instant;
 
 use super::BreakerSettings;
+use crate::admission::{HookError, display_duration};
 use crate::events::{BreakerEvents, BreakerState};
 
 /// Where the machine is. `HalfOpen` and `Probing` both show as [`BreakerState::HalfOpen`]: they
@@ -108,13 +110,31 @@ const MAX_RUN: u32 = 1 << 31;
 /// A transition, as its maker sends it to the breaker: the `seq`-th change of state, into `to`.
 /// Sent by a gate or by the breaker's timer; always delivered (`do_send`), as transitions are
 /// rare and a lost one would leave observers wrong.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Message)]
+#[derive(Debug, Clone, PartialEq, Eq, Message)]
 #[rtype(result = "()")]
 pub(crate) struct Transitioned {
     seq: u64,
     to: BreakerState,
     // When an opening's backoff ends, in nanoseconds from the machine's base.
     until: Option<u64>,
+    cause: Cause,
+}
+
+/// Why the breaker changed state, as its log line says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Cause {
+    /// A run of `run` consecutive failures opened it for `backoff`; the last failure was `last`.
+    Failures {
+        run: u32,
+        last: String,
+        backoff: Duration,
+    },
+    /// Its probe failed with `last`, which opened it again for `backoff`.
+    ProbeFailed { last: String, backoff: Duration },
+    /// Its backoff ended: the next call probes the hook.
+    BackoffEnded,
+    /// Its probe got an answer.
+    ProbeAnswered,
 }
 
 /// What a gate may do with one call.
@@ -218,6 +238,7 @@ impl Machine {
                             seq: next.seq,
                             to: BreakerState::HalfOpen,
                             until: None,
+                            cause: Cause::BackoffEnded,
                         };
                         return (Entry::Probe, Some(half_open));
                     }
@@ -235,16 +256,20 @@ impl Machine {
         }
     }
 
-    /// Counts the end of the call that held `ticket`: an answer ends the run, a failure may join
-    /// it and, the run long enough, open the breaker.
-    pub(crate) fn call_finished(&self, ticket: u32, failed: bool) -> Option<Transitioned> {
-        if !failed {
+    /// Counts the end of the call that held `ticket`: an answer (`failure` is `None`) ends the
+    /// run, a failure may join it and, the run long enough, open the breaker.
+    pub(crate) fn call_finished(
+        &self,
+        ticket: u32,
+        failure: Option<&HookError>,
+    ) -> Option<Transitioned> {
+        let Some(failure) = failure else {
             let fresh = pack_run(self.tickets.load(Ordering::Acquire), 0);
             if self.run.load(Ordering::Acquire) != fresh {
                 self.run.store(fresh, Ordering::Release);
             }
             return None;
-        }
+        };
         let failures = loop {
             let current = self.run.load(Ordering::Acquire);
             let (since, failures) = unpack_run(current);
@@ -273,7 +298,8 @@ impl Machine {
         if word.phase != Phase::Closed {
             return None;
         }
-        let until = self.now().saturating_add(nanos(self.backoff(0)));
+        let backoff = self.backoff(0);
+        let until = self.now().saturating_add(nanos(backoff));
         let next = word.then(Phase::Open, 0);
         // Another call that ended the same run may have opened it first.
         if !self.swap(current, next) {
@@ -284,21 +310,27 @@ impl Machine {
             seq: next.seq,
             to: BreakerState::Open,
             until: Some(until),
+            cause: Cause::Failures {
+                run: failures,
+                last: failure.cleaned(),
+                backoff,
+            },
         })
     }
 
-    /// Ends the probe: an answer closes the breaker, a failure opens it again with the backoff
-    /// doubled. Only the one call holding the probe calls this.
-    pub(crate) fn probe_finished(&self, failed: bool) -> Transitioned {
+    /// Ends the probe: an answer (`failure` is `None`) closes the breaker, a failure opens it
+    /// again with the backoff doubled. Only the one call holding the probe calls this.
+    pub(crate) fn probe_finished(&self, failure: Option<&HookError>) -> Transitioned {
         let (_, word) = self.word();
         debug_assert_eq!(word.phase, Phase::Probing);
-        if failed {
+        if let Some(failure) = failure {
             let doublings = if self.doubled(word.doublings) < self.settings.max_backoff {
                 (word.doublings + 1).min(MAX_DOUBLINGS)
             } else {
                 word.doublings
             };
-            let until = self.now().saturating_add(nanos(self.backoff(doublings)));
+            let backoff = self.backoff(doublings);
+            let until = self.now().saturating_add(nanos(backoff));
             let next = word.then(Phase::Open, doublings);
             // Nobody else writes while the probe is out: publish the backoff end, then the phase.
             self.until.store(until, Ordering::Release);
@@ -307,6 +339,10 @@ impl Machine {
                 seq: next.seq,
                 to: BreakerState::Open,
                 until: Some(until),
+                cause: Cause::ProbeFailed {
+                    last: failure.cleaned(),
+                    backoff,
+                },
             }
         } else {
             let next = word.then(Phase::Closed, 0);
@@ -321,6 +357,7 @@ impl Machine {
                 seq: next.seq,
                 to: BreakerState::Closed,
                 until: None,
+                cause: Cause::ProbeAnswered,
             }
         }
     }
@@ -349,6 +386,7 @@ impl Machine {
             seq: next.seq,
             to: BreakerState::HalfOpen,
             until: None,
+            cause: Cause::BackoffEnded,
         })
     }
 
@@ -370,7 +408,8 @@ impl Machine {
     }
 }
 
-fn nanos(duration: Duration) -> u64 {
+/// `duration` in nanoseconds, as the atomics hold times.
+pub(super) fn nanos(duration: Duration) -> u64 {
     u64::try_from(duration.as_nanos()).unwrap_or(NEVER - 1)
 }
 
@@ -456,6 +495,7 @@ impl Breaker {
         self.early.insert(transition.seq, transition);
         while let Some(next) = self.early.remove(&(self.told + 1)) {
             self.told = next.seq;
+            log_transition(&self.hook, &next.cause);
             self.observer
                 .breaker_changed(self.position, &self.hook, next.to);
             if let Some(until) = next.until {
@@ -484,6 +524,27 @@ impl Breaker {
     fn half_open_if_due(&mut self, ctx: &mut Context<Self>) {
         if let Some(half_open) = self.machine.half_open_if_due() {
             self.tell(half_open, ctx);
+        }
+    }
+}
+
+/// Logs a transition of the breaker of `hook`: an opening as a warning, a recovery (half-open,
+/// closed) as information.
+fn log_transition(hook: &str, cause: &Cause) {
+    match cause {
+        Cause::Failures { run, last, backoff } => tracing::warn!(
+            "breaker of hook {hook:?} opened for {} after {run} consecutive failures, the last: {last}",
+            display_duration(*backoff)
+        ),
+        Cause::ProbeFailed { last, backoff } => tracing::warn!(
+            "breaker of hook {hook:?} opened again for {}: its probe failed: {last}",
+            display_duration(*backoff)
+        ),
+        Cause::BackoffEnded => tracing::info!(
+            "breaker of hook {hook:?} is half-open: its backoff ended, and the next call probes the hook"
+        ),
+        Cause::ProbeAnswered => {
+            tracing::info!("breaker of hook {hook:?} closed: its probe got an answer")
         }
     }
 }

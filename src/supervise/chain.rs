@@ -7,13 +7,14 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{Gate, Limit, Settings, Supervised};
-use crate::admission::{Chain, Outcome, Request, Verdict};
+use crate::admission::{Chain, HookError, Outcome, Request, Verdict};
 use crate::events::SupervisionEvents;
 
 /// A chain whose every call is supervised: breaker gate, timeout, panic recovery.
 ///
 /// Each call gets `min(its hook's timeout, what is left of chain_timeout)`, so several slow
-/// hooks cannot stall one attempt past the chain budget. A hook's timeout and fail-open are its
+/// hooks cannot stall one attempt past the chain budget, which starts with the first hook the
+/// chain calls (one its breaker skips spends none). A hook's timeout and fail-open are its
 /// own where [`Settings::hooks`] sets them (a webhook's), the admission settings otherwise. A
 /// call that the rest of the budget ends, rather than its own timeout, is cut because the hooks
 /// before it spent the budget: it is [`crate::admission::HookError::BudgetSpent`], its breaker
@@ -114,7 +115,11 @@ impl SupervisedChain {
     /// as fail-open, and nothing is reported for it.
     pub async fn admit(&self, request: Request) -> Verdict {
         let started = Instant::now();
-        let budget_ends = started + self.chain_timeout;
+        // The budget starts with the first call that runs a hook: until then no hook has spent
+        // any of it, and a call that runs out of it alone ran out of its own time. (Counting
+        // from `started` would give the first call a few nanoseconds less than the whole budget,
+        // and call its timeout a cut by the hooks before it.)
+        let mut budget_ends = None;
         let mut run = self.chain.start(request);
         while run.next_hook().is_some() {
             let hook = &self.hooks[run.position()];
@@ -123,9 +128,19 @@ impl SupervisedChain {
             // into it alone is then the hook's own timeout, not a cut by the hooks before it.
             let timeout = timeout.min(self.chain_timeout);
             let call_started = Instant::now();
-            let limit =
-                Limit::within_budget(timeout, budget_ends.saturating_duration_since(call_started));
+            let budget_left = budget_ends.map_or(self.chain_timeout, |ends: Instant| {
+                ends.saturating_duration_since(call_started)
+            });
+            let limit = Limit::within_budget(timeout, budget_left);
             let result = hook.call(run.request(), limit).await;
+            // A skipped hook spent nothing: it was not called.
+            if budget_ends.is_none() && !matches!(result, Err(HookError::Skipped)) {
+                // `None` past the end of the clock: a budget that never ends.
+                budget_ends = call_started.checked_add(self.chain_timeout);
+            }
+            if let (true, Err(error)) = (fail_open, &result) {
+                hook.log_failed_open(error);
+            }
             let recorded = run.record_failing_open(result, fail_open);
             let elapsed = call_started.elapsed();
             self.observer

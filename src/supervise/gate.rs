@@ -106,12 +106,13 @@ impl Pass<'_> {
         matches!(self.kind, Some(Kind::Probe))
     }
 
-    /// Reports the call's end: `failed` for an error, a timeout or a panic.
-    pub fn finish(mut self, failed: bool) {
+    /// Reports the call's end: `failure` is the error, timeout or panic it ended with (what the
+    /// breaker counts, and its log line names when it opens), `None` for an answer.
+    pub fn finish(mut self, failure: Option<&HookError>) {
         let machine = &self.gate.machine;
         let transition = match self.kind.take() {
-            Some(Kind::Call(ticket)) => machine.call_finished(ticket, failed),
-            Some(Kind::Probe) => Some(machine.probe_finished(failed)),
+            Some(Kind::Call(ticket)) => machine.call_finished(ticket, failure),
+            Some(Kind::Probe) => Some(machine.probe_finished(failure)),
             None => None,
         };
         self.gate.tell(transition);

@@ -7,7 +7,9 @@
 //!   [`crate::admission::HookError::BudgetSpent`].
 //! - [`Gate`]: one breaker per hook, its state machine in `breaker.rs` and an actor that keeps
 //!   its timer and tells observers; the hot path reads the state from atomics and never waits
-//!   for a message round trip.
+//!   for a message round trip. It logs each change of state, naming the hook and the cause; a
+//!   hook's failures and the attempts it lets through under fail-open are logged too, at most
+//!   once every few seconds per hook (`log.rs`).
 //! - [`Supervised`]: fixes the order gate → timeout → catch_panic → hook.
 //! - [`SupervisedChain`]: drives the admission chain with a supervised call per hook, and
 //!   reports each call and breaker through [`crate::events::SupervisionEvents`];
@@ -19,6 +21,7 @@ mod builder;
 mod catch_panic;
 mod chain;
 mod gate;
+mod log;
 mod settings;
 mod stack;
 mod timeout;
@@ -27,6 +30,7 @@ pub use builder::ChainBuilder;
 pub use catch_panic::{CatchPanic, catch_panic, panic_message};
 pub use chain::SupervisedChain;
 pub use gate::{Gate, Pass};
+pub use log::LOG_EVERY;
 pub use settings::{BreakerSettings, HookSettings, Settings};
 pub use stack::Supervised;
 pub use timeout::{Limit, timeout};

@@ -4,7 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Gate, Limit, catch_panic, timeout};
+use super::log::HookLog;
+use super::{Gate, Limit, Pass, catch_panic, timeout};
 use crate::admission::{Decision, Hook, HookError, Request};
 
 /// A hook with its breaker gate.
@@ -12,6 +13,9 @@ use crate::admission::{Decision, Hook, HookError, Request};
 pub struct Supervised {
     hook: Arc<dyn Hook>,
     gate: Gate,
+    // Shared by the clones, so that the hook's log lines are limited however many workers
+    // call it.
+    log: Arc<HookLog>,
 }
 
 impl std::fmt::Debug for Supervised {
@@ -26,7 +30,11 @@ impl std::fmt::Debug for Supervised {
 impl Supervised {
     /// Puts `hook` behind `gate`.
     pub fn new(hook: Arc<dyn Hook>, gate: Gate) -> Supervised {
-        Supervised { hook, gate }
+        Supervised {
+            hook,
+            gate,
+            log: Arc::new(HookLog::new()),
+        }
     }
 
     /// The hook's name in the chain, as its events name it.
@@ -39,6 +47,12 @@ impl Supervised {
         &self.gate
     }
 
+    /// Logs that an attempt runs unchanged because this hook gave no decision (`error`) and
+    /// fails open: rate-limited, as the hook's failures are.
+    pub(crate) fn log_failed_open(&self, error: &HookError) {
+        self.log.failed_open(self.hook.name(), error);
+    }
+
     /// Calls the hook once under supervision, within `limit`.
     ///
     /// # Errors
@@ -46,7 +60,8 @@ impl Supervised {
     /// out during the call before the hook's own timeout; [`HookError::Skipped`] when the breaker
     /// is open (the hook is not called and no time is spent); [`HookError::Elapsed`] past the
     /// hook's own timeout; [`HookError::Panicked`] when the hook panics; or the hook's own error.
-    /// The breaker counts the last three, never the first two.
+    /// The breaker counts the last three, never the first two, and they are logged (at most one
+    /// line every few seconds per hook, saying how many were left out).
     ///
     /// # Cancel safety
     /// Dropping the future drops the hook call and counts nothing toward the breaker.
@@ -62,16 +77,24 @@ impl Supervised {
         )
         .await
         {
-            Some(result) => {
-                pass.finish(result.is_err());
-                result
-            }
+            Some(result) => self.finished(pass, result),
             // Cut by the budget the hooks before it spent: dropping the pass counts nothing.
             None if limit.is_set_by_budget() => Err(HookError::BudgetSpent(allowed)),
-            None => {
-                pass.finish(true);
-                Err(HookError::Elapsed(allowed))
-            }
+            None => self.finished(pass, Err(HookError::Elapsed(allowed))),
         }
+    }
+
+    /// Reports the end of a call the hook answered, failed or ran out of its own time on.
+    fn finished(
+        &self,
+        pass: Pass<'_>,
+        result: Result<Decision, HookError>,
+    ) -> Result<Decision, HookError> {
+        let failure = result.as_ref().err();
+        if let Some(failure) = failure {
+            self.log.failed(self.hook.name(), failure);
+        }
+        pass.finish(failure);
+        result
     }
 }
