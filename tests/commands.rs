@@ -372,6 +372,15 @@ fn no_colour_codes_reach_a_stderr_that_is_not_a_terminal() {
 fn on_a_terminal(dir: &std::path::Path, no_color: Option<&str>) -> String {
     let config = fail_open_config(dir);
     let workload = workload(dir, "", THREE_OUTCOMES);
+    dispatch_on_a_terminal(&config, &workload, no_color)
+}
+
+/// Runs `dispatch` of `workload` under `config` on a terminal and returns what it showed.
+fn dispatch_on_a_terminal(
+    config: &std::path::Path,
+    workload: &std::path::Path,
+    no_color: Option<&str>,
+) -> String {
     let line = format!(
         "{} dispatch --config {} --workload {}",
         env!("CARGO_BIN_EXE_dexaflow-admission"),
@@ -774,4 +783,33 @@ fn the_examples_of_dispatch_against_serve_settle_in_seconds() {
     assert!(freeze <= Duration::from_secs(10), "{freeze:?}");
     assert!(retry_window <= Duration::from_secs(60), "{retry_window:?}");
     assert!(freeze < retry_window, "the hold ends before the window");
+}
+
+#[test]
+fn the_progress_line_on_a_terminal_shows_why_a_task_instance_waits() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = lite_config(
+        dir.path(),
+        "",
+        "",
+        "execution:\n  admission:\n    hooks:\n      \
+         - {type: freeze, name: freeze, tenants: [acme], after: 0s, for: 3s, reason: quarter-end close}\n",
+    );
+    let workload = workload(
+        dir.path(),
+        "",
+        "      - {task_id: extract, command: ['true']}\n",
+    );
+
+    let shown = dispatch_on_a_terminal(&config, &workload, Some("1"));
+
+    assert!(
+        shown.contains("waiting for 1 task instance to settle; acme/etl/r1/extract: ")
+            && shown.contains("quarter-end close"),
+        "{shown:?}"
+    );
+    assert!(
+        shown.contains("1 task instance: 1 success; 1 token minted"),
+        "{shown:?}"
+    );
 }
