@@ -30,6 +30,10 @@ impl Hook for Budget {
         "budget"
     }
 
+    fn is_remote(&self) -> bool {
+        false
+    }
+
     fn admit<'a>(&'a self, request: &'a Request) -> HookFuture<'a> {
         let decision = {
             let mut tenants = self.tenants.lock().unwrap_or_else(|e| e.into_inner());

@@ -34,6 +34,10 @@ impl Hook for TenantPlacement {
         "tenant-placement"
     }
 
+    fn is_remote(&self) -> bool {
+        false
+    }
+
     fn admit<'a>(&'a self, request: &'a Request) -> HookFuture<'a> {
         Box::pin(async move {
             let Some(pool) = self.pools.get(&request.tenant) else {
@@ -66,6 +70,10 @@ struct Freeze {
 impl Hook for Freeze {
     fn name(&self) -> &str {
         "freeze"
+    }
+
+    fn is_remote(&self) -> bool {
+        false
     }
 
     fn admit<'a>(&'a self, request: &'a Request) -> HookFuture<'a> {

@@ -19,7 +19,7 @@ use actix::{Actor, Addr};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::admission::{Chain, Hook};
+use crate::admission::{Chain, Hook, is_control_or_format};
 use crate::config::{Config, ConfigErrors};
 use crate::dispatch::executor::{self, Executor};
 use crate::dispatch::task::{Task, TaskKey};
@@ -29,7 +29,7 @@ use crate::dispatch::{
     TaskInstance, TaskStore, Tick, TickReport, Ticking, Write,
 };
 use crate::events::{BreakerEvents, BreakerState, BufferEvents, Fanout, HookEvents, Observer};
-use crate::hooks::{HookSpec, PolicySpec};
+use crate::hooks::{HookSpec, POLICY_HOOK, PolicySpec};
 use crate::supervise::{self, ChainBuilder};
 use crate::sync::lock;
 
@@ -51,6 +51,23 @@ pub enum InstallError {
         "Install::run_blocking blocks its thread, so it cannot run inside an async runtime: call Install::start there"
     )]
     InsideRuntime,
+    /// A hook given to [`Install::hook`] has an empty name (or only white space): the reasons
+    /// and the breaker gauge it keys would name nothing.
+    #[error("a hook added with Install::hook has an empty name ({0:?})")]
+    EmptyHookName(String),
+    /// A hook given to [`Install::hook`] has a name with a control or format character, which
+    /// would reach every reason, log line and metric label that names the hook.
+    #[error("hook name {0:?} holds a control or format character")]
+    HookNameControl(String),
+    /// A hook given to [`Install::hook`] is named as the executor policy's hook, whose name the
+    /// install keeps for it.
+    #[error("hook name {0:?} is reserved for the executor policy's hook")]
+    ReservedHookName(String),
+    /// A hook given to [`Install::hook`] has the name of a hook before it in the chain (the
+    /// config's, or one added before): two breakers would share one gauge and one name in
+    /// reasons.
+    #[error("hook name {0:?} is taken by another hook of the chain")]
+    DuplicateHookName(String),
 }
 
 /// Why an offer was not taken.
@@ -187,6 +204,11 @@ impl Install {
 
     /// Adds `hook` after the config's hooks and the hooks added so far, before the executor
     /// policy.
+    ///
+    /// Its name keys its breaker gauge and appears in reasons, so it must be non-empty, free of
+    /// control and format characters, other than `executor-policy` (the policy's), and unique
+    /// in the chain: [`Install::start`] and [`Install::run_blocking`] refuse the install
+    /// otherwise, with the [`InstallError`] that names the name.
     pub fn hook(mut self, hook: Arc<dyn Hook>) -> Install {
         self.hooks.push(hook);
         self
@@ -257,12 +279,38 @@ impl Install {
         self.hooks.iter().cloned().fold(chain, Chain::with_hook)
     }
 
+    /// Checks the name of every hook given to [`Install::hook`], in order, against the hooks
+    /// before it.
+    fn check_hook_names(&self) -> Result<(), InstallError> {
+        let mut taken: Vec<&str> = self.config_hooks.iter().map(HookSpec::name).collect();
+        for hook in &self.hooks {
+            let name = hook.name();
+            if name.trim().is_empty() {
+                return Err(InstallError::EmptyHookName(name.to_owned()));
+            }
+            if name.chars().any(is_control_or_format) {
+                return Err(InstallError::HookNameControl(name.to_owned()));
+            }
+            if name == POLICY_HOOK {
+                return Err(InstallError::ReservedHookName(name.to_owned()));
+            }
+            if taken.contains(&name) {
+                return Err(InstallError::DuplicateHookName(name.to_owned()));
+            }
+            taken.push(name);
+        }
+        Ok(())
+    }
+
     /// Starts the breakers, the dispatcher and its workers, and returns the handle that feeds
     /// them.
     ///
     /// # Errors
-    /// [`InstallError::NoSystem`] outside a running actix system.
+    /// [`InstallError::NoSystem`] outside a running actix system; the error naming a hook
+    /// given to [`Install::hook`] whose name is empty, holds a control character, is reserved
+    /// or is taken.
     pub fn start(self) -> Result<Handle, InstallError> {
+        self.check_hook_names()?;
         if actix::System::try_current().is_none() {
             return Err(InstallError::NoSystem);
         }
@@ -320,8 +368,8 @@ impl Install {
     ///
     /// # Errors
     /// [`InstallError::InsideRuntime`] when called on a thread that runs an async runtime (use
-    /// [`Install::start`] there); [`InstallError::NoSystem`] never in practice: the system is
-    /// started first.
+    /// [`Install::start`] there); the errors of [`Install::start`], but
+    /// [`InstallError::NoSystem`] never in practice: the system is started first.
     ///
     /// # Panics
     /// When the operating system cannot start a runtime.

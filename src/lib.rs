@@ -49,6 +49,9 @@
 //!     fn name(&self) -> &str {
 //!         "tenant-pool"
 //!     }
+//!     fn is_remote(&self) -> bool {
+//!         false
+//!     }
 //!     fn admit<'a>(&'a self, request: &'a Request) -> HookFuture<'a> {
 //!         Box::pin(async move {
 //!             if request.tenant == "sandbox" {

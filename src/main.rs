@@ -14,6 +14,9 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use dexaflow_admission::Install;
 use dexaflow_admission::admission::error_chain;
 use dexaflow_admission::config::{self, Config};
+use dexaflow_admission::dispatch::settings::{
+    DEFAULT_BUFFER_SIZE, DEFAULT_WORKER_THREADS, DEFAULT_WORKERS,
+};
 use dexaflow_admission::dispatch::task::State;
 use dexaflow_admission::dispatch::{self, TaskInstance};
 use dexaflow_admission::loadtest::{self, Amount, HookTimer, Options, Plan, WebhookFiles};
@@ -47,8 +50,8 @@ enum Command {
         /// `table` for people, `json` for programs (an array of task instances).
         #[arg(long, value_enum, default_value_t = Output::Table)]
         output: Output,
-        /// Where the Prometheus exporter listens, serving /metrics; overrides `metrics.listen`
-        /// and its default.
+        /// Where the Prometheus exporter listens, serving /metrics; overrides `metrics.listen`.
+        /// Without either, a port of its own on 127.0.0.1, printed on stderr.
         #[arg(long, value_name = "ADDR")]
         metrics_listen: Option<SocketAddr>,
     },
@@ -107,31 +110,32 @@ struct LoadtestArgs {
         allow_hyphen_values = true
     )]
     rate: f64,
-    /// The dispatch buffer's capacity (scheduler.dispatch.buffer_size); 0 runs the hook chain
-    /// synchronously on the tick.
+    /// The dispatch buffer's capacity (scheduler.dispatch.buffer_size, and its default); 0 runs
+    /// the hook chain synchronously on the tick.
     #[arg(
         long,
         value_name = "B",
-        default_value_t = 0,
+        default_value_t = DEFAULT_BUFFER_SIZE,
         value_parser = parse_whole::<usize>,
         allow_hyphen_values = true,
     )]
     buffer_size: usize,
-    /// Admission workers draining the buffer (scheduler.dispatch.workers).
+    /// Admission workers draining the buffer (scheduler.dispatch.workers, and its default; 0 is
+    /// taken as 1).
     #[arg(
         long,
         value_name = "W",
-        default_value_t = 1,
+        default_value_t = DEFAULT_WORKERS,
         value_parser = parse_whole::<usize>,
         allow_hyphen_values = true,
     )]
     workers: usize,
-    /// Threads the admission workers are spread over (scheduler.dispatch.worker_threads); 0
-    /// runs them on the dispatcher's thread.
+    /// Threads the admission workers are spread over (scheduler.dispatch.worker_threads, and
+    /// its default); 0 runs them on the dispatcher's thread.
     #[arg(
         long,
         value_name = "T",
-        default_value_t = 0,
+        default_value_t = DEFAULT_WORKER_THREADS,
         value_parser = parse_whole::<usize>,
         allow_hyphen_values = true,
     )]
@@ -204,9 +208,9 @@ struct LoadtestArgs {
     /// `table` for people, `json` for programs (one object).
     #[arg(long, value_enum, default_value_t = Output::Table)]
     output: Output,
-    /// Where the Prometheus exporter listens while the test runs, serving /metrics (the default
-    /// is `metrics.listen`'s).
-    #[arg(long, value_name = "ADDR", default_value_t = metrics::DEFAULT_LISTEN)]
+    /// Where the Prometheus exporter listens while the test runs, serving /metrics; by default
+    /// a port of its own on 127.0.0.1, printed on stderr.
+    #[arg(long, value_name = "ADDR", default_value_t = config::BATCH_LISTEN)]
     metrics_listen: SocketAddr,
 }
 
@@ -282,15 +286,23 @@ fn use_color(stderr_is_terminal: bool, no_color: Option<std::ffi::OsString>) -> 
 
 /// Writes `text` to standard output and flushes it.
 ///
+/// A reader that stopped reading (`dispatch ... | head -1`) is no error: what it did not read
+/// is dropped, and the command goes on to exit as it would have, quietly, as Unix tools do.
+///
 /// # Errors
-/// A closed pipe (`dispatch ... | head -1`) or a full device, as one line for `main` to print;
-/// `print!` would panic instead.
+/// A full device or any other failure to write, as one line for `main` to print; `print!`
+/// would panic instead.
 fn write_stdout(text: &str) -> Result<(), String> {
     let mut stdout = std::io::stdout().lock();
-    stdout
+    match stdout
         .write_all(text.as_bytes())
         .and_then(|()| stdout.flush())
-        .map_err(|error| format!("writing to standard output: {error}"))
+    {
+        Err(error) if error.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(format!("writing to standard output: {error}"))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Writes `text` to standard error, where a failure has nowhere left to be reported.
@@ -387,7 +399,7 @@ fn dispatch(
         .map_err(|errors| errors.to_string())?;
     let (listen, origin) = match metrics_listen {
         Some(listen) => (listen, "--metrics-listen"),
-        None => (config.metrics_listen, config::METRICS_LISTEN),
+        None => (config.batch_metrics_listen(), config::METRICS_LISTEN),
     };
     let install = Install::from_config(config);
     let metrics = start_metrics(
@@ -397,13 +409,6 @@ fn dispatch(
     )?;
     let install = install.observer(Arc::new(metrics));
     let show_progress = std::io::stderr().is_terminal();
-    let progress = move |unsettled: usize| {
-        if show_progress {
-            write_stderr(&format!(
-                "\rwaiting for {unsettled} task instances to settle "
-            ));
-        }
-    };
     let (report, interrupted) = install
         .run_blocking(|handle| async move {
             let interrupt = shutdown_signal();
@@ -411,6 +416,16 @@ fn dispatch(
                 // A workload's keys are unique: the loader refuses a repeated one.
                 handle.offer(task).map_err(|error| error.to_string())?;
             }
+            let mut shown = 0;
+            let progress = |unsettled: usize| {
+                if show_progress {
+                    let mut progress = report::Progress::default();
+                    handle.for_each_instance(|instance| progress.see(instance));
+                    let text;
+                    (text, shown) = report::Progress::rewrite(&progress.line(unsettled), shown);
+                    write_stderr(&text);
+                }
+            };
             let interrupted = handle.settle_all(interrupt, progress).await;
             Ok::<_, String>((handle.drain().await, interrupted))
         })
@@ -425,9 +440,11 @@ fn dispatch(
             .iter()
             .filter(|instance| instance.state == State::Scheduled)
             .count();
-        return Err(format!(
-            "interrupted before every task instance settled ({left} left scheduled)"
-        ));
+        return Err(if left == 0 {
+            "interrupted: no task instance was left scheduled".to_owned()
+        } else {
+            format!("interrupted before every task instance settled ({left} left scheduled)")
+        });
     }
     Ok(())
 }
@@ -481,8 +498,12 @@ fn loadtest(args: LoadtestArgs) -> Result<(), String> {
         },
         seed: args.seed,
     };
-    // A bad plan fails naming its flag before the exporter takes its address.
+    // A bad plan, or a report directory that cannot be written, fails naming its flag before
+    // the exporter takes its address and before the run.
     plan.validate().map_err(|error| error_chain(&error))?;
+    if let Some(dir) = &args.report {
+        loadtest::check_report_dir(dir).map_err(|error| error_chain(&error))?;
+    }
     let listen = args.metrics_listen;
     let hook_names = plan.hook_names();
     // Listening before the exporter's line is printed, which tells a caller the run started.

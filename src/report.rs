@@ -4,10 +4,11 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde::Serialize;
+use unicode_width::UnicodeWidthStr;
 
 use crate::admission::{Toleration, escape_controls};
 use crate::dispatch::TaskInstance;
-use crate::dispatch::task::State;
+use crate::dispatch::task::{State, TaskKey};
 
 /// One task instance as `--output json` prints it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -83,7 +84,8 @@ pub fn json(instances: &[TaskInstance]) -> serde_json::Result<String> {
 /// that the [`summary`] alone says so.
 ///
 /// Every cell is printed through [`escape_controls`], so that no id or reason can end its line
-/// or rewrite the terminal.
+/// or rewrite the terminal, and padded by the columns it takes on a terminal (a CJK character or
+/// an emoji takes two), so that the columns line up whatever the ids are written in.
 pub fn table(instances: &[TaskInstance]) -> String {
     if instances.is_empty() {
         return String::new();
@@ -119,20 +121,21 @@ pub fn table(instances: &[TaskInstance]) -> String {
             .map(|cell| escape_controls(&cell).into_owned())
         })
         .collect();
-    let mut widths = header.map(str::len);
+    let mut widths = header.map(UnicodeWidthStr::width);
     for row in &rows {
         for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
+            *width = (*width).max(cell.width());
         }
     }
     let mut out = String::new();
     let mut line = |cells: &[&str]| {
         let last = cells.len() - 1;
         for (index, (cell, width)) in cells.iter().zip(widths).enumerate() {
-            if index == last {
-                out.push_str(cell);
-            } else {
-                let _ = write!(out, "{cell:<width$}  ");
+            out.push_str(cell);
+            if index != last {
+                // Two spaces between columns, after the cell's own padding.
+                let padding = width.saturating_sub(cell.width()) + 2;
+                out.extend(std::iter::repeat_n(' ', padding));
             }
         }
         out.push('\n');
@@ -146,8 +149,8 @@ pub fn table(instances: &[TaskInstance]) -> String {
 }
 
 /// One line counting task instances by state, such as
-/// `6 task instances: 3 success, 3 failed (2 refused); 4 tokens minted`, or saying that there
-/// are none.
+/// `6 task instances: 3 success, 3 failed (2 refused); 4 tokens minted` (`1 task instance`,
+/// `1 token minted` for one), or saying that there are none.
 pub fn summary(instances: &[TaskInstance]) -> String {
     if instances.is_empty() {
         return "no task instances: the workload has no tasks".to_owned();
@@ -181,8 +184,94 @@ pub fn summary(instances: &[TaskInstance]) -> String {
         })
         .collect();
     format!(
-        "{} task instances: {}; {tokens} tokens minted",
-        instances.len(),
-        states.join(", ")
+        "{}: {}; {} minted",
+        counted(instances.len(), "task instance", "task instances"),
+        states.join(", "),
+        counted(tokens, "token", "tokens")
     )
+}
+
+/// `count` and the noun, singular for one: `1 token`, `2 tokens`, `0 tokens`.
+fn counted(count: usize, one: &str, many: &str) -> String {
+    format!("{count} {}", if count == 1 { one } else { many })
+}
+
+/// The progress line `dispatch` keeps on a terminal while it waits: how many task instances
+/// are still to settle, and what one of them waits for, when one waits (a hook's hold, a hook
+/// that is unavailable), so that a long wait says why.
+///
+/// Shown each task instance through [`Progress::see`], it keeps the waiting one with the
+/// smallest key, so that the line does not jump between instances from one check to the next.
+#[derive(Debug, Default)]
+pub struct Progress {
+    waiting: Option<(TaskKey, String)>,
+}
+
+impl Progress {
+    /// The longest reason the line shows, in terminal columns: a line longer than the
+    /// terminal wraps, and the carriage return that rewrites it then rewrites only its end.
+    const MAX_REASON_WIDTH: usize = 60;
+
+    /// Takes `instance` into account.
+    pub fn see(&mut self, instance: &TaskInstance) {
+        if instance.state != State::Scheduled {
+            return;
+        }
+        let Some(reason) = &instance.failure_reason else {
+            return;
+        };
+        let key = &instance.task.key;
+        if self.waiting.as_ref().is_some_and(|(shown, _)| shown <= key) {
+            return;
+        }
+        self.waiting = Some((key.clone(), reason.to_string()));
+    }
+
+    /// The line for `unsettled` task instances, such as `waiting for 2 task instances to
+    /// settle; finance/close/r1/report: admission hold: quarter-end close`, and no more than
+    /// that: the caller rewrites it in place.
+    pub fn line(&self, unsettled: usize) -> String {
+        let mut line = format!(
+            "waiting for {} to settle",
+            counted(unsettled, "task instance", "task instances")
+        );
+        if let Some((key, reason)) = &self.waiting {
+            let _ = write!(
+                line,
+                "; {key}: {}",
+                cut_to_width(&escape_controls(reason), Progress::MAX_REASON_WIDTH)
+            );
+        }
+        line
+    }
+
+    /// `line` as it replaces a line `shown` columns wide on a terminal: after a carriage
+    /// return, and padded with spaces over what is left of the longer line before it (no
+    /// escape sequence, which `NO_COLOR` readers and dumb terminals do not want). Returns the
+    /// text and the width now shown.
+    pub fn rewrite(line: &str, shown: usize) -> (String, usize) {
+        let width = line.width();
+        let padding = shown.saturating_sub(width);
+        let text = format!("\r{line}{}", " ".repeat(padding));
+        (text, width)
+    }
+}
+
+/// `text` cut to at most `width` terminal columns, with `…` in place of what was cut.
+fn cut_to_width(text: &str, width: usize) -> String {
+    if text.width() <= width {
+        return text.to_owned();
+    }
+    let mut cut = String::new();
+    let mut used = 0;
+    for ch in text.chars() {
+        let ch_width = unicode_width::UnicodeWidthChar::width(ch).unwrap_or(0);
+        if used + ch_width + 1 > width {
+            break;
+        }
+        used += ch_width;
+        cut.push(ch);
+    }
+    cut.push('…');
+    cut
 }

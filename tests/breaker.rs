@@ -87,6 +87,10 @@ impl Hook for Steps {
         "steps"
     }
 
+    fn is_remote(&self) -> bool {
+        false
+    }
+
     fn admit<'a>(&'a self, _: &'a Request) -> HookFuture<'a> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         let step = self
@@ -452,6 +456,9 @@ async fn hook_that_panics_while_building_its_future_is_caught() {
     impl Hook for PanicsEarly {
         fn name(&self) -> &str {
             "early"
+        }
+        fn is_remote(&self) -> bool {
+            false
         }
         fn admit<'a>(&'a self, _: &'a Request) -> HookFuture<'a> {
             panic!("{}", String::from("bad config"))

@@ -254,19 +254,25 @@ fn assert_one_line_about_stdout(status: std::process::ExitStatus, stderr: &str, 
     assert!(stderr.contains(cause), "{stderr}");
 }
 
-#[test]
-fn a_closed_stdout_gives_one_line_on_stderr_and_a_nonzero_exit_not_a_panic() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = lite_config(dir.path(), "", UNIT, "");
-    let workload = workload(dir.path(), "", THREE_OUTCOMES);
-
-    let mut child = processes::dispatch(&config, &workload)
+/// Runs the binary with `args`, its stdout a pipe whose reader has gone before the command
+/// starts, as `| head -1` leaves it once it has its line: a shell waits for a line on its stdin,
+/// which the test writes once it has closed the reader, then runs the command in its place.
+fn into_a_closed_pipe(args: &[&std::ffi::OsStr]) -> (std::process::ExitStatus, String) {
+    let mut child = std::process::Command::new("sh")
+        .args(["-c", r#"read -r _; exec "$0" "$@""#])
+        .arg(env!("CARGO_BIN_EXE_dexaflow-admission"))
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("the binary starts");
-    // The reader goes away before anything is written, as `head -0` would.
+        .expect("the shell starts");
     drop(child.stdout.take());
+    let mut gate = child.stdin.take().unwrap();
+    std::io::Write::write_all(&mut gate, b"go\n").unwrap();
+    drop(gate);
     let mut stderr = String::new();
     child
         .stderr
@@ -274,9 +280,46 @@ fn a_closed_stdout_gives_one_line_on_stderr_and_a_nonzero_exit_not_a_panic() {
         .unwrap()
         .read_to_string(&mut stderr)
         .unwrap();
-    let status = child.wait().unwrap();
+    (child.wait().unwrap(), stderr)
+}
 
-    assert_one_line_about_stdout(status, &stderr, "Broken pipe");
+/// Asserts that a command whose reader went away exited 0 and said nothing but where its
+/// metrics were.
+fn assert_quiet_success(status: std::process::ExitStatus, stderr: &str) {
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert_eq!(processes::without_metrics_line(stderr), "", "{stderr}");
+}
+
+#[test]
+fn dispatch_into_a_closed_pipe_exits_0_and_says_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = lite_config(dir.path(), "", UNIT, "");
+    let workload = workload(dir.path(), "", THREE_OUTCOMES);
+
+    let (status, stderr) = into_a_closed_pipe(&[
+        "dispatch".as_ref(),
+        "--config".as_ref(),
+        config.as_os_str(),
+        "--workload".as_ref(),
+        workload.as_os_str(),
+    ]);
+
+    assert_quiet_success(status, &stderr);
+}
+
+#[test]
+fn loadtest_into_a_closed_pipe_exits_0_and_says_nothing() {
+    let (status, stderr) =
+        into_a_closed_pipe(&["loadtest".as_ref(), "--attempts".as_ref(), "10".as_ref()]);
+
+    assert_quiet_success(status, &stderr);
+}
+
+#[test]
+fn check_config_into_a_closed_pipe_exits_0_and_says_nothing() {
+    let (status, stderr) = into_a_closed_pipe(&["check-config".as_ref()]);
+
+    assert_quiet_success(status, &stderr);
 }
 
 #[test]
@@ -329,6 +372,15 @@ fn no_colour_codes_reach_a_stderr_that_is_not_a_terminal() {
 fn on_a_terminal(dir: &std::path::Path, no_color: Option<&str>) -> String {
     let config = fail_open_config(dir);
     let workload = workload(dir, "", THREE_OUTCOMES);
+    dispatch_on_a_terminal(&config, &workload, no_color)
+}
+
+/// Runs `dispatch` of `workload` under `config` on a terminal and returns what it showed.
+fn dispatch_on_a_terminal(
+    config: &std::path::Path,
+    workload: &std::path::Path,
+    no_color: Option<&str>,
+) -> String {
     let line = format!(
         "{} dispatch --config {} --workload {}",
         env!("CARGO_BIN_EXE_dexaflow-admission"),
@@ -421,7 +473,7 @@ fn the_summary_counts_states_refusals_and_tokens() {
 
     assert_eq!(
         summary,
-        "3 task instances: 1 failed (1 refused), 2 scheduled; 1 tokens minted"
+        "3 task instances: 1 failed (1 refused), 2 scheduled; 1 token minted"
     );
 }
 
@@ -469,5 +521,295 @@ fn no_task_instances_give_no_table_and_a_summary_that_says_so() {
     assert_eq!(
         report::summary(&[]),
         "no task instances: the workload has no tasks"
+    );
+}
+
+#[test]
+fn the_summary_of_one_task_instance_and_one_token_is_singular() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = lite_config(dir.path(), "", "", "");
+    let workload = workload(
+        dir.path(),
+        "",
+        "      - {task_id: extract, command: ['true']}\n",
+    );
+
+    let output = dispatch(&config, &workload, &[]);
+
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let stdout = text(&output.stdout);
+    assert_eq!(
+        stdout.lines().last(),
+        Some("1 task instance: 1 success; 1 token minted"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn the_table_lines_up_ids_of_wide_characters() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = lite_config(dir.path(), "", "", "");
+    let tasks = "      - {task_id: 抽出データ, command: ['true']}
+      - {task_id: 🚀🚀, command: ['true']}
+      - {task_id: load, command: ['true']}
+";
+    let workload = workload(dir.path(), "", tasks);
+
+    let output = dispatch(&config, &workload, &[]);
+
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let stdout = text(&output.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 5, "{stdout}");
+    // The terminal column each line's STATE cell starts at.
+    let column = |line: &str, cell: &str| {
+        let at = line
+            .find(cell)
+            .unwrap_or_else(|| panic!("{cell} in {line}"));
+        unicode_width::UnicodeWidthStr::width(&line[..at])
+    };
+    let state = column(lines[0], "STATE");
+    for row in &lines[1..4] {
+        assert_eq!(column(row, "success"), state, "{stdout}");
+    }
+    assert!(
+        stdout.contains("抽出データ") && stdout.contains("🚀🚀"),
+        "{stdout}"
+    );
+}
+
+/// A lite config with no `metrics` section, logging under `dir/logs`.
+fn config_without_metrics(dir: &std::path::Path) -> std::path::PathBuf {
+    let text = format!(
+        "scheduler: {{loop_interval_ms: 20}}\nexecutor: {{type: lite, lite: {{log_dir: {}}}}}\n",
+        dir.join("logs").display()
+    );
+    write(dir, "dexaflow.yaml", &text)
+}
+
+/// The address a command's first line on stderr says its exporter listens on.
+fn metrics_address(line: &str) -> std::net::SocketAddr {
+    line.strip_prefix("metrics: listening on http://")
+        .and_then(|rest| rest.trim_end().strip_suffix("/metrics"))
+        .unwrap_or_else(|| panic!("a metrics line, not {line:?}"))
+        .parse()
+        .expect("an address")
+}
+
+#[test]
+fn two_dispatch_runs_at_once_each_export_metrics_on_a_port_of_their_own() {
+    let gate = tempfile::tempdir().unwrap();
+    let go = gate.path().join("go");
+    let tasks = format!(
+        "      - task_id: wait\n        command: [sh, -c, 'while [ ! -e {} ]; do sleep 0.01; done']\n",
+        go.display()
+    );
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let mut runs: Vec<_> = dirs
+        .iter()
+        .map(|dir| {
+            let config = config_without_metrics(dir.path());
+            let workload = workload(dir.path(), "", &tasks);
+            let mut child = processes::dispatch(&config, &workload)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("the binary starts");
+            let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+            let mut first = String::new();
+            std::io::BufRead::read_line(&mut stderr, &mut first).unwrap();
+            (child, stderr, first)
+        })
+        .collect();
+    // Both are running, their one task waiting, when both lines have been read.
+    write(gate.path(), "go", "");
+
+    let mut ports = Vec::new();
+    for (child, stderr, first) in &mut runs {
+        let mut rest = String::new();
+        stderr.read_to_string(&mut rest).unwrap();
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(0), "{first}{rest}");
+        let address = metrics_address(first);
+        assert!(address.ip().is_loopback(), "{address}");
+        ports.push(address.port());
+    }
+    assert_ne!(ports[0], ports[1]);
+    assert!(!ports.contains(&9464), "{ports:?}");
+}
+
+#[test]
+fn dispatch_listens_where_metrics_listen_says_when_it_is_set() {
+    let dir = tempfile::tempdir().unwrap();
+    // A port the system picked and this test holds, so that only one process can want it.
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = held.local_addr().unwrap();
+    let config = lite_config(dir.path(), "", "", "");
+    let yaml = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("127.0.0.1:0", &address.to_string());
+    let config = write(dir.path(), "dexaflow.yaml", &yaml);
+    let workload = workload(
+        dir.path(),
+        "",
+        "      - {task_id: extract, command: ['true']}\n",
+    );
+
+    let output = dispatch(&config, &workload, &[]);
+
+    // The key was obeyed: the port is taken, and the error names the key.
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("metrics.listen: "), "{stderr}");
+    assert!(output.stdout.is_empty());
+}
+
+#[test]
+fn an_interrupt_after_nothing_was_left_scheduled_does_not_say_some_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = lite_config(dir.path(), "", "", "");
+    let pid_file = dir.path().join("long.pid");
+    let tasks = format!(
+        "      - task_id: long\n        command: [sh, -c, 'echo $$ > {}; sleep 300']\n",
+        pid_file.display()
+    );
+    let workload = workload(dir.path(), "", &tasks);
+    let child = processes::dispatch(&config, &workload)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary starts");
+    processes::wait_for_pid(&pid_file);
+
+    let pid = rustix::process::Pid::from_raw(i32::try_from(child.id()).unwrap()).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("it runs");
+    let output = child.wait_with_output().unwrap();
+
+    let stderr = text(&output.stderr);
+    assert_eq!(
+        processes::without_metrics_line(&stderr),
+        "dexaflow-admission: interrupted: no task instance was left scheduled\n"
+    );
+    assert!(
+        !stderr.contains("before every task instance settled"),
+        "{stderr}"
+    );
+    assert_eq!(output.status.code(), Some(2));
+    assert!(text(&output.stdout).contains("1 task instance: 1 failed"));
+}
+
+#[test]
+fn the_progress_line_shows_what_a_held_task_instance_waits_for() {
+    let store = TaskStore::new();
+    for id in ["a", "b", "c"] {
+        store.schedule(task(id));
+    }
+    let held = |reason: &str| Reason::Held {
+        hook: "finance-freeze".to_owned(),
+        reason: reason.to_owned(),
+    };
+    let now = Instant::now();
+    store.wait(&task("c").key, held("later"), now, Duration::from_secs(60));
+    store.wait(
+        &task("b").key,
+        held("quarter-end close"),
+        now,
+        Duration::from_secs(60),
+    );
+
+    let mut progress = report::Progress::default();
+    for instance in store.snapshot().iter().rev() {
+        progress.see(instance);
+    }
+    let line = progress.line(3);
+
+    assert_eq!(
+        line,
+        format!(
+            "waiting for 3 task instances to settle; acme/etl/r1/b: {}",
+            store
+                .get(&task("b").key)
+                .unwrap()
+                .failure_reason
+                .unwrap()
+                .as_str()
+        )
+    );
+    assert!(line.contains("quarter-end close"), "{line:?}");
+    assert!(!line.contains("later"), "{line:?}");
+}
+
+#[test]
+fn a_shorter_progress_line_covers_the_longer_one_before_it_with_spaces() {
+    let (first, shown) = report::Progress::rewrite("waiting: 抽出", 0);
+    let (second, now) = report::Progress::rewrite("done", shown);
+
+    assert_eq!(first, "\rwaiting: 抽出");
+    assert_eq!(shown, 13);
+    assert_eq!(second, format!("\rdone{}", " ".repeat(9)));
+    assert_eq!(now, 4);
+}
+
+#[test]
+fn the_progress_line_without_a_wait_counts_alone() {
+    assert_eq!(
+        report::Progress::default().line(1),
+        "waiting for 1 task instance to settle"
+    );
+}
+
+/// The duration at `path` (keys) in the example config `name`.
+fn example_duration(name: &str, path: &[&str]) -> Duration {
+    let text = std::fs::read_to_string(format!("{}/examples/{name}", env!("CARGO_MANIFEST_DIR")))
+        .expect("the example exists");
+    let mut value: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).expect("YAML");
+    for key in path {
+        value = match key.parse::<usize>() {
+            Ok(index) => value[index].clone(),
+            Err(_) => value[*key].clone(),
+        };
+    }
+    humantime::parse_duration(value.as_str().expect("a duration")).expect("a duration")
+}
+
+#[test]
+fn the_examples_of_dispatch_against_serve_settle_in_seconds() {
+    let freeze = example_duration(
+        "serve.yaml",
+        &["execution", "admission", "hooks", "1", "for"],
+    );
+    let retry_window = example_duration("webhook.yaml", &["scheduler", "dispatch", "retry_window"]);
+
+    assert!(freeze <= Duration::from_secs(10), "{freeze:?}");
+    assert!(retry_window <= Duration::from_secs(60), "{retry_window:?}");
+    assert!(freeze < retry_window, "the hold ends before the window");
+}
+
+#[test]
+fn the_progress_line_on_a_terminal_shows_why_a_task_instance_waits() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = lite_config(
+        dir.path(),
+        "",
+        "",
+        "execution:\n  admission:\n    hooks:\n      \
+         - {type: freeze, name: freeze, tenants: [acme], after: 0s, for: 3s, reason: quarter-end close}\n",
+    );
+    let workload = workload(
+        dir.path(),
+        "",
+        "      - {task_id: extract, command: ['true']}\n",
+    );
+
+    let shown = dispatch_on_a_terminal(&config, &workload, Some("1"));
+
+    assert!(
+        shown.contains("waiting for 1 task instance to settle; acme/etl/r1/extract: ")
+            && shown.contains("quarter-end close"),
+        "{shown:?}"
+    );
+    assert!(
+        shown.contains("1 task instance: 1 success; 1 token minted"),
+        "{shown:?}"
     );
 }

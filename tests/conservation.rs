@@ -25,6 +25,10 @@ impl Hook for Chaos {
         "chaos"
     }
 
+    fn is_remote(&self) -> bool {
+        false
+    }
+
     fn admit<'a>(&'a self, _: &'a Request) -> HookFuture<'a> {
         let roll = self.rng.lock().expect("no panic while rolling").u8(0..7);
         Box::pin(fakes::chaos(roll.into()))

@@ -28,6 +28,10 @@ impl Hook for ChaosByTask {
         "chaos"
     }
 
+    fn is_remote(&self) -> bool {
+        false
+    }
+
     fn admit<'a>(&'a self, request: &'a Request) -> HookFuture<'a> {
         let number: usize = request.task_id[1..].parse().expect("tasks are numbered");
         Box::pin(fakes::chaos(number % 7))

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use common::{FakeHook, load_task, manual_install, offer_load};
-use dexaflow_admission::admission::{Changes, Request, Verdict};
+use dexaflow_admission::admission::{Changes, Decision, Request, Verdict};
 use dexaflow_admission::dispatch::task::State;
 use dexaflow_admission::dispatch::{Disposition, Reason};
 use dexaflow_admission::events::BreakerState;
@@ -285,4 +285,97 @@ fn a_deny_hook_built_by_hand_is_checked_as_the_config_checks_it() {
         ..everything
     };
     assert!(Deny::checked(&sandbox).is_ok());
+}
+
+/// Starts `install` with one more hook, named `name`, and returns the error it gives, checking
+/// that nothing ran.
+fn refused_hook_name(install: Install, name: &str) -> InstallError {
+    let mut bodies_run = 0;
+    let error = install
+        .hook(FakeHook::answering(name, Ok(Decision::Admit)).shared())
+        .run_blocking(|_handle| {
+            bodies_run += 1;
+            async {}
+        })
+        .expect_err("the install is refused");
+    assert_eq!(bodies_run, 0, "nothing started for {name:?}");
+    error
+}
+
+#[test]
+fn a_hook_with_an_empty_name_is_refused_at_start() {
+    for name in ["", "  "] {
+        let error = refused_hook_name(manual_install(), name);
+
+        assert!(
+            matches!(&error, InstallError::EmptyHookName(found) if found == name),
+            "{error}"
+        );
+        assert!(error.to_string().contains("empty name"), "{error}");
+    }
+}
+
+#[test]
+fn a_hook_name_with_a_control_character_is_refused_naming_it_escaped() {
+    let error = refused_hook_name(manual_install(), "gate\n\u{1b}[2K");
+
+    assert!(
+        matches!(&error, InstallError::HookNameControl(name) if name == "gate\n\u{1b}[2K"),
+        "{error}"
+    );
+    let text = error.to_string();
+    assert!(text.contains(r#""gate\n\u{1b}[2K""#), "{text}");
+    assert!(!text.contains('\n') && !text.contains('\u{1b}'), "{text:?}");
+}
+
+#[test]
+fn a_hook_named_as_the_executor_policy_is_refused() {
+    let error = refused_hook_name(manual_install(), "executor-policy");
+
+    assert!(
+        matches!(&error, InstallError::ReservedHookName(name) if name == "executor-policy"),
+        "{error}"
+    );
+    assert!(error.to_string().contains("\"executor-policy\""), "{error}");
+}
+
+#[test]
+fn a_hook_named_as_a_hook_added_before_it_is_refused() {
+    let first = FakeHook::answering("gate", Ok(Decision::Admit)).shared();
+
+    let error = refused_hook_name(manual_install().hook(first), "gate");
+
+    assert!(
+        matches!(&error, InstallError::DuplicateHookName(name) if name == "gate"),
+        "{error}"
+    );
+    assert!(error.to_string().contains("\"gate\""), "{error}");
+}
+
+#[test]
+fn a_hook_named_as_a_hook_of_the_config_is_refused() {
+    let install = Install::from_yaml(
+        "executor: {type: \"null\"}\nexecution:\n  admission:\n    hooks:\n      \
+         - {type: deny, name: nobody, match: {tenants: [nobody]}, reason: no}\n",
+    )
+    .expect("a valid config");
+
+    let error = refused_hook_name(install, "nobody");
+
+    assert!(
+        matches!(&error, InstallError::DuplicateHookName(name) if name == "nobody"),
+        "{error}"
+    );
+}
+
+#[test]
+fn hooks_with_distinct_clean_names_start() {
+    let states = manual_install()
+        .hook(FakeHook::answering("gate", Ok(Decision::Admit)).shared())
+        .hook(FakeHook::answering("gate-2", Ok(Decision::Admit)).shared())
+        .run_blocking(|handle| async move { handle.breakers() })
+        .expect("the system starts");
+
+    let names: Vec<&str> = states.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(names, ["gate", "gate-2"]);
 }

@@ -647,3 +647,232 @@ fn a_negative_count_is_refused_as_no_whole_number_before_anything_runs() {
     );
     assert!(output.stdout.is_empty(), "a report was printed");
 }
+
+/// What `loadtest` with `args` wrote on stderr, failing; nothing may have been printed.
+fn refused(args: &[&str]) -> String {
+    let output = Command::new(BINARY)
+        .arg("loadtest")
+        .args(args)
+        .output()
+        .expect("runs");
+    assert_eq!(output.status.code(), Some(2), "{args:?}");
+    assert!(output.stdout.is_empty(), "{args:?}: a report was printed");
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// What check-config says of `key` in a config of `yaml`: the text after `key: `.
+fn config_says(yaml: &str, key: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dexaflow.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    let output = Command::new(BINARY)
+        .args(["check-config", "--config"])
+        .arg(&path)
+        .output()
+        .expect("runs");
+    assert_eq!(output.status.code(), Some(2), "{yaml}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let prefix = format!("{key}: ");
+    stderr
+        .lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("{key} in {stderr}"))
+        .to_owned()
+}
+
+#[test]
+fn loadtest_flags_are_refused_by_the_rules_and_words_of_their_config_keys() {
+    for (args, flag, yaml, key) in [
+        (
+            &["--buffer-size", "4294967295"][..],
+            "--buffer-size",
+            "scheduler: {dispatch: {buffer_size: 4294967295}}",
+            "scheduler.dispatch.buffer_size",
+        ),
+        (
+            &["--buffer-size", "70000", "--workers", "16"][..],
+            "--buffer-size",
+            "scheduler: {dispatch: {buffer_size: 70000}}",
+            "scheduler.dispatch.buffer_size",
+        ),
+        (
+            &["--buffer-size", "64", "--workers", "5000"][..],
+            "--workers",
+            "scheduler: {dispatch: {workers: 5000}}",
+            "scheduler.dispatch.workers",
+        ),
+        (
+            &["--worker-threads", "65"][..],
+            "--worker-threads",
+            "scheduler: {dispatch: {worker_threads: 65}}",
+            "scheduler.dispatch.worker_threads",
+        ),
+        (
+            &["--breaker-failures", "0"][..],
+            "--breaker-failures",
+            "execution: {admission: {breaker: {failures: 0}}}",
+            "execution.admission.breaker.failures",
+        ),
+        (
+            &["--timeout", "0s"][..],
+            "--timeout",
+            "execution: {admission: {timeout: 0s}}",
+            "execution.admission.timeout",
+        ),
+        (
+            &["--breaker-backoff", "0s"][..],
+            "--breaker-backoff",
+            "execution: {admission: {breaker: {backoff: 0s}}}",
+            "execution.admission.breaker.backoff",
+        ),
+    ] {
+        let stderr = refused(args);
+        let expected = format!("dexaflow-admission: {flag}: {}\n", config_says(yaml, key));
+        assert_eq!(stderr, expected, "{args:?}");
+    }
+}
+
+#[test]
+fn a_chain_timeout_shorter_than_the_timeout_is_refused_as_the_config_refuses_it() {
+    let stderr = refused(&["--timeout", "3s", "--chain-timeout", "2s"]);
+
+    let says = config_says(
+        "execution: {admission: {timeout: 3s, chain_timeout: 2s}}",
+        "execution.admission.chain_timeout",
+    );
+    assert_eq!(
+        stderr,
+        format!(
+            "dexaflow-admission: --chain-timeout: {}\n",
+            says.replace("execution.admission.timeout", "--timeout")
+        )
+    );
+    assert_eq!(
+        stderr,
+        "dexaflow-admission: --chain-timeout: expected a duration of at least --timeout (3s), got \"2s\"\n"
+    );
+}
+
+#[test]
+fn a_max_backoff_shorter_than_the_backoff_is_refused_as_the_config_refuses_it() {
+    let stderr = refused(&["--breaker-backoff", "10s", "--breaker-max-backoff", "5s"]);
+
+    let says = config_says(
+        "execution: {admission: {breaker: {backoff: 10s, max_backoff: 5s}}}",
+        "execution.admission.breaker.max_backoff",
+    );
+    assert_eq!(
+        stderr,
+        format!(
+            "dexaflow-admission: --breaker-max-backoff: {}\n",
+            says.replace("execution.admission.breaker.backoff", "--breaker-backoff")
+        )
+    );
+}
+
+#[test]
+fn loadtest_without_flags_runs_the_dispatch_settings_of_the_config_defaults() {
+    let output = Command::new(BINARY)
+        .args(["loadtest", "--attempts", "20", "--output", "json"])
+        .output()
+        .expect("runs");
+
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).expect("one JSON object");
+    let defaults = dexaflow_admission::dispatch::Settings::default();
+    assert_eq!(json["plan"]["buffer_size"], defaults.buffer_size);
+    assert_eq!(json["plan"]["workers"], defaults.workers);
+    assert_eq!(json["plan"]["worker_threads"], defaults.worker_threads);
+    assert_eq!(json["plan"]["worker_threads"], 2);
+    let supervise = supervise::Settings::default();
+    assert_eq!(
+        json["plan"]["timeout_seconds"],
+        supervise.timeout.as_secs_f64()
+    );
+    assert_eq!(
+        json["plan"]["chain_timeout_seconds"],
+        supervise.chain_timeout.as_secs_f64()
+    );
+}
+
+#[test]
+fn a_report_directory_that_cannot_be_written_is_refused_before_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let in_the_way = dir.path().join("a-file");
+    std::fs::write(&in_the_way, "not a directory").unwrap();
+
+    let stderr = refused(&[
+        "--attempts",
+        "10",
+        "--report",
+        in_the_way.join("report").to_str().unwrap(),
+    ]);
+
+    assert!(stderr.contains("--report: "), "{stderr}");
+    assert!(
+        !stderr.contains("metrics: listening"),
+        "the run never started: {stderr}"
+    );
+    assert!(!in_the_way.join("report").exists());
+}
+
+#[test]
+fn a_writable_report_directory_is_left_with_the_report_and_no_probe() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("new/report");
+
+    let output = Command::new(BINARY)
+        .args([
+            "loadtest",
+            "--attempts",
+            "10",
+            "--output",
+            "json",
+            "--report",
+        ])
+        .arg(&report)
+        .output()
+        .expect("runs");
+
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut names: Vec<String> = std::fs::read_dir(&report)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["latency.svg", "loadtest.json", "throughput.svg"]);
+}
+
+#[test]
+fn loadtest_exports_metrics_on_a_port_of_its_own_unless_told() {
+    let output = Command::new(BINARY)
+        .args(["loadtest", "--attempts", "10", "--output", "json"])
+        .output()
+        .expect("runs");
+
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let address: std::net::SocketAddr = stderr
+        .lines()
+        .next()
+        .and_then(|line| line.strip_prefix("metrics: listening on http://"))
+        .and_then(|rest| rest.strip_suffix("/metrics"))
+        .unwrap_or_else(|| panic!("a metrics line first: {stderr}"))
+        .parse()
+        .expect("an address");
+    assert!(address.ip().is_loopback(), "{address}");
+    assert_ne!(address.port(), 9464);
+    assert_ne!(address.port(), 0, "the bound port is printed");
+}

@@ -478,6 +478,10 @@ impl Hook for HoldsFirstTwo {
         "holds-first-two"
     }
 
+    fn is_remote(&self) -> bool {
+        false
+    }
+
     fn admit<'a>(&'a self, request: &'a Request) -> HookFuture<'a> {
         let held = matches!(request.task_id.as_str(), "a" | "b");
         Box::pin(async move {

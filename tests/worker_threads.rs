@@ -62,6 +62,10 @@ impl Hook for Admitting {
         "admitting"
     }
 
+    fn is_remote(&self) -> bool {
+        false
+    }
+
     fn admit<'a>(&'a self, _: &'a Request) -> HookFuture<'a> {
         self.threads.record();
         Box::pin(async { Ok(Decision::Admit) })
@@ -78,6 +82,10 @@ struct Gated {
 impl Hook for Gated {
     fn name(&self) -> &str {
         "gated"
+    }
+
+    fn is_remote(&self) -> bool {
+        false
     }
 
     fn admit<'a>(&'a self, _: &'a Request) -> HookFuture<'a> {
@@ -100,6 +108,10 @@ struct PanicsOnFirst {
 impl Hook for PanicsOnFirst {
     fn name(&self) -> &str {
         "panics"
+    }
+
+    fn is_remote(&self) -> bool {
+        false
     }
 
     fn admit<'a>(&'a self, request: &'a Request) -> HookFuture<'a> {

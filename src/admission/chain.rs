@@ -352,6 +352,10 @@ mod tests {
             "policy"
         }
 
+        fn is_remote(&self) -> bool {
+            false
+        }
+
         fn admit<'a>(&'a self, _: &'a Request) -> HookFuture<'a> {
             let changes = self.0.clone();
             Box::pin(async move { Ok(Decision::AdmitWith(changes)) })

@@ -27,6 +27,10 @@ pub type HookFuture<'a> = Pin<Box<dyn Future<Output = Result<Decision, HookError
 ///     fn name(&self) -> &str {
 ///         "deny-tenant"
 ///     }
+///     // Decides here, from the request alone: no endpoint answers for it.
+///     fn is_remote(&self) -> bool {
+///         false
+///     }
 ///     fn admit<'a>(&'a self, request: &'a Request) -> HookFuture<'a> {
 ///         Box::pin(async move {
 ///             Ok(if request.tenant == self.0 {
@@ -35,6 +39,25 @@ pub type HookFuture<'a> = Pin<Box<dyn Future<Output = Result<Decision, HookError
 ///                 Decision::Admit
 ///             })
 ///         })
+///     }
+/// }
+/// ```
+///
+/// Every hook states whether its answers come from outside the process ([`Hook::is_remote`]):
+/// the method has no default, so a hook that leaves it out does not compile, and an HTTP
+/// client written as a hook cannot slip past the service-account rule of ADR 0100 §8 by
+/// omission.
+///
+/// ```compile_fail,E0046
+/// use dexaflow_admission::admission::{Decision, Hook, HookFuture, Request};
+///
+/// struct Forwards;
+/// impl Hook for Forwards {
+///     fn name(&self) -> &str {
+///         "forwards"
+///     }
+///     fn admit<'a>(&'a self, _: &'a Request) -> HookFuture<'a> {
+///         Box::pin(async { Ok(Decision::Admit) })
 ///     }
 /// }
 /// ```
@@ -72,14 +95,16 @@ pub trait Hook: Send + Sync {
     }
 
     /// Whether the hook's answers come from outside this process, from whoever controls an
-    /// endpoint (the webhook): such a hook may change the service account only when
-    /// `execution_allowlist.service_accounts` is set (ADR 0100 §8; see
-    /// [`super::ChangeRules::check_remote`]).
+    /// endpoint: `true` for a hook that asks a server (the webhook, or your own HTTP, gRPC or
+    /// queue client), `false` for one that decides in this process.
     ///
-    /// It only ever narrows what a hook may change, so a hook that answers `true` gains nothing.
-    fn is_remote(&self) -> bool {
-        false
-    }
+    /// A remote hook may change the service account only when
+    /// `execution_allowlist.service_accounts` is set (ADR 0100 §8; see
+    /// [`super::ChangeRules::check_remote`]), so that whoever controls the endpoint cannot move
+    /// a task onto any service account of the namespace. The method has no default so that no
+    /// hook is taken for local by omission: every implementation states which it is. Answering
+    /// `true` only narrows what the hook may change; when in doubt, answer `true`.
+    fn is_remote(&self) -> bool;
 }
 
 /// What a registered hook may change beyond what every hook may (ADR 0100 §7).
@@ -100,6 +125,7 @@ pub trait Hook: Send + Sync {
 /// struct Claims;
 /// impl Hook for Claims {
 ///     fn name(&self) -> &str { "claims" }
+///     fn is_remote(&self) -> bool { false }
 ///     fn admit<'a>(&'a self, _: &'a Request) -> HookFuture<'a> {
 ///         Box::pin(async { Ok(Decision::Admit) })
 ///     }

@@ -3,6 +3,7 @@
 //! (`execution.admission.webhook.*`, ADR 0100 §8).
 
 use std::collections::{BTreeMap, HashMap};
+use std::ops::RangeInclusive;
 use std::time::Duration;
 
 use serde_yaml_ng::{Mapping, Value};
@@ -19,6 +20,10 @@ use crate::admission::{ChangeRules, Changes, label_value_problem};
 use crate::dispatch::settings::{DEFAULT_WARM_POOLS, SourceMode};
 use crate::hooks::{HookSpec, Matcher, POLICY_HOOK, ResourceGroup, WebhookSpec};
 use crate::supervise;
+
+/// The values `execution.admission.breaker.failures` (and `loadtest --breaker-failures`) may
+/// take.
+pub(crate) const BREAKER_FAILURE_COUNTS: RangeInclusive<u64> = 1..=u32::MAX as u64;
 
 /// The name of the webhook `execution.admission.webhook.url` declares, last in the chain.
 const WEBHOOK_NAME: &str = "webhook";
@@ -55,7 +60,7 @@ impl Reader {
         let failures = self.integer(
             BREAKER_FAILURES,
             u64::from(defaults.breaker.failures),
-            1..=u64::from(u32::MAX),
+            BREAKER_FAILURE_COUNTS,
         );
         let backoff = self.duration(BREAKER_BACKOFF, defaults.breaker.backoff, positive);
         let max_backoff =

@@ -88,10 +88,16 @@ use thiserror::Error;
 use crate::hooks::{HookSpec, PolicyError, PolicySpec, SpecError};
 use crate::{dispatch, supervise};
 
+pub(crate) use execution::BREAKER_FAILURE_COUNTS;
 pub use keys::{CONFIG_VARIABLE, METRICS_LISTEN, non_config_variables};
 /// The keys the server names when it refuses to serve authenticated services to anyone.
 pub(crate) use keys::{SERVER_BEARER_TOKEN_FILE, SERVER_CLIENT_CA_FILE, SERVER_LISTEN};
 pub use server::check_server_files;
+pub use metrics::BATCH_LISTEN;
+pub(crate) use scheduler::{BUFFER_SIZES, WORKER_COUNTS, WORKER_THREAD_COUNTS};
+pub(crate) use validate::{
+    Mismatch, chain_holds_a_call, duration_at_least, integer_in, max_backoff_covers_backoff,
+};
 
 use reader::Reader;
 /// The YAML parser that keeps an integer too large for 64 bits, for the workload reader to
@@ -122,6 +128,8 @@ pub struct Config {
     effective: BTreeMap<&'static str, Value>,
     /// Whether `auth.agent_token_secret` was set, rather than generated.
     secret_is_set: bool,
+    /// Whether `metrics.listen` was set, rather than defaulted.
+    metrics_listen_is_set: bool,
 }
 
 /// One problem with the config.
@@ -517,7 +525,7 @@ impl Reader {
         let allowlist = self.allowlist();
         let policy = self.policy();
         let (secret, ttl) = self.token();
-        let metrics_listen = self.metrics_listen();
+        let (metrics_listen, metrics_listen_is_set) = self.metrics_listen();
         let server = self.server(server);
         let (token, secret_is_set) = self.token_settings(secret, ttl);
         let dispatch = dispatch::Settings {
@@ -555,6 +563,7 @@ impl Reader {
             metrics_listen,
             effective: self.effective,
             secret_is_set,
+            metrics_listen_is_set,
         };
         Ok((config, server))
     }

@@ -21,6 +21,7 @@ use super::keys::{
     ENV_PREFIX, LEAVES, file_only_key, is_secret, is_section, may_hold_secret, nearest_variable,
     non_config_variables, variables,
 };
+use super::validate::{self, Mismatch};
 use super::{ConfigError, Key};
 use crate::admission::{escape_controls, parse_milli};
 
@@ -176,6 +177,15 @@ pub(super) struct Problem {
     pub(super) expected: String,
     /// What to show instead of the value itself.
     pub(super) got: Option<String>,
+}
+
+/// The problem a rule of [`super::validate`] found, for the key being read.
+fn mismatch(mismatch: Mismatch) -> Problem {
+    Problem {
+        at: String::new(),
+        expected: mismatch.expected,
+        got: Some(mismatch.got),
+    }
 }
 
 pub(super) fn expected(what: impl Into<String>) -> Problem {
@@ -419,21 +429,11 @@ impl Reader {
         default: u64,
         range: RangeInclusive<u64>,
     ) -> u64 {
-        let (low, high) = (*range.start(), *range.end());
-        let what = match (low, high) {
-            (0, u64::MAX) => "a non-negative integer".to_owned(),
-            (1, u64::MAX) => "a positive integer".to_owned(),
-            (low, high) => format!("an integer from {low} to {high}"),
-        };
         self.get(
             key,
             default,
             |raw| {
-                let too_large = || Problem {
-                    at: String::new(),
-                    expected: format!("an integer from {low} to {high}"),
-                    got: Some(format!("{} (too large)", describe(&raw.value))),
-                };
+                let too_large = || mismatch(validate::too_large(&describe(&raw.value), &range));
                 let number = match (&raw.value, &raw.env) {
                     (Value::Number(number), _) => number.as_u64(),
                     (Value::String(text), Some(_)) => match text.trim().parse::<u64>() {
@@ -449,9 +449,9 @@ impl Reader {
                     },
                 };
                 match number {
-                    Some(number) if range.contains(&number) => Ok(number),
-                    Some(number) if number > high => Err(too_large()),
-                    _ => Err(expected(what)),
+                    Some(number) => validate::integer_in(number, &describe(&raw.value), &range)
+                        .map_err(mismatch),
+                    None => Err(expected(validate::integers(&range))),
                 }
             },
             |number| Value::from(*number),
@@ -660,16 +660,17 @@ fn parse_flag(raw: &Raw) -> Result<bool, Problem> {
 
 /// A duration of at least `min`; an error shows `example`.
 fn parse_duration(raw: &Raw, example: Duration, min: Duration) -> Result<Duration, Problem> {
-    let example = humantime::format_duration(example).to_string();
     let duration = raw
         .value
         .as_str()
         .and_then(|text| humantime::parse_duration(text.trim()).ok())
-        .ok_or_else(|| expected(format!("a duration such as {example:?}")))?;
-    if duration < min {
-        return Err(expected(format!("a duration above 0s such as {example:?}")));
-    }
-    Ok(duration)
+        .ok_or_else(|| {
+            expected(format!(
+                "a duration such as {:?}",
+                humantime::format_duration(example).to_string()
+            ))
+        })?;
+    validate::duration_at_least(duration, min, example, &describe(&raw.value)).map_err(mismatch)
 }
 
 fn show_duration(duration: Duration) -> Value {

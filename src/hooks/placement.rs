@@ -181,6 +181,10 @@ impl Hook for Placement {
         &self.name
     }
 
+    fn is_remote(&self) -> bool {
+        false
+    }
+
     fn admit<'a>(&'a self, request: &'a Request) -> HookFuture<'a> {
         let decision = self.decide(request);
         Box::pin(async move { Ok(decision) })

@@ -57,6 +57,8 @@ pub use cpu::process_cpu_time;
 pub use error::LoadTestError;
 pub use harness::{Options, run, run_blocking};
 pub use plan::{Amount, Plan, attempt};
-pub use report::{AttemptOutcome, BreakerTransitions, Latencies, Report, Throughput};
+pub use report::{
+    AttemptOutcome, BreakerTransitions, Latencies, Report, Throughput, check_report_dir,
+};
 pub use spec::{HookSpec, SpecError, Synthetic, WebhookFiles, parse_all};
 pub use timer::{HookTimer, TimerThread};

@@ -12,10 +12,14 @@ use super::LoadTestError;
 use super::spec::{HookSpec, Synthetic, WebhookFiles};
 use super::timer::{HookTimer, TimerThread};
 use crate::admission::{Chain, Hook};
+use crate::config::{
+    BREAKER_FAILURE_COUNTS, BUFFER_SIZES, Mismatch, WORKER_COUNTS, WORKER_THREAD_COUNTS,
+    chain_holds_a_call, duration_at_least, integer_in, max_backoff_covers_backoff,
+};
 use crate::dispatch::executor::null::Null;
 use crate::dispatch::settings::{
-    Allowlist, ExecutorSettings, MAX_WORKER_THREADS, PolicySettings, ResourceDefaults, SourceMode,
-    TokenSettings,
+    Allowlist, DEFAULT_BUFFER_SIZE, DEFAULT_WORKERS, ExecutorSettings, PolicySettings,
+    ResourceDefaults, SourceMode, TokenSettings, effective_workers,
 };
 use crate::dispatch::task::Task;
 use crate::dispatch::token::Hs256Minter;
@@ -67,8 +71,10 @@ impl Default for Plan {
         Plan {
             amount: Amount::Attempts(10_000),
             rate: 0.0,
-            buffer_size: 0,
-            workers: 1,
+            buffer_size: DEFAULT_BUFFER_SIZE,
+            workers: effective_workers(DEFAULT_WORKERS),
+            // Not the config's default: the workers run on the harness's own thread, which a run
+            // on tokio's paused clock needs (`loadtest --worker-threads` defaults to the config's).
             worker_threads: 0,
             hooks: Vec::new(),
             webhook_files: WebhookFiles::default(),
@@ -105,29 +111,67 @@ impl Plan {
                 "must be a number of attempts per second, 0 or more",
             );
         }
-        if self.worker_threads > MAX_WORKER_THREADS {
-            return bad(
-                "--worker-threads",
-                &format!("must be at most {MAX_WORKER_THREADS}"),
-            );
-        }
         if self.tenants == 0 {
             return bad("--tenants", "must be at least 1");
         }
-        if self.supervise.timeout.is_zero() {
-            return bad("--timeout", "must be longer than zero");
+        // The flags that stand for config keys, by the config's own rules and words.
+        let mismatch = |flag, mismatch: Mismatch| bad(flag, &mismatch.to_string());
+        for (flag, count, range) in [
+            ("--buffer-size", self.buffer_size, BUFFER_SIZES),
+            ("--workers", self.workers, WORKER_COUNTS),
+            (
+                "--worker-threads",
+                self.worker_threads,
+                WORKER_THREAD_COUNTS,
+            ),
+        ] {
+            let count = u64::try_from(count).unwrap_or(u64::MAX);
+            if let Err(error) = integer_in(count, &count.to_string(), &range) {
+                return mismatch(flag, error);
+            }
         }
-        if self.supervise.chain_timeout.is_zero() {
-            return bad("--chain-timeout", "must be longer than zero");
+        let failures = u64::from(self.supervise.breaker.failures);
+        if let Err(error) = integer_in(failures, &failures.to_string(), &BREAKER_FAILURE_COUNTS) {
+            return mismatch("--breaker-failures", error);
         }
-        if self.supervise.breaker.failures == 0 {
-            return bad("--breaker-failures", "must be at least 1");
-        }
-        if self.supervise.breaker.backoff > self.supervise.breaker.max_backoff {
-            return bad(
+        let defaults = supervise::Settings::default();
+        let breaker = &self.supervise.breaker;
+        for (flag, duration, example) in [
+            ("--timeout", self.supervise.timeout, defaults.timeout),
+            (
+                "--chain-timeout",
+                self.supervise.chain_timeout,
+                defaults.chain_timeout,
+            ),
+            (
                 "--breaker-backoff",
-                "must not be longer than --breaker-max-backoff",
-            );
+                breaker.backoff,
+                defaults.breaker.backoff,
+            ),
+            (
+                "--breaker-max-backoff",
+                breaker.max_backoff,
+                defaults.breaker.max_backoff,
+            ),
+        ] {
+            let shown = format!("{:?}", humantime::format_duration(duration).to_string());
+            if let Err(error) =
+                duration_at_least(duration, Duration::from_nanos(1), example, &shown)
+            {
+                return mismatch(flag, error);
+            }
+        }
+        if let Err(error) = chain_holds_a_call(
+            self.supervise.timeout,
+            self.supervise.chain_timeout,
+            "--timeout",
+        ) {
+            return mismatch("--chain-timeout", error);
+        }
+        if let Err(error) =
+            max_backoff_covers_backoff(breaker.backoff, breaker.max_backoff, "--breaker-backoff")
+        {
+            return mismatch("--breaker-max-backoff", error);
         }
         for (position, spec) in self.hooks.iter().enumerate() {
             let HookSpec::Webhook(url) = spec else {

@@ -463,6 +463,23 @@ impl Report {
     }
 }
 
+/// Checks, before a run, that [`Report::write_to`] can write into `dir`: creates it if needed
+/// and writes and removes a probe file there, so that a run is not spent to find a report
+/// directory that cannot be written (read-only, a file in the way, no permission).
+///
+/// # Errors
+/// [`LoadTestError::Report`] naming the directory or the probe file.
+pub fn check_report_dir(dir: &Path) -> Result<(), LoadTestError> {
+    let failed = |path: &Path| {
+        let path = path.to_owned();
+        move |source| LoadTestError::Report { path, source }
+    };
+    std::fs::create_dir_all(dir).map_err(failed(dir))?;
+    let probe = dir.join(".loadtest-write-check");
+    std::fs::write(&probe, b"").map_err(failed(&probe))?;
+    std::fs::remove_file(&probe).map_err(failed(&probe))
+}
+
 fn latency_table(out: &mut String, title: &str, rows: &[(&str, &Latencies)], total: u64) {
     let _ = writeln!(
         out,

@@ -372,6 +372,10 @@ impl Hook for Synthetic {
         &self.name
     }
 
+    fn is_remote(&self) -> bool {
+        false
+    }
+
     fn admit<'a>(&'a self, _request: &'a Request) -> HookFuture<'a> {
         let admit = || -> HookFuture<'a> { Box::pin(std::future::ready(Ok(Decision::Admit))) };
         match self.spec {

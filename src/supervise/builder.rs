@@ -19,6 +19,7 @@ use crate::events::{Ignore, SupervisionEvents};
 /// struct Allow;
 /// impl Hook for Allow {
 ///     fn name(&self) -> &str { "allow" }
+///     fn is_remote(&self) -> bool { false }
 ///     fn admit<'a>(&'a self, _: &'a Request) -> HookFuture<'a> {
 ///         Box::pin(async { Ok(Decision::Admit) })
 ///     }

@@ -176,6 +176,10 @@ impl Hook for FakeHook {
         &self.name
     }
 
+    fn is_remote(&self) -> bool {
+        false
+    }
+
     fn admit<'a>(&'a self, request: &'a Request) -> HookFuture<'a> {
         self.seen
             .lock()
@@ -244,6 +248,10 @@ impl Hook for Sleeping {
         &self.name
     }
 
+    fn is_remote(&self) -> bool {
+        false
+    }
+
     fn admit<'a>(&'a self, _: &'a Request) -> HookFuture<'a> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         Box::pin(async move {
@@ -306,6 +314,10 @@ impl Gated {
 impl Hook for Gated {
     fn name(&self) -> &str {
         "gated"
+    }
+
+    fn is_remote(&self) -> bool {
+        false
     }
 
     fn admit<'a>(&'a self, _: &'a Request) -> HookFuture<'a> {

@@ -75,6 +75,10 @@ impl Hook for Policy {
         POLICY_HOOK
     }
 
+    fn is_remote(&self) -> bool {
+        false
+    }
+
     fn admit<'a>(&'a self, request: &'a Request) -> HookFuture<'a> {
         let decision = self.decide(request);
         Box::pin(async move { Ok(decision) })
