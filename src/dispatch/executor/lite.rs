@@ -19,15 +19,43 @@
 //!
 //! Ending an attempt sends TERM to its process group, then KILL to the group once the command
 //! has exited or `kill_grace` has passed, whichever comes first.
+//!
+//! # Descendants that leave their group
+//! A task's process may leave its attempt's group (`setsid`, a daemon's double fork), where
+//! signalling the group cannot reach it. On Linux the dispatcher is the subreaper of its
+//! descendants (set when a `Lite` is built, see [`Lite::new`]): such a process, once its parent
+//! exits, becomes the dispatcher's child rather than init's, so it can still be found.
+//! - It runs on after its attempt ends (which of the attempts it came from is no longer known),
+//!   and is ended at shutdown: TERM as soon as the dispatcher has adopted it, KILL once
+//!   `kill_grace` has passed since shutdown began, whatever it started being adopted and ended
+//!   in turn.
+//! - The processes of an attempt's group that the dispatcher adopted are reaped when the
+//!   attempt ends, the others at shutdown, so that none is left a zombie.
+//!
+//! What a shutdown cannot reach: a process adopted from a task is told from the dispatcher's own
+//! children by its process group (a task's descendants are never in the dispatcher's group)
+//! and its session, so one that made itself the leader of a new group inside the dispatcher's
+//! session (`setpgid(0, 0)`, a job-control shell's background job) and was then orphaned is
+//! taken for an attempt's own command and left running. When the dispatcher is killed with
+//! `kill -9` (or dies in any way that runs no shutdown), nothing ends its tasks: every running
+//! command and all it started are re-parented to init (or to the nearest subreaper above the
+//! dispatcher) and run on. A parent-death signal would end each command with the dispatcher,
+//! but setting one in the child before it runs its program needs `pre_exec`, which is
+//! `unsafe`, and this crate has no `unsafe`.
 
+use std::collections::HashSet;
 use std::fmt::Write as _;
+use std::future::Future;
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rustix::process::{Pid, Signal, kill_process_group};
+use rustix::process::{
+    Pid, Signal, WaitOptions, getpgrp, getpid, getsid, kill_process, kill_process_group,
+    test_kill_process_group, waitpid,
+};
 use sha2::{Digest, Sha256};
 use tokio::process::{Child, Command};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
@@ -51,6 +79,17 @@ pub const ORPHANED: &str = "orphaned: the dispatcher shut down while the task ra
 const MAX_COMPONENT: usize = 200;
 /// How much of a long encoded id is kept before its hash.
 const KEPT_OF_LONG_COMPONENT: usize = 120;
+
+/// How often shutdown looks for processes adopted from tasks, and an attempt's end for its
+/// group's last processes to be gone.
+const POLL: Duration = Duration::from_millis(20);
+/// How many times an attempt's end looks for its group to be empty before leaving what is left
+/// to shutdown: a killed process is gone within a poll or two, unless the kernel holds it in
+/// an uninterruptible wait.
+const GROUP_POLLS: u32 = 50;
+/// How many times shutdown sends KILL to what it still finds adopted once `kill_grace` has
+/// passed, before it gives up on a task that forks faster than it is killed.
+const KILL_ROUNDS: u32 = 50;
 
 /// The largest `executor.lite.max_parallel`: far more processes than a host runs usefully, and
 /// few enough that the slots' bookkeeping is never an allocation to fear.
@@ -78,7 +117,16 @@ pub struct Lite {
 impl Lite {
     /// A `lite` executor writing each attempt's output under `log_dir`, with the default kill
     /// grace and parallelism.
+    ///
+    /// On Linux it makes this process the subreaper of its descendants
+    /// (`PR_SET_CHILD_SUBREAPER`), so that a process a task leaves outside its attempt's group
+    /// is adopted by the dispatcher when its parent exits, and ended at shutdown, rather than
+    /// adopted by init and left running. That setting belongs to the whole process and lasts
+    /// as long as it does; it is made here, when the process takes on running tasks as its
+    /// descendants, and not in `main`, so that a library user running tasks through a `Lite`
+    /// gets it too and a process that runs none never adopts anything.
     pub fn new(log_dir: impl Into<PathBuf>) -> Lite {
+        become_subreaper();
         let (stop, stopped) = shutdown::signal();
         Lite {
             log_dir: log_dir.into(),
@@ -170,10 +218,12 @@ impl Executor for Lite {
     }
 
     /// Starts nothing more: attempts waiting for a slot are handed back, running ones are
-    /// ended and fail as [`ORPHANED`]. Resolves once every attempt has sent its last step.
+    /// ended and fail as [`ORPHANED`], and every process adopted from a task is ended (TERM,
+    /// then KILL once `kill_grace` has passed). Resolves once every attempt has sent its last
+    /// step and no adopted process is left.
     fn shutdown(&self) -> ShutdownFuture<'_> {
         self.stop.fire();
-        Box::pin(self.attempts.idle())
+        Box::pin(end_adopted(self.kill_grace, self.attempts.idle()))
     }
 }
 
@@ -286,8 +336,13 @@ impl Run {
                 Completion::Failed(Ending::Orphaned)
             }
         };
-        // Kills what the command left in its group before the slot is given to another.
-        drop(process);
+        // Kills what the command left in its group, and reaps what of it this process adopted,
+        // before the slot is given to another.
+        let Process { child, group } = process;
+        drop(child);
+        if let Some(group) = group {
+            group.clear().await;
+        }
         drop(slot);
         self.send(Step::Ended(completion));
     }
@@ -330,12 +385,161 @@ impl Group {
         // group of our own child.
         let _ = kill_process_group(self.0, signal);
     }
+
+    /// Kills what is left in the group once its command has been reaped, and reaps the
+    /// processes of it this process adopted (their parent in the group exited first), until
+    /// the group is empty or [`GROUP_POLLS`] polls have passed; shutdown reaps what is left.
+    async fn clear(self) {
+        self.signal(Signal::KILL);
+        for _ in 0..GROUP_POLLS {
+            // A zombie is still a member: the group is empty once every one is reaped.
+            if test_kill_process_group(self.0).is_err() {
+                return;
+            }
+            for process in adopted_children() {
+                if process.group == self.0.as_raw_pid() && process.exited {
+                    process.reap();
+                }
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
 }
 
 impl Drop for Group {
     fn drop(&mut self) {
         self.signal(Signal::KILL);
     }
+}
+
+/// Makes this process the subreaper of its descendants, where the platform has subreapers.
+fn become_subreaper() {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        // Fails only on a kernel older than 3.4, which adopts nothing for us: shutdown then
+        // finds nothing adopted, and what left its group runs on as it did before.
+        let _ = rustix::process::set_child_subreaper(Some(getpid()));
+    }
+}
+
+/// Ends every process this one adopted from a task: TERM to each as soon as it is found, KILL
+/// to each still found once `grace` has passed, looking again every [`POLL`] until
+/// `runs_ended` has resolved and none is left (or [`KILL_ROUNDS`] rounds of KILL have not
+/// sufficed). Reaps each one that has exited.
+///
+/// An attempt's command is ended by its own run, not here; what its group leaves outside the
+/// group is adopted once its parent exits, and found on a later look.
+async fn end_adopted(grace: Duration, runs_ended: impl Future<Output = ()>) {
+    let deadline = tokio::time::Instant::now() + grace;
+    let mut runs_ended = std::pin::pin!(runs_ended);
+    let mut running = true;
+    // A pid in here is not reused before it is reaped, since only its parent, this process,
+    // reaps it; it leaves the set when reaped.
+    let mut sent_term = HashSet::new();
+    let mut kill_rounds = 0;
+    loop {
+        let past_grace = tokio::time::Instant::now() >= deadline;
+        let mut left = false;
+        for process in adopted_children() {
+            if process.exited {
+                process.reap();
+                sent_term.remove(&process.pid);
+            } else if past_grace {
+                left = true;
+                process.signal(Signal::KILL);
+            } else {
+                left = true;
+                if sent_term.insert(process.pid) {
+                    process.signal(Signal::TERM);
+                }
+            }
+        }
+        if !running && (!left || kill_rounds >= KILL_ROUNDS) {
+            return;
+        }
+        if past_grace {
+            kill_rounds += 1;
+        }
+        tokio::select! {
+            () = &mut runs_ended, if running => running = false,
+            () = tokio::time::sleep(POLL) => {}
+        }
+    }
+}
+
+/// One process as `/proc/<pid>/stat` shows it: whether it has exited (a zombie waiting to be
+/// reaped), its parent, its process group and its session.
+struct ProcessStat {
+    pid: i32,
+    exited: bool,
+    parent: i32,
+    group: i32,
+    session: i32,
+}
+
+impl ProcessStat {
+    /// The process `pid` as `/proc` shows it now; `None` once it is gone.
+    fn read(pid: i32) -> Option<ProcessStat> {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // The fields follow the command name, which is in parentheses and may hold spaces and
+        // parentheses itself.
+        let (_, fields) = text.rsplit_once(')')?;
+        let mut fields = fields.split_whitespace();
+        let state = fields.next()?;
+        let mut ids = fields.take(3).map(str::parse::<i32>);
+        let (Some(Ok(parent)), Some(Ok(group)), Some(Ok(session))) =
+            (ids.next(), ids.next(), ids.next())
+        else {
+            return None;
+        };
+        Some(ProcessStat {
+            pid,
+            exited: matches!(state, "Z" | "X"),
+            parent,
+            group,
+            session,
+        })
+    }
+
+    /// Sends `signal`. It is a child of this process not yet reaped, so its pid cannot have
+    /// been reused; ESRCH, it is gone, is the outcome wanted.
+    fn signal(&self, signal: Signal) {
+        if let Some(pid) = Pid::from_raw(self.pid) {
+            let _ = kill_process(pid, signal);
+        }
+    }
+
+    /// Reaps it, once it has exited, so that it leaves no zombie.
+    fn reap(&self) {
+        // Never `waitpid(None)`, which would reap a command the executor itself waits for.
+        if let Some(pid) = Pid::from_raw(self.pid) {
+            let _ = waitpid(Some(pid), WaitOptions::NOHANG);
+        }
+    }
+}
+
+/// Every child of this process that it adopted from a task, as `/proc` shows them now.
+///
+/// A child is taken for adopted when it is outside this process's own group (where the
+/// dispatcher's own children stay, and a task's descendants never are) and is not the leader
+/// of a group in this process's session (as an attempt's command is, of any `Lite` in the
+/// process: its run follows it). Nothing is found where there is no `/proc`.
+fn adopted_children() -> Vec<ProcessStat> {
+    let us = getpid().as_raw_pid();
+    let our_group = getpgrp().as_raw_pid();
+    let our_session = getsid(None).map_or(0, Pid::as_raw_pid);
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(ProcessStat::read)
+        .filter(|process| {
+            let leads_a_group_of_ours =
+                process.group == process.pid && process.session == our_session;
+            process.parent == us && process.group != our_group && !leads_a_group_of_ours
+        })
+        .collect()
 }
 
 /// How an exit status reads on the task instance.
