@@ -1,6 +1,6 @@
 //! `dispatch` with the lite executor, on the built binary: a process a task started outside its
 //! attempt's process group (`setsid`) does not outlive the dispatcher, whether SIGTERM or
-//! Ctrl-C (SIGINT) stops it; and what a finished command left in its group, which the
+//! Ctrl-C (SIGINT) stops it or its run completes; and what a finished command left in its group, which the
 //! dispatcher adopts, is reaped rather than left a zombie.
 
 mod processes;
@@ -147,4 +147,31 @@ fn what_a_finished_command_left_in_its_group_is_killed_and_reaped_while_the_disp
         dispatcher.try_wait().unwrap().is_none(),
         "the dispatcher still runs, or its exit reaped the process"
     );
+}
+
+#[test]
+fn a_process_that_left_its_attempts_group_does_not_outlive_a_dispatcher_that_completed_its_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cleanup = Cleanup::default();
+    let config = lite_config(dir.path(), "", "", "");
+    let escaped_file = dir.path().join("escaped.pid");
+    let tasks = format!(
+        "      - task_id: escapes
+        command: [sh, -c, 'setsid sleep 1000 & echo $! > {}']
+",
+        escaped_file.display()
+    );
+
+    let output = dispatch(&config, &workload(dir.path(), "", &tasks))
+        .args(["--output", "json"])
+        .output()
+        .expect("the binary runs");
+    let escaped = wait_for_pid(&escaped_file);
+    cleanup.pids.push(escaped);
+
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let rows: Vec<Value> = serde_json::from_slice(&output.stdout).expect("JSON rows");
+    assert_eq!(rows[0]["state"], "success", "{rows:?}");
+    wait_until_gone(escaped);
 }

@@ -26,7 +26,8 @@
 //! descendants (set when a `Lite` is built, see [`Lite::new`]): such a process, once its parent
 //! exits, becomes the dispatcher's child rather than init's, so it can still be found.
 //! - It runs on after its attempt ends (which of the attempts it came from is no longer known),
-//!   and is ended at shutdown: TERM as soon as the dispatcher has adopted it, KILL once
+//!   and is ended when the executor shuts down (as `dispatch` does at the end of every run,
+//!   completed or interrupted): TERM as soon as shutdown finds it adopted, KILL once
 //!   `kill_grace` has passed since shutdown began, whatever it started being adopted and ended
 //!   in turn.
 //! - The processes of an attempt's group that the dispatcher adopted are reaped when the
