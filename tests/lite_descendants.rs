@@ -1,7 +1,7 @@
 //! `dispatch` with the lite executor, on the built binary: a process a task started outside its
 //! attempt's process group (`setsid`) does not outlive the dispatcher, whether SIGTERM or
-//! Ctrl-C (SIGINT) stops it or its run completes; and what a finished command left in its group, which the
-//! dispatcher adopts, is reaped rather than left a zombie.
+//! Ctrl-C (SIGINT) stops it or its run completes; and what a finished command left in its
+//! group, which the dispatcher adopts, is reaped rather than left a zombie.
 
 mod processes;
 

@@ -32,17 +32,21 @@
 //!   in turn.
 //! - The processes of an attempt's group that the dispatcher adopted are reaped when the
 //!   attempt ends, the others at shutdown, so that none is left a zombie.
+//! - Adopting belongs to the process, not to one executor: a shutdown ends what the tasks of
+//!   every `Lite` in the process left.
 //!
 //! What a shutdown cannot reach: a process adopted from a task is told from the dispatcher's own
 //! children by its process group (a task's descendants are never in the dispatcher's group)
 //! and its session, so one that made itself the leader of a new group inside the dispatcher's
 //! session (`setpgid(0, 0)`, a job-control shell's background job) and was then orphaned is
 //! taken for an attempt's own command and left running. When the dispatcher is killed with
-//! `kill -9` (or dies in any way that runs no shutdown), nothing ends its tasks: every running
-//! command and all it started are re-parented to init (or to the nearest subreaper above the
-//! dispatcher) and run on. A parent-death signal would end each command with the dispatcher,
-//! but setting one in the child before it runs its program needs `pre_exec`, which is
-//! `unsafe`, and this crate has no `unsafe`.
+//! `kill -9` (or dies in any way that runs no shutdown: a signal it does not handle, such as
+//! SIGHUP), nothing ends its tasks, and the subreaper is gone with it: every running command
+//! and all it started, and every process it had adopted, are re-parented to init (or to the
+//! nearest subreaper above the dispatcher) and run on. A parent-death signal
+//! (`PR_SET_PDEATHSIG`) would end each command, though not what it started, with the
+//! dispatcher; but it must be set in the child between fork and exec, which std and tokio
+//! offer only through `pre_exec`, an `unsafe` function, and this crate forbids `unsafe`.
 
 use std::collections::HashSet;
 use std::fmt::Write as _;
@@ -89,7 +93,8 @@ const POLL: Duration = Duration::from_millis(20);
 /// an uninterruptible wait.
 const GROUP_POLLS: u32 = 50;
 /// How many times shutdown sends KILL to what it still finds adopted once `kill_grace` has
-/// passed, before it gives up on a task that forks faster than it is killed.
+/// passed and every attempt has ended, before it gives up on a task that forks faster than it
+/// is killed.
 const KILL_ROUNDS: u32 = 50;
 
 /// The largest `executor.lite.max_parallel`: far more processes than a host runs usefully, and
@@ -455,11 +460,16 @@ async fn end_adopted(grace: Duration, runs_ended: impl Future<Output = ()>) {
                 }
             }
         }
-        if !running && (!left || kill_rounds >= KILL_ROUNDS) {
-            return;
-        }
-        if past_grace {
-            kill_rounds += 1;
+        if !running {
+            if !left {
+                return;
+            }
+            if past_grace {
+                kill_rounds += 1;
+                if kill_rounds > KILL_ROUNDS {
+                    return;
+                }
+            }
         }
         tokio::select! {
             () = &mut runs_ended, if running => running = false,
