@@ -155,9 +155,11 @@ fn a_process_that_left_its_attempts_group_does_not_outlive_a_dispatcher_that_com
     let mut cleanup = Cleanup::default();
     let config = lite_config(dir.path(), "", "", "");
     let escaped_file = dir.path().join("escaped.pid");
+    // The shell ends once the escaped process has left its group, which it says by writing its
+    // pid after `setsid`: ended before, it would be killed with the group.
     let tasks = format!(
         "      - task_id: escapes
-        command: [sh, -c, 'setsid sleep 1000 & echo $! > {}']
+        command: [sh, -c, 'setsid sh -c \"echo \\$\\$ > {0}; exec sleep 1000\" & while [ ! -s {0} ]; do sleep 0.01; done']
 ",
         escaped_file.display()
     );
