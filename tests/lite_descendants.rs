@@ -1,7 +1,8 @@
 //! `dispatch` with the lite executor, on the built binary: a process a task started outside its
 //! attempt's process group (`setsid`) does not outlive the dispatcher, whether SIGTERM or
 //! Ctrl-C (SIGINT) stops it or its run completes; and what a finished command left in its
-//! group, which the dispatcher adopts, is reaped rather than left a zombie.
+//! group, which the dispatcher adopts, is reaped rather than left a zombie; and a task's command
+//! does not outlive a dispatcher killed with `kill -9`, which runs no shutdown (Linux).
 
 mod processes;
 
@@ -176,4 +177,34 @@ fn a_process_that_left_its_attempts_group_does_not_outlive_a_dispatcher_that_com
     let rows: Vec<Value> = serde_json::from_slice(&output.stdout).expect("JSON rows");
     assert_eq!(rows[0]["state"], "success", "{rows:?}");
     wait_until_gone(escaped);
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_tasks_command_does_not_outlive_a_dispatcher_killed_with_sigkill() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cleanup = Cleanup::default();
+    let tasks = format!(
+        "      - task_id: runs
+        command: [sh, -c, 'echo $$ > {0}/command.pid; exec sleep 1000']
+",
+        dir.path().display()
+    );
+    start(dir.path(), &workload(dir.path(), "", &tasks), &mut cleanup);
+    let command = wait_for_pid(&dir.path().join("command.pid"));
+    cleanup.pids.push(command);
+    assert!(is_running(command), "the command runs until the kill");
+
+    let mut dispatcher = cleanup.dispatcher.take().expect("a dispatcher was started");
+    dispatcher.kill().expect("the dispatcher runs");
+    let status = dispatcher.wait().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(Signal::KILL.as_raw()),
+        "the dispatcher died of the kill, running no shutdown"
+    );
+
+    // Killed by the kernel with the dispatcher, as its parent-death signal; nothing else is
+    // left to end it.
+    wait_until_gone(command);
 }

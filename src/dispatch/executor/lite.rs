@@ -39,14 +39,20 @@
 //! children by its process group (a task's descendants are never in the dispatcher's group)
 //! and its session, so one that made itself the leader of a new group inside the dispatcher's
 //! session (`setpgid(0, 0)`, a job-control shell's background job) and was then orphaned is
-//! taken for an attempt's own command and left running. When the dispatcher is killed with
-//! `kill -9` (or dies in any way that runs no shutdown: a signal it does not handle, such as
-//! SIGHUP), nothing ends its tasks, and the subreaper is gone with it: every running command
-//! and all it started, and every process it had adopted, are re-parented to init (or to the
-//! nearest subreaper above the dispatcher) and run on. A parent-death signal
-//! (`PR_SET_PDEATHSIG`) would end each command, though not what it started, with the
-//! dispatcher; but it must be set in the child between fork and exec, which std and tokio
-//! offer only through `pre_exec`, an `unsafe` function, and this crate forbids `unsafe`.
+//! taken for an attempt's own command and left running.
+//!
+//! # When the dispatcher is killed
+//! When the dispatcher is killed with `kill -9` (or dies in any way that runs no shutdown: a
+//! signal it does not handle, such as SIGHUP), no shutdown ends its tasks. On Linux each
+//! attempt's command is started with a parent-death signal (`PR_SET_PDEATHSIG`, SIGKILL), so
+//! the kernel kills every running command with the dispatcher. What those commands started, and
+//! every process the dispatcher had adopted, is not signalled: the subreaper is gone with the
+//! dispatcher, and they are re-parented to init (or to the nearest subreaper above the
+//! dispatcher) and run on. The kernel sends the signal when the *thread* that started the
+//! command exits, so a command is started on a thread that lives while the dispatcher runs (the
+//! actix arbiter that dispatched the attempt, which lives until the dispatcher drains); and it
+//! clears the signal when the command executes a set-user-ID or set-group-ID program, which then
+//! runs on as well.
 
 use std::collections::HashSet;
 use std::fmt::Write as _;
@@ -301,7 +307,7 @@ impl Run {
             .envs(task.env.iter().filter(|(key, _)| !is_reserved_env(key)))
             .env(AGENT_TOKEN_ENV, &self.attempt.token)
             .env(TASK_INSTANCE_ID_ENV, &self.attempt.task_instance_id);
-        let child = command.spawn().map_err(|source| ExecutorError::Spawn {
+        let child = spawn(command).map_err(|source| ExecutorError::Spawn {
             program: program.clone(),
             source,
         })?;
@@ -416,6 +422,46 @@ impl Drop for Group {
     fn drop(&mut self) {
         self.signal(Signal::KILL);
     }
+}
+
+/// Starts an attempt's command with a parent-death signal: SIGKILL, sent by the kernel to the
+/// command when the thread that started it exits, so that a dispatcher killed in a way that runs
+/// no shutdown (`kill -9`) takes each task's command with it.
+///
+/// The signal follows the *thread* that forked the command, not the process: the command must
+/// be started on a thread that lives as long as the dispatcher runs attempts. It is started
+/// here, synchronously (`tokio::process::Command::spawn` forks on the calling thread; no
+/// blocking-pool thread is involved, and the log is opened before), by the thread that polls
+/// [`Executor::execute`] or, for an attempt queued for a slot, by the one that runs the task
+/// `launch` spawned with `tokio::spawn`. In `dispatch` both are the same actix arbiter: the
+/// dispatcher's own (the main thread, for the whole run) or, with `worker_threads` above 0, the
+/// admission worker's arbiter that dispatched the attempt, which lives until the dispatcher
+/// drains, before the executor shuts down. When a worker's arbiter stops, the tasks it ran, the
+/// attempts' followers among them, are dropped, and each dropped attempt's process group is
+/// killed by its `Group`'s drop before the thread ends; the parent-death signal that follows
+/// finds the command gone. A library user running a `Lite` on a multi-threaded tokio runtime
+/// has its commands started on the runtime's worker threads, which live as long as the runtime
+/// unless something calls `block_in_place` (which hands the worker's place to another thread
+/// and lets the caller's thread end later); calling `execute` from a thread that ends before
+/// its attempts do (a `spawn_blocking` closure, a short-lived `block_on`) kills their commands
+/// when it ends.
+///
+/// Setting the signal takes `pre_exec`, which is `unsafe`; `ur-taking-me-with-you` does it
+/// (`prctl(PR_SET_PDEATHSIG, SIGKILL)` between fork and exec), and this crate keeps its own code
+/// free of `unsafe`. The kernel clears the signal when the command executes a set-user-ID or
+/// set-group-ID program or one with file capabilities, and it ends the command alone: what the
+/// command started is re-parented and runs on.
+#[cfg(target_os = "linux")]
+fn spawn(command: Command) -> std::io::Result<Child> {
+    ur_taking_me_with_you::spawn_dying_with_parent_async(command)
+}
+
+/// Starts an attempt's command; where there is no `PR_SET_PDEATHSIG`, with no parent-death
+/// signal (the crate's other platforms' means would put a variable in the task's environment and
+/// keep a pipe open in the dispatcher for each attempt).
+#[cfg(not(target_os = "linux"))]
+fn spawn(mut command: Command) -> std::io::Result<Child> {
+    command.spawn()
 }
 
 /// Makes this process the subreaper of its descendants, where the platform has subreapers.
