@@ -19,15 +19,54 @@
 //!
 //! Ending an attempt sends TERM to its process group, then KILL to the group once the command
 //! has exited or `kill_grace` has passed, whichever comes first.
+//!
+//! # Descendants that leave their group
+//! A task's process may leave its attempt's group (`setsid`, a daemon's double fork), where
+//! signalling the group cannot reach it. On Linux the dispatcher is the subreaper of its
+//! descendants (set when a `Lite` is built, see [`Lite::new`]): such a process, once its parent
+//! exits, becomes the dispatcher's child rather than init's, so it can still be found.
+//! - It runs on after its attempt ends (which of the attempts it came from is no longer known),
+//!   and is ended when the executor shuts down (as `dispatch` does at the end of every run,
+//!   completed or interrupted): TERM as soon as shutdown finds it adopted, KILL once
+//!   `kill_grace` has passed since shutdown began, whatever it started being adopted and ended
+//!   in turn.
+//! - The processes of an attempt's group that the dispatcher adopted are reaped when the
+//!   attempt ends, the others at shutdown, so that none is left a zombie.
+//! - Adopting belongs to the process, not to one executor: a shutdown ends what the tasks of
+//!   every `Lite` in the process left.
+//!
+//! What a shutdown cannot reach: a process adopted from a task is told from the dispatcher's own
+//! children by its process group (a task's descendants are never in the dispatcher's group)
+//! and its session, so one that made itself the leader of a new group inside the dispatcher's
+//! session (`setpgid(0, 0)`, a job-control shell's background job) and was then orphaned is
+//! taken for an attempt's own command and left running.
+//!
+//! # When the dispatcher is killed
+//! When the dispatcher is killed with `kill -9` (or dies in any way that runs no shutdown: a
+//! signal it does not handle, such as SIGHUP), no shutdown ends its tasks. On Linux each
+//! attempt's command is started with a parent-death signal (`PR_SET_PDEATHSIG`, SIGKILL), so
+//! the kernel kills every running command with the dispatcher. What those commands started, and
+//! every process the dispatcher had adopted, is not signalled: the subreaper is gone with the
+//! dispatcher, and they are re-parented to init (or to the nearest subreaper above the
+//! dispatcher) and run on. The kernel sends the signal when the *thread* that started the
+//! command exits, so a command is started on a thread that lives while the dispatcher runs (the
+//! actix arbiter that dispatched the attempt, which lives until the dispatcher drains); and it
+//! clears the signal when the command executes a set-user-ID or set-group-ID program, which then
+//! runs on as well.
 
+use std::collections::HashSet;
 use std::fmt::Write as _;
+use std::future::Future;
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rustix::process::{Pid, Signal, kill_process_group};
+use rustix::process::{
+    Pid, Signal, WaitOptions, getpgrp, getpid, getsid, kill_process, kill_process_group,
+    test_kill_process_group, waitpid,
+};
 use sha2::{Digest, Sha256};
 use tokio::process::{Child, Command};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
@@ -51,6 +90,18 @@ pub const ORPHANED: &str = "orphaned: the dispatcher shut down while the task ra
 const MAX_COMPONENT: usize = 200;
 /// How much of a long encoded id is kept before its hash.
 const KEPT_OF_LONG_COMPONENT: usize = 120;
+
+/// How often shutdown looks for processes adopted from tasks, and an attempt's end for its
+/// group's last processes to be gone.
+const POLL: Duration = Duration::from_millis(20);
+/// How many times an attempt's end looks for its group to be empty before leaving what is left
+/// to shutdown: a killed process is gone within a poll or two, unless the kernel holds it in
+/// an uninterruptible wait.
+const GROUP_POLLS: u32 = 50;
+/// How many times shutdown sends KILL to what it still finds adopted once `kill_grace` has
+/// passed and every attempt has ended, before it gives up on a task that forks faster than it
+/// is killed.
+const KILL_ROUNDS: u32 = 50;
 
 /// The largest `executor.lite.max_parallel`: far more processes than a host runs usefully, and
 /// few enough that the slots' bookkeeping is never an allocation to fear.
@@ -78,7 +129,16 @@ pub struct Lite {
 impl Lite {
     /// A `lite` executor writing each attempt's output under `log_dir`, with the default kill
     /// grace and parallelism.
+    ///
+    /// On Linux it makes this process the subreaper of its descendants
+    /// (`PR_SET_CHILD_SUBREAPER`), so that a process a task leaves outside its attempt's group
+    /// is adopted by the dispatcher when its parent exits, and ended at shutdown, rather than
+    /// adopted by init and left running. That setting belongs to the whole process and lasts
+    /// as long as it does; it is made here, when the process takes on running tasks as its
+    /// descendants, and not in `main`, so that a library user running tasks through a `Lite`
+    /// gets it too and a process that runs none never adopts anything.
     pub fn new(log_dir: impl Into<PathBuf>) -> Lite {
+        become_subreaper();
         let (stop, stopped) = shutdown::signal();
         Lite {
             log_dir: log_dir.into(),
@@ -170,10 +230,12 @@ impl Executor for Lite {
     }
 
     /// Starts nothing more: attempts waiting for a slot are handed back, running ones are
-    /// ended and fail as [`ORPHANED`]. Resolves once every attempt has sent its last step.
+    /// ended and fail as [`ORPHANED`], and every process adopted from a task is ended (TERM,
+    /// then KILL once `kill_grace` has passed). Resolves once every attempt has sent its last
+    /// step and no adopted process is left.
     fn shutdown(&self) -> ShutdownFuture<'_> {
         self.stop.fire();
-        Box::pin(self.attempts.idle())
+        Box::pin(end_adopted(self.kill_grace, self.attempts.idle()))
     }
 }
 
@@ -245,7 +307,7 @@ impl Run {
             .envs(task.env.iter().filter(|(key, _)| !is_reserved_env(key)))
             .env(AGENT_TOKEN_ENV, &self.attempt.token)
             .env(TASK_INSTANCE_ID_ENV, &self.attempt.task_instance_id);
-        let child = command.spawn().map_err(|source| ExecutorError::Spawn {
+        let child = spawn(command).map_err(|source| ExecutorError::Spawn {
             program: program.clone(),
             source,
         })?;
@@ -286,8 +348,13 @@ impl Run {
                 Completion::Failed(Ending::Orphaned)
             }
         };
-        // Kills what the command left in its group before the slot is given to another.
-        drop(process);
+        // Kills what the command left in its group, and reaps what of it this process adopted,
+        // before the slot is given to another.
+        let Process { child, group } = process;
+        drop(child);
+        if let Some(group) = group {
+            group.clear().await;
+        }
         drop(slot);
         self.send(Step::Ended(completion));
     }
@@ -330,12 +397,206 @@ impl Group {
         // group of our own child.
         let _ = kill_process_group(self.0, signal);
     }
+
+    /// Kills what is left in the group once its command has been reaped, and reaps the
+    /// processes of it this process adopted (their parent in the group exited first), until
+    /// the group is empty or [`GROUP_POLLS`] polls have passed; shutdown reaps what is left.
+    async fn clear(self) {
+        self.signal(Signal::KILL);
+        for _ in 0..GROUP_POLLS {
+            // A zombie is still a member: the group is empty once every one is reaped.
+            if test_kill_process_group(self.0).is_err() {
+                return;
+            }
+            for process in adopted_children() {
+                if process.group == self.0.as_raw_pid() && process.exited {
+                    process.reap();
+                }
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
 }
 
 impl Drop for Group {
     fn drop(&mut self) {
         self.signal(Signal::KILL);
     }
+}
+
+/// Starts an attempt's command with a parent-death signal: SIGKILL, sent by the kernel to the
+/// command when the thread that started it exits, so that a dispatcher killed in a way that runs
+/// no shutdown (`kill -9`) takes each task's command with it.
+///
+/// The signal follows the *thread* that forked the command, not the process: the command must
+/// be started on a thread that lives as long as the dispatcher runs attempts. It is started
+/// here, synchronously (`tokio::process::Command::spawn` forks on the calling thread; no
+/// blocking-pool thread is involved, and the log is opened before), by the thread that polls
+/// [`Executor::execute`] or, for an attempt queued for a slot, by the one that runs the task
+/// `launch` spawned with `tokio::spawn`. In `dispatch` both are the same actix arbiter: the
+/// dispatcher's own (the main thread, for the whole run) or, with `worker_threads` above 0, the
+/// admission worker's arbiter that dispatched the attempt, which lives until the dispatcher
+/// drains, before the executor shuts down. When a worker's arbiter stops, the tasks it ran, the
+/// attempts' followers among them, are dropped, and each dropped attempt's process group is
+/// killed by its `Group`'s drop before the thread ends; the parent-death signal that follows
+/// finds the command gone. A library user running a `Lite` on a multi-threaded tokio runtime
+/// has its commands started on the runtime's worker threads, which live as long as the runtime
+/// unless something calls `block_in_place` (which hands the worker's place to another thread
+/// and lets the caller's thread end later); calling `execute` from a thread that ends before
+/// its attempts do (a `spawn_blocking` closure, a short-lived `block_on`) kills their commands
+/// when it ends.
+///
+/// Setting the signal takes `pre_exec`, which is `unsafe`; `ur-taking-me-with-you` does it
+/// (`prctl(PR_SET_PDEATHSIG, SIGKILL)` between fork and exec), and this crate keeps its own code
+/// free of `unsafe`. The kernel clears the signal when the command executes a set-user-ID or
+/// set-group-ID program or one with file capabilities, and it ends the command alone: what the
+/// command started is re-parented and runs on.
+#[cfg(target_os = "linux")]
+fn spawn(command: Command) -> std::io::Result<Child> {
+    ur_taking_me_with_you::spawn_dying_with_parent_async(command)
+}
+
+/// Starts an attempt's command; where there is no `PR_SET_PDEATHSIG`, with no parent-death
+/// signal (the crate's other platforms' means would put a variable in the task's environment and
+/// keep a pipe open in the dispatcher for each attempt).
+#[cfg(not(target_os = "linux"))]
+fn spawn(mut command: Command) -> std::io::Result<Child> {
+    command.spawn()
+}
+
+/// Makes this process the subreaper of its descendants, where the platform has subreapers.
+fn become_subreaper() {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        // Fails only on a kernel older than 3.4, which adopts nothing for us: shutdown then
+        // finds nothing adopted, and what left its group runs on as it did before.
+        let _ = rustix::process::set_child_subreaper(Some(getpid()));
+    }
+}
+
+/// Ends every process this one adopted from a task: TERM to each as soon as it is found, KILL
+/// to each still found once `grace` has passed, looking again every [`POLL`] until
+/// `runs_ended` has resolved and none is left (or [`KILL_ROUNDS`] rounds of KILL have not
+/// sufficed). Reaps each one that has exited.
+///
+/// An attempt's command is ended by its own run, not here; what its group leaves outside the
+/// group is adopted once its parent exits, and found on a later look.
+async fn end_adopted(grace: Duration, runs_ended: impl Future<Output = ()>) {
+    let deadline = tokio::time::Instant::now() + grace;
+    let mut runs_ended = std::pin::pin!(runs_ended);
+    let mut running = true;
+    // A pid in here is not reused before it is reaped, since only its parent, this process,
+    // reaps it; it leaves the set when reaped.
+    let mut sent_term = HashSet::new();
+    let mut kill_rounds = 0;
+    loop {
+        let past_grace = tokio::time::Instant::now() >= deadline;
+        let mut left = false;
+        for process in adopted_children() {
+            if process.exited {
+                process.reap();
+                sent_term.remove(&process.pid);
+            } else if past_grace {
+                left = true;
+                process.signal(Signal::KILL);
+            } else {
+                left = true;
+                if sent_term.insert(process.pid) {
+                    process.signal(Signal::TERM);
+                }
+            }
+        }
+        if !running {
+            if !left {
+                return;
+            }
+            if past_grace {
+                kill_rounds += 1;
+                if kill_rounds > KILL_ROUNDS {
+                    return;
+                }
+            }
+        }
+        tokio::select! {
+            () = &mut runs_ended, if running => running = false,
+            () = tokio::time::sleep(POLL) => {}
+        }
+    }
+}
+
+/// One process as `/proc/<pid>/stat` shows it: whether it has exited (a zombie waiting to be
+/// reaped), its parent, its process group and its session.
+struct ProcessStat {
+    pid: i32,
+    exited: bool,
+    parent: i32,
+    group: i32,
+    session: i32,
+}
+
+impl ProcessStat {
+    /// The process `pid` as `/proc` shows it now; `None` once it is gone.
+    fn read(pid: i32) -> Option<ProcessStat> {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // The fields follow the command name, which is in parentheses and may hold spaces and
+        // parentheses itself.
+        let (_, fields) = text.rsplit_once(')')?;
+        let mut fields = fields.split_whitespace();
+        let state = fields.next()?;
+        let mut ids = fields.take(3).map(str::parse::<i32>);
+        let (Some(Ok(parent)), Some(Ok(group)), Some(Ok(session))) =
+            (ids.next(), ids.next(), ids.next())
+        else {
+            return None;
+        };
+        Some(ProcessStat {
+            pid,
+            exited: matches!(state, "Z" | "X"),
+            parent,
+            group,
+            session,
+        })
+    }
+
+    /// Sends `signal`. It is a child of this process not yet reaped, so its pid cannot have
+    /// been reused; ESRCH, it is gone, is the outcome wanted.
+    fn signal(&self, signal: Signal) {
+        if let Some(pid) = Pid::from_raw(self.pid) {
+            let _ = kill_process(pid, signal);
+        }
+    }
+
+    /// Reaps it, once it has exited, so that it leaves no zombie.
+    fn reap(&self) {
+        // Never `waitpid(None)`, which would reap a command the executor itself waits for.
+        if let Some(pid) = Pid::from_raw(self.pid) {
+            let _ = waitpid(Some(pid), WaitOptions::NOHANG);
+        }
+    }
+}
+
+/// Every child of this process that it adopted from a task, as `/proc` shows them now.
+///
+/// A child is taken for adopted when it is outside this process's own group (where the
+/// dispatcher's own children stay, and a task's descendants never are) and is not the leader
+/// of a group in this process's session (as an attempt's command is, of any `Lite` in the
+/// process: its run follows it). Nothing is found where there is no `/proc`.
+fn adopted_children() -> Vec<ProcessStat> {
+    let us = getpid().as_raw_pid();
+    let our_group = getpgrp().as_raw_pid();
+    let our_session = getsid(None).map_or(0, Pid::as_raw_pid);
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(ProcessStat::read)
+        .filter(|process| {
+            let leads_a_group_of_ours =
+                process.group == process.pid && process.session == our_session;
+            process.parent == us && process.group != our_group && !leads_a_group_of_ours
+        })
+        .collect()
 }
 
 /// How an exit status reads on the task instance.
