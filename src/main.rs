@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use dexaflow_admission::Install;
-use dexaflow_admission::admission::error_chain;
+use dexaflow_admission::admission::{self, error_chain};
 use dexaflow_admission::config::{self, Config};
 use dexaflow_admission::dispatch::settings::{
     DEFAULT_BUFFER_SIZE, DEFAULT_WORKER_THREADS, DEFAULT_WORKERS,
@@ -215,7 +215,7 @@ struct LoadtestArgs {
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text.trim())
+    admission::parse_duration(text)
         .map_err(|_| format!("expected a duration such as \"500ms\", got {text:?}"))
 }
 

@@ -299,6 +299,16 @@ fn retry_window_must_be_a_duration() {
 }
 
 #[test]
+fn durations_take_spaced_components_and_go_fractions() {
+    let config = parse("scheduler: {dispatch: {retry_window: \"1h 30m\", drain_timeout: 1.5s}}");
+
+    assert_eq!(
+        (config.dispatch.retry_window, config.dispatch.drain_timeout),
+        (Duration::from_secs(90 * 60), Duration::from_millis(1500))
+    );
+}
+
+#[test]
 fn drain_timeout_must_be_a_duration() {
     let error = single_error("scheduler: {dispatch: {retry_window: 1m, drain_timeout: 15}}");
 

@@ -14,11 +14,13 @@
 //! | §5 reasons | [`clean_reason`], and [`escape_controls`] for ids and text printed on a line |
 //! | §6 the chain | [`Chain`], [`ChainRun`], [`Verdict`] |
 //! | §7 the executor policy's refusals | [`PolicyRefusal`], [`PolicyRule`], [`refuse_dag_placement`] |
+//! | durations in config, specs, flags and `?timeout=` | [`parse_duration`], [`parse_nanos`] |
 //! | §8 the webhook's wire format | [`RequestEnvelope`], [`AnswerEnvelope`], [`request_schema`], [`answer_schema`] |
 
 mod chain;
 mod changes;
 mod decision;
+mod duration;
 mod hook;
 mod image;
 mod names;
@@ -36,6 +38,7 @@ pub use changes::{
     check_annotations_size, check_entries, check_name, check_tolerations,
 };
 pub use decision::{Changes, Decision};
+pub use duration::{DurationError, Grammar, parse_duration, parse_nanos};
 pub use hook::{Hook, HookError, HookFuture, Privilege};
 pub use image::{image_allowed, image_repository};
 pub use names::{

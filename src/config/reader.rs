@@ -23,7 +23,7 @@ use super::keys::{
 };
 use super::validate::{self, Mismatch};
 use super::{ConfigError, Key};
-use crate::admission::{escape_controls, parse_milli};
+use crate::admission::{self, escape_controls, parse_milli};
 
 /// The tag under which [`parse_yaml`] keeps an integer too large for 64 bits, as its digits.
 const BIG_INTEGER_TAG: &str = "!dexaflow/big-integer";
@@ -663,7 +663,7 @@ fn parse_duration(raw: &Raw, example: Duration, min: Duration) -> Result<Duratio
     let duration = raw
         .value
         .as_str()
-        .and_then(|text| humantime::parse_duration(text.trim()).ok())
+        .and_then(|text| admission::parse_duration(text).ok())
         .ok_or_else(|| {
             expected(format!(
                 "a duration such as {:?}",

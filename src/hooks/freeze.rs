@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use crate::admission::{Decision, Hook, HookFuture, Request};
+use crate::admission::{self, Decision, Hook, HookFuture, Request};
 
 use super::{Matcher, SpecError};
 
@@ -143,7 +143,7 @@ impl From<FreezeSpec> for FreezeFields {
 }
 
 pub(super) fn parse_duration(field: &'static str, text: &str) -> Result<Duration, SpecError> {
-    humantime::parse_duration(text).map_err(|_| SpecError::InvalidDuration {
+    admission::parse_duration(text).map_err(|_| SpecError::InvalidDuration {
         field,
         value: text.to_owned(),
     })

@@ -18,8 +18,7 @@ use crate::config::{
 };
 use crate::dispatch::executor::null::Null;
 use crate::dispatch::settings::{
-    Allowlist, DEFAULT_BUFFER_SIZE, DEFAULT_WORKERS, ExecutorSettings, PolicySettings,
-    ResourceDefaults, SourceMode, TokenSettings, effective_workers,
+    DEFAULT_BUFFER_SIZE, DEFAULT_WORKERS, ExecutorSettings, TokenSettings, effective_workers,
 };
 use crate::dispatch::task::Task;
 use crate::dispatch::token::Hs256Minter;
@@ -284,11 +283,12 @@ impl Plan {
         })
     }
 
-    /// The dispatcher settings of the run: the plan's buffer and workers, no unit, no
-    /// allowlists, the `null` executor, and a zero retry window, so that a held or unavailable
-    /// attempt fails at its first offer.
+    /// The dispatcher settings of the run: the plan's buffer and workers, the `null` executor,
+    /// a zero retry window, so that a held or unavailable attempt fails at its first offer, and
+    /// a token secret drawn from the seed; every other field as [`Settings::default`] has it.
     pub fn dispatch_settings(&self) -> Settings {
         let mut rng = fastrand::Rng::with_seed(self.seed);
+        let defaults = Settings::default();
         Settings {
             buffer_size: self.buffer_size,
             workers: self.workers.max(1),
@@ -298,17 +298,13 @@ impl Plan {
             retry_window: Duration::ZERO,
             drain_timeout: self.supervise.chain_timeout + Duration::from_secs(1),
             task_service_account: "dexaflow-task".to_owned(),
-            defaults: ResourceDefaults::default(),
-            unit: None,
-            allowlist: Allowlist::default(),
-            policy: PolicySettings::default(),
-            source_mode: SourceMode::default(),
             warm_pools: true,
             token: TokenSettings {
                 secret: (0..32).map(|_| rng.u8(..)).collect(),
-                ttl: Duration::from_secs(600),
+                ..defaults.token
             },
             executor: ExecutorSettings::Null,
+            ..defaults
         }
     }
 

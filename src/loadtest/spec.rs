@@ -27,7 +27,7 @@ use std::time::Duration;
 use thiserror::Error;
 
 use super::timer::TimerThread;
-use crate::admission::{Changes, Decision, Hook, HookError, HookFuture, Request};
+use crate::admission::{self, Changes, Decision, Hook, HookError, HookFuture, Request};
 use crate::sync::lock;
 
 /// The node-selector key and the label key a `change:P` hook sets; a launched attempt that
@@ -194,7 +194,7 @@ impl FromStr for HookSpec {
 }
 
 fn parse_duration(spec: &str, value: &str) -> Result<Duration, SpecError> {
-    humantime::parse_duration(value.trim()).map_err(|_| SpecError::Duration {
+    admission::parse_duration(value).map_err(|_| SpecError::Duration {
         spec: spec.to_owned(),
         value: value.to_owned(),
     })

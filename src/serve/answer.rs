@@ -33,8 +33,8 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use super::auth::BearerToken;
-use super::duration::parse_go_duration;
 use super::registry::{Kind, Router, Ruling, Unavailable};
+use crate::admission::{Grammar, parse_nanos};
 use crate::metrics::{RequestOutcome, ServerMetrics};
 
 /// The timeout assumed when the caller sends none: admissionregistration v1's default.
@@ -109,7 +109,7 @@ fn timeout(request: &Request<impl Body>) -> Result<Option<Duration>, String> {
     };
     let value = query_decode(encoded)
         .ok_or_else(|| format!("timeout: not a percent-encoded UTF-8 value: {encoded:?}"))?;
-    match parse_go_duration(&value) {
+    match parse_nanos(&value, Grammar::Go) {
         Ok(nanos) if nanos > 0 => Ok(Some(Duration::from_nanos(nanos.unsigned_abs()))),
         Ok(_) => Err(format!(
             "timeout: must be a positive duration, got {value:?}"

@@ -25,7 +25,6 @@ pub mod admit;
 mod answer;
 mod auth;
 pub mod dags;
-mod duration;
 mod error;
 mod groups;
 pub mod pods;

@@ -1,18 +1,39 @@
-//! Go's `time.ParseDuration`, exactly: the grammar the Kubernetes API server and Dexaflow's Go
-//! client write `?timeout=` in.
+//! The crate's one duration parser, in two grammars that share one implementation.
 //!
-//! `[-+]?([0-9]*(\.[0-9]*)?[a-z]+)+`, or `0` alone (with or without a sign); the units are
-//! `ns`, `us`, `µs` (U+00B5), `μs` (U+03BC), `ms`, `s`, `m` and `h`; components add up
-//! (`1h2m0.5s`); a fraction is scaled as Go scales it, through a 64-bit float; the result is a
-//! signed count of nanoseconds that fits in 64 bits.
+//! [`Grammar::Go`] is Go's `time.ParseDuration`, exactly: the grammar the Kubernetes API server
+//! and Dexaflow's Go client write `?timeout=` in. `[-+]?([0-9]*(\.[0-9]*)?[a-z]+)+`, or `0` alone
+//! (with or without a sign); the units are `ns`, `us`, `µs` (U+00B5), `μs` (U+03BC), `ms`, `s`,
+//! `m` and `h`; components add up (`1h2m0.5s`); a fraction is scaled as Go scales it, through a
+//! 64-bit float; the result is a signed count of nanoseconds that fits in 64 bits.
+//!
+//! [`Grammar::Human`] is what the config file, the hook specs and the command line take: Go's
+//! grammar, plus blanks around the text, between components and between a number and its unit
+//! (`1h 30m`, `5 s`), and the longer unit names people write (`nanos`, `nsec`, `usec`, `millis`,
+//! `msec`, `sec`, `secs`, `second`, `seconds`, `min`, `mins`, `minute`, `minutes`, `hr`, `hrs`,
+//! `hour`, `hours`, `d`, `day`, `days`, `w`, `wk`, `wks`, `week`, `weeks`, `M`, `month`,
+//! `months` (30.44 days), `y`, `yr`, `yrs`, `year`, `years` (365.25 days)), so that every
+//! duration written for the parser the crate used before (humantime's) still reads the same, up
+//! to Go's limit of about 292 years.
 
 use std::fmt;
+use std::time::Duration;
 
-/// Why a text is not a Go duration, in Go's words.
+/// Which texts a duration may be written as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Grammar {
+    /// Go's `time.ParseDuration`, exactly: for values a Go program wrote (the wire).
+    Go,
+    /// Go's grammar with blanks and longer unit names allowed: for values people wrote.
+    Human,
+}
+
+/// Why a text is not a duration, in Go's words.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum DurationError {
+pub enum DurationError {
     /// No number where one must be, a number out of range, or nothing at all.
     Invalid,
+    /// A negative duration where only a length of time makes sense ([`parse_duration`]).
+    Negative,
     /// A number with no unit after it, such as `1`.
     MissingUnit,
     /// A unit Go does not know, such as `e` in `1e3s`.
@@ -23,6 +44,7 @@ impl fmt::Display for DurationError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             DurationError::Invalid => f.write_str("invalid duration"),
+            DurationError::Negative => f.write_str("negative duration"),
             DurationError::MissingUnit => f.write_str("missing unit in duration"),
             DurationError::UnknownUnit(unit) => write!(f, "unknown unit {unit:?} in duration"),
         }
@@ -39,24 +61,63 @@ const HOUR: u64 = 60 * MINUTE;
 /// 2⁶³: one past the largest positive duration, and the magnitude of the most negative one.
 const LIMIT: u64 = 1 << 63;
 
-fn unit(name: &str) -> Option<u64> {
-    Some(match name {
-        "ns" => NANOSECOND,
-        "us" | "\u{b5}s" | "\u{3bc}s" => MICROSECOND,
-        "ms" => MILLISECOND,
-        "s" => SECOND,
-        "m" => MINUTE,
-        "h" => HOUR,
-        _ => return None,
-    })
+const DAY: u64 = 24 * HOUR;
+const WEEK: u64 = 7 * DAY;
+/// 30.44 days, as the parser the crate used before counted a month.
+const MONTH: u64 = 2_630_016 * SECOND;
+/// 365.25 days.
+const YEAR: u64 = 31_557_600 * SECOND;
+
+fn unit(name: &str, grammar: Grammar) -> Option<u64> {
+    let go = match name {
+        "ns" => Some(NANOSECOND),
+        "us" | "\u{b5}s" | "\u{3bc}s" => Some(MICROSECOND),
+        "ms" => Some(MILLISECOND),
+        "s" => Some(SECOND),
+        "m" => Some(MINUTE),
+        "h" => Some(HOUR),
+        _ => None,
+    };
+    match grammar {
+        Grammar::Go => go,
+        Grammar::Human => go.or(match name {
+            "nanos" | "nsec" => Some(NANOSECOND),
+            "usec" => Some(MICROSECOND),
+            "millis" | "msec" => Some(MILLISECOND),
+            "sec" | "secs" | "second" | "seconds" => Some(SECOND),
+            "min" | "mins" | "minute" | "minutes" => Some(MINUTE),
+            "hr" | "hrs" | "hour" | "hours" => Some(HOUR),
+            "d" | "day" | "days" => Some(DAY),
+            "w" | "wk" | "wks" | "week" | "weeks" => Some(WEEK),
+            "M" | "month" | "months" => Some(MONTH),
+            "y" | "yr" | "yrs" | "year" | "years" => Some(YEAR),
+            _ => None,
+        }),
+    }
 }
 
-/// The nanoseconds `text` says, as Go's `time.ParseDuration` reads it.
+/// The length of time `text` says, in the [`Grammar::Human`] grammar: what a config key, a
+/// hook spec or a flag takes.
 ///
 /// # Errors
-/// A [`DurationError`] wherever Go returns an error.
-pub(crate) fn parse_go_duration(text: &str) -> Result<i64, DurationError> {
-    let mut rest = text.as_bytes();
+/// A [`DurationError`] when `text` is no duration, or [`DurationError::Negative`] when it is
+/// below zero.
+pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
+    let nanos = parse_nanos(text, Grammar::Human)?;
+    u64::try_from(nanos)
+        .map(Duration::from_nanos)
+        .map_err(|_| DurationError::Negative)
+}
+
+/// The signed nanoseconds `text` says in `grammar`; with [`Grammar::Go`], as Go's
+/// `time.ParseDuration` reads it.
+///
+/// # Errors
+/// A [`DurationError`] wherever Go returns an error (or, with [`Grammar::Human`], where Go
+/// would return one for the text without its blanks and longer unit names).
+pub fn parse_nanos(text: &str, grammar: Grammar) -> Result<i64, DurationError> {
+    let human = grammar == Grammar::Human;
+    let mut rest = if human { text.trim() } else { text }.as_bytes();
     let mut negative = false;
     if let Some((&sign, after)) = rest.split_first() {
         if sign == b'-' || sign == b'+' {
@@ -90,16 +151,25 @@ pub(crate) fn parse_go_duration(text: &str) -> Result<i64, DurationError> {
         if !has_integer && !has_fraction {
             return Err(DurationError::Invalid);
         }
+        if human {
+            rest = rest.trim_ascii_start();
+        }
         let end = rest
             .iter()
-            .position(|&byte| byte == b'.' || byte.is_ascii_digit())
+            .position(|&byte| {
+                byte == b'.' || byte.is_ascii_digit() || (human && byte.is_ascii_whitespace())
+            })
             .unwrap_or(rest.len());
         if end == 0 {
             return Err(DurationError::MissingUnit);
         }
         let name = String::from_utf8_lossy(&rest[..end]);
-        let unit = unit(&name).ok_or_else(|| DurationError::UnknownUnit(name.into_owned()))?;
+        let unit =
+            unit(&name, grammar).ok_or_else(|| DurationError::UnknownUnit(name.into_owned()))?;
         rest = &rest[end..];
+        if human {
+            rest = rest.trim_ascii_start();
+        }
         if value > LIMIT / unit {
             return Err(DurationError::Invalid);
         }
@@ -230,7 +300,7 @@ mod tests {
             ("0.830103483285477580700h", 49 * m + 48 * s + 372539827),
         ];
         for &(text, nanos) in accepted {
-            assert_eq!(parse_go_duration(text), Ok(nanos), "{text:?}");
+            assert_eq!(parse_nanos(text, Grammar::Go), Ok(nanos), "{text:?}");
         }
         let rejected = [
             ("", DurationError::Invalid),
@@ -259,7 +329,60 @@ mod tests {
             ("3000000h", DurationError::Invalid),
         ];
         for (text, error) in rejected {
-            assert_eq!(parse_go_duration(text), Err(error), "{text:?}");
+            assert_eq!(parse_nanos(text, Grammar::Go), Err(error), "{text:?}");
         }
+    }
+
+    #[test]
+    fn human_durations_take_blanks_and_long_unit_names() {
+        let accepted: &[(&str, Duration)] = &[
+            ("500ms", Duration::from_millis(500)),
+            (" 2s ", Duration::from_secs(2)),
+            ("1h 30m", Duration::from_secs(90 * 60)),
+            ("5 s", Duration::from_secs(5)),
+            ("1.5h", Duration::from_secs(90 * 60)),
+            ("0", Duration::ZERO),
+            ("0s", Duration::ZERO),
+            ("10 minutes", Duration::from_secs(600)),
+            ("2days 1hr", Duration::from_secs(49 * 3600)),
+            ("1w", Duration::from_secs(7 * 24 * 3600)),
+            ("1y 1M", Duration::from_secs(31_557_600 + 2_630_016)),
+            ("3sec 20msec", Duration::from_millis(3020)),
+            ("12\u{b5}s", Duration::from_micros(12)),
+        ];
+        for &(text, duration) in accepted {
+            assert_eq!(parse_duration(text), Ok(duration), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn human_durations_refuse_what_is_no_length_of_time() {
+        let rejected = [
+            ("", DurationError::Invalid),
+            ("   ", DurationError::Invalid),
+            ("fast", DurationError::Invalid),
+            ("15", DurationError::MissingUnit),
+            ("1 2s", DurationError::MissingUnit),
+            ("1mo", DurationError::UnknownUnit("mo".to_owned())),
+            ("5S", DurationError::UnknownUnit("S".to_owned())),
+            ("-5s", DurationError::Negative),
+            ("1h-5m", DurationError::UnknownUnit("h-".to_owned())),
+        ];
+        for (text, error) in rejected {
+            assert_eq!(parse_duration(text), Err(error), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn go_grammar_takes_neither_blanks_nor_long_unit_names() {
+        assert_eq!(
+            parse_nanos("1h 30m", Grammar::Go),
+            Err(DurationError::UnknownUnit("h ".to_owned()))
+        );
+        assert_eq!(
+            parse_nanos("5sec", Grammar::Go),
+            Err(DurationError::UnknownUnit("sec".to_owned()))
+        );
+        assert_eq!(parse_nanos("-5s", Grammar::Go), Ok(-5 * SECOND as i64));
     }
 }
