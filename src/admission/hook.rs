@@ -172,6 +172,22 @@ impl HookError {
     pub fn cleaned(&self) -> String {
         super::clean_reason(&self.to_string())
     }
+
+    /// The reason of an attempt that `hook` gave no decision for, in ADR 0100's words:
+    /// `admission hook unavailable: <hook>: <cause>`, the cause [`HookError::cleaned`]. The
+    /// dispatcher records it and the webhook server answers it, so both say it alike.
+    ///
+    /// ```
+    /// use dexaflow_admission::admission::HookError;
+    /// let error = HookError::Failed("quota service down".into());
+    /// assert_eq!(
+    ///     error.unavailable_reason("quota"),
+    ///     "admission hook unavailable: quota: quota service down"
+    /// );
+    /// ```
+    pub fn unavailable_reason(&self, hook: &str) -> String {
+        format!("admission hook unavailable: {hook}: {}", self.cleaned())
+    }
 }
 
 /// How a budget cut of a call given `allowed` begins its message.

@@ -159,7 +159,6 @@ impl Handler for TaskAdmission {
             return Ok(answer(uid, Decision::Admit));
         };
         let verdict = chain.admit_within(request, chain_budget(deadline)).await;
-        let cause = verdict.unavailable_cause();
         let decision = match verdict {
             Verdict::Admit { changes, .. } if changes == Changes::default() => Decision::Admit,
             Verdict::Admit { changes, .. } => Decision::AdmitWith(changes),
@@ -167,11 +166,8 @@ impl Handler for TaskAdmission {
             Verdict::Refuse { hook, reason } => {
                 Decision::Refuse(or_named(reason, "refused", &hook))
             }
-            Verdict::Unavailable { hook, .. } => {
-                return Err(Unavailable(format!(
-                    "admission hook unavailable: {hook}: {}",
-                    cause.unwrap_or_default()
-                )));
+            Verdict::Unavailable { hook, error } => {
+                return Err(Unavailable(error.unavailable_reason(&hook)));
             }
         };
         Ok(answer(uid, decision))

@@ -35,6 +35,7 @@ use tokio::time::Instant;
 use super::auth::BearerToken;
 use super::duration::parse_go_duration;
 use super::registry::{Kind, Router, Ruling, Unavailable};
+use crate::admission::is_json_content_type;
 use crate::metrics::{RequestOutcome, ServerMetrics};
 
 /// The timeout assumed when the caller sends none: admissionregistration v1's default.
@@ -90,8 +91,7 @@ fn is_json(request: &Request<impl Body>) -> bool {
         .headers()
         .get(CONTENT_TYPE)
         .and_then(|value| value.to_str().ok())
-        .map(|value| value.split(';').next().unwrap_or_default().trim())
-        .is_some_and(|media| media.eq_ignore_ascii_case("application/json"))
+        .is_some_and(is_json_content_type)
 }
 
 /// The `timeout` query parameter, as the API server writes it (`10s`): Go's duration syntax,
