@@ -159,10 +159,11 @@ pub enum HookError {
     /// The hook's breaker is open, so the hook was not called.
     #[error("skipped while its breaker is open")]
     Skipped,
-    /// The hooks before this one spent the chain budget: the call was cut when the budget ran
-    /// out, after the time it carries, before its own timeout; or, with no budget left (zero),
-    /// the hook was not called. Not the hook's failure: its breaker does not count it.
-    #[error("{}: the chain budget was spent by the hooks before it", budget_cut(*.0))]
+    /// The chain budget ran out before this hook's own timeout, spent by the hooks before it or
+    /// ended by the caller's deadline: the call was cut when it ran out, after the time it
+    /// carries; or, with no budget left (zero), the hook was not called. Not the hook's
+    /// failure: its breaker does not count it.
+    #[error("{}: the chain budget was spent", budget_cut(*.0))]
     BudgetSpent(Duration),
 }
 
