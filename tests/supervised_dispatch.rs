@@ -233,6 +233,45 @@ fn budget_cuts_count_as_budget_spent_and_under_fail_open_a_hook_with_no_budget_i
     });
 }
 
+#[test]
+fn callers_budget_shorter_than_the_chain_budget_cuts_the_call_which_its_breaker_does_not_count() {
+    on_paused_clock(async {
+        let slow = Sleeping::new("slow", Duration::from_secs(5));
+        let after = FakeHook::admitting("after").shared();
+        let chain = Chain::new(ChangeRules::default())
+            .with_hook(slow.clone())
+            .with_hook(after.clone());
+        let mut supervision = budget_of_600ms();
+        supervision.timeout = Duration::from_secs(10);
+        supervision.chain_timeout = Duration::from_secs(10);
+        let observer = Arc::new(RecordingObserver::default());
+        let supervised = SupervisedChain::start(chain, &supervision, observer.clone());
+        let started = Instant::now();
+
+        let verdict = supervised
+            .admit_within(sample_request(), Duration::from_millis(300))
+            .await;
+
+        assert_eq!(
+            verdict,
+            Verdict::Unavailable {
+                hook: "slow".to_owned(),
+                error: HookError::BudgetSpent(Duration::from_millis(300)),
+            }
+        );
+        assert_eq!(started.elapsed(), Duration::from_millis(300));
+        assert_eq!(observer.outcomes(), [Outcome::BudgetSpent]);
+        assert_eq!(slow.calls(), 1);
+        assert_eq!(after.calls(), 0);
+        let gate = supervised.hooks()[0].gate();
+        assert_eq!(gate.consecutive_failures(), 0);
+        assert_eq!(
+            gate.settled_state().await.expect("alive"),
+            BreakerState::Closed
+        );
+    });
+}
+
 #[actix::test]
 async fn open_breaker_skips_the_hook_and_the_attempt_waits_without_a_timeout() {
     tokio::time::pause();
