@@ -197,28 +197,43 @@ async fn panicking_hook_is_answered_503_not_500() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn timeout_parameter_bounds_a_chain_whose_own_timeouts_are_far_longer() {
-    let patient = "execution: {admission: {timeout: 10m, chain_timeout: 10m}}";
-    let running = serve_admission(
-        patient,
-        vec![FakeHook::pending("silent").shared()],
-        |_, _| {},
-    )
-    .await;
-
-    let answer = tokio::time::timeout(
-        Duration::from_secs(60),
+/// POSTs an attempt of acme to `/tasks/admit?timeout=1s` and returns the answer, which comes
+/// long before the chain's own ten seconds.
+async fn ask_within_a_second(running: &Running) -> serve_support::Answer {
+    tokio::time::timeout(
+        Duration::from_secs(9),
         running.client.post_json(
-            &format!("{}?timeout=300ms", admit::PATH),
+            &format!("{}?timeout=1s", admit::PATH),
             &envelope("8d0f3a1e", "acme"),
         ),
     )
     .await
-    .expect("an answer long before the hook's own 10 minutes");
+    .expect("an answer before the chain's own 10 seconds")
+}
 
-    answer.assert_error(StatusCode::SERVICE_UNAVAILABLE, "deadline");
-    assert_eq!(answer.json()["uid"], "8d0f3a1e");
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn callers_deadline_cuts_the_chain_answered_as_the_budget_spent_naming_the_hook() {
+    let patient = "execution: {admission: {timeout: 10s, chain_timeout: 10s, \
+                   breaker: {failures: 1, backoff: 10m, max_backoff: 10m}}}";
+    let silent = FakeHook::pending("silent").shared();
+    let running = serve_admission(patient, vec![silent.clone()], |_, _| {}).await;
+
+    let first = ask_within_a_second(&running).await;
+    let second = ask_within_a_second(&running).await;
+
+    for answer in [&first, &second] {
+        answer.assert_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "admission hook unavailable: silent: cut after ",
+        );
+        answer.assert_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the chain budget was spent",
+        );
+        assert_eq!(answer.json()["uid"], "8d0f3a1e");
+    }
+    // A breaker that counted the first cut (one failure opens it) would have skipped the hook.
+    assert_eq!(silent.seen().len(), 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

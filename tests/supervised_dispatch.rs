@@ -168,10 +168,7 @@ fn chain_budget_spent_by_a_slow_first_hook_cuts_the_second_which_its_breaker_doe
         assert_eq!(row.state, State::Scheduled);
         assert_eq!(
             row.failure_reason.as_deref(),
-            Some(
-                "admission hook unavailable: second: cut after 200ms: \
-                 the chain budget was spent by the hooks before it"
-            )
+            Some("admission hook unavailable: second: cut after 200ms: the chain budget was spent")
         );
         assert_eq!(row.dispatch_attempts, 0);
         assert!(!row.token_minted);
@@ -233,6 +230,45 @@ fn budget_cuts_count_as_budget_spent_and_under_fail_open_a_hook_with_no_budget_i
                 BreakerState::Closed
             );
         }
+    });
+}
+
+#[test]
+fn callers_budget_shorter_than_the_chain_budget_cuts_the_call_which_its_breaker_does_not_count() {
+    on_paused_clock(async {
+        let slow = Sleeping::new("slow", Duration::from_secs(5));
+        let after = FakeHook::admitting("after").shared();
+        let chain = Chain::new(ChangeRules::default())
+            .with_hook(slow.clone())
+            .with_hook(after.clone());
+        let mut supervision = budget_of_600ms();
+        supervision.timeout = Duration::from_secs(10);
+        supervision.chain_timeout = Duration::from_secs(10);
+        let observer = Arc::new(RecordingObserver::default());
+        let supervised = SupervisedChain::start(chain, &supervision, observer.clone());
+        let started = Instant::now();
+
+        let verdict = supervised
+            .admit_within(sample_request(), Duration::from_millis(300))
+            .await;
+
+        assert_eq!(
+            verdict,
+            Verdict::Unavailable {
+                hook: "slow".to_owned(),
+                error: HookError::BudgetSpent(Duration::from_millis(300)),
+            }
+        );
+        assert_eq!(started.elapsed(), Duration::from_millis(300));
+        assert_eq!(observer.outcomes(), [Outcome::BudgetSpent]);
+        assert_eq!(slow.calls(), 1);
+        assert_eq!(after.calls(), 0);
+        let gate = supervised.hooks()[0].gate();
+        assert_eq!(gate.consecutive_failures(), 0);
+        assert_eq!(
+            gate.settled_state().await.expect("alive"),
+            BreakerState::Closed
+        );
     });
 }
 
@@ -745,8 +781,7 @@ fn a_budget_cut_and_a_timeout_show_their_durations_rounded_for_a_person() {
 
     assert_eq!(
         cut.to_string(),
-        "admission hook unavailable: webhook: cut after 2s: \
-         the chain budget was spent by the hooks before it"
+        "admission hook unavailable: webhook: cut after 2s: the chain budget was spent"
     );
     assert_eq!(
         timed_out.to_string(),

@@ -159,10 +159,11 @@ pub enum HookError {
     /// The hook's breaker is open, so the hook was not called.
     #[error("skipped while its breaker is open")]
     Skipped,
-    /// The hooks before this one spent the chain budget: the call was cut when the budget ran
-    /// out, after the time it carries, before its own timeout; or, with no budget left (zero),
-    /// the hook was not called. Not the hook's failure: its breaker does not count it.
-    #[error("{}: the chain budget was spent by the hooks before it", budget_cut(*.0))]
+    /// The chain budget ran out before this hook's own timeout, spent by the hooks before it or
+    /// ended by the caller's deadline: the call was cut when it ran out, after the time it
+    /// carries; or, with no budget left (zero), the hook was not called. Not the hook's
+    /// failure: its breaker does not count it.
+    #[error("{}: the chain budget was spent", budget_cut(*.0))]
     BudgetSpent(Duration),
 }
 
@@ -171,6 +172,22 @@ impl HookError {
     /// text, cleaned and cut like a reason ([`super::clean_reason`]).
     pub fn cleaned(&self) -> String {
         super::clean_reason(&self.to_string())
+    }
+
+    /// The reason of an attempt that `hook` gave no decision for, in ADR 0100's words:
+    /// `admission hook unavailable: <hook>: <cause>`, the cause [`HookError::cleaned`]. The
+    /// dispatcher records it and the webhook server answers it, so both say it alike.
+    ///
+    /// ```
+    /// use dexaflow_admission::admission::HookError;
+    /// let error = HookError::Failed("quota service down".into());
+    /// assert_eq!(
+    ///     error.unavailable_reason("quota"),
+    ///     "admission hook unavailable: quota: quota service down"
+    /// );
+    /// ```
+    pub fn unavailable_reason(&self, hook: &str) -> String {
+        format!("admission hook unavailable: {hook}: {}", self.cleaned())
     }
 }
 

@@ -15,7 +15,7 @@
 //! | §6 the chain | [`Chain`], [`ChainRun`], [`Verdict`] |
 //! | §7 the executor policy's refusals | [`PolicyRefusal`], [`PolicyRule`], [`refuse_dag_placement`] |
 //! | durations in config, specs, flags and `?timeout=` | [`parse_duration`], [`parse_nanos`] |
-//! | §8 the webhook's wire format | [`RequestEnvelope`], [`AnswerEnvelope`], [`request_schema`], [`answer_schema`] |
+//! | §8 the webhook's wire format | [`RequestEnvelope`], [`AnswerEnvelope`], [`request_schema`], [`answer_schema`], [`is_json_content_type`] |
 
 mod chain;
 mod changes;
@@ -55,5 +55,6 @@ pub use reason::{
 pub use request::{API_VERSION, Execution, Request, ResourceList, Resources};
 pub use toleration::{TaintEffect, Toleration, TolerationOperator};
 pub use wire::{
-    AnswerEnvelope, AnswerError, DecisionKind, RequestEnvelope, answer_schema, request_schema,
+    AnswerEnvelope, AnswerError, DecisionKind, RequestEnvelope, answer_schema,
+    is_json_content_type, request_schema,
 };

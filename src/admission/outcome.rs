@@ -23,8 +23,8 @@ pub enum Outcome {
     Panic,
     /// The breaker skipped the hook.
     Skipped,
-    /// The chain budget ran out before the hook answered, spent by the hooks before it: the
-    /// call was cut, or not made. Not the hook's failure.
+    /// The chain budget ran out before the hook answered, spent by the hooks before it or ended
+    /// by the caller's deadline: the call was cut, or not made. Not the hook's failure.
     BudgetSpent,
     /// A broken, skipped or budget-cut hook was passed over because `fail_open` is set.
     FailOpen,

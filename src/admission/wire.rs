@@ -42,6 +42,22 @@ use thiserror::Error;
 
 use super::{API_VERSION, Changes, Decision, Request};
 
+/// Whether a `Content-Type` value is `application/json`, in any case, with any parameters
+/// (`charset=utf-8`) and spaces around the media type: the one check of a webhook's answer and
+/// of a request to the server.
+///
+/// ```
+/// use dexaflow_admission::admission::is_json_content_type;
+/// assert!(is_json_content_type("application/json; charset=utf-8"));
+/// assert!(!is_json_content_type("application/json-patch+json"));
+/// ```
+pub fn is_json_content_type(value: &str) -> bool {
+    value
+        .split(';')
+        .next()
+        .is_some_and(|media_type| media_type.trim().eq_ignore_ascii_case("application/json"))
+}
+
 /// One call to a webhook: the attempt, with the call's `uid` beside its fields.
 ///
 /// On the wire it is one JSON object: `uid` and every field of [`Request`] (`api_version`,
@@ -438,4 +454,39 @@ pub fn request_schema() -> Schema {
 /// `schemas/answer.schema.json`.
 pub fn answer_schema() -> Schema {
     schemars::schema_for!(AnswerEnvelope)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_content_type_may_carry_parameters_any_case_and_spaces() {
+        for value in [
+            "application/json",
+            "application/json; charset=utf-8",
+            "application/json;charset=UTF-8",
+            "Application/JSON",
+            "  application/json  ",
+            " application/json ; charset=utf-8",
+        ] {
+            assert!(is_json_content_type(value), "{value:?}");
+        }
+    }
+
+    #[test]
+    fn json_content_type_is_not_another_media_type_nor_empty() {
+        for value in [
+            "",
+            ";",
+            "text/json",
+            "text/plain",
+            "application/jsonx",
+            "application/json-patch+json",
+            "application/ json",
+            "charset=utf-8; application/json",
+        ] {
+            assert!(!is_json_content_type(value), "{value:?}");
+        }
+    }
 }

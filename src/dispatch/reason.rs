@@ -88,9 +88,7 @@ impl fmt::Display for Reason {
                 write!(f, "dispatch refused: admission: {reason}")
             }
             Reason::Held { reason, .. } => write!(f, "admission hold: {reason}"),
-            Reason::Unavailable { hook, error } => {
-                write!(f, "admission hook unavailable: {hook}: {}", error.cleaned())
-            }
+            Reason::Unavailable { hook, error } => f.write_str(&error.unavailable_reason(hook)),
             Reason::RetryWindowSpent(waited) => write!(f, "dispatch_failed: {waited}"),
             Reason::Token {
                 task_instance_id,

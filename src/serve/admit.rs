@@ -16,6 +16,10 @@
 //! | a hook refused, or its changes broke a rule | 200 `refuse` and the reason |
 //! | a hook broken (error, timeout, panic), skipped by its breaker, or the chain budget spent | 503 and a JSON error naming the hook |
 //!
+//! The chain budget is `min(chain_timeout, the time left before the request's deadline)`, less a
+//! small margin to send the answer in: a hook the caller's deadline cuts is answered 503 as the
+//! budget spent, naming it, and its breaker does not count it.
+//!
 //! A 503 is what the caller's breaker counts and its fail-open applies to: the chain here being
 //! down is the webhook being down. A hold is the chain working and stays a 200.
 //!
@@ -27,6 +31,7 @@
 //! call runs on the runtime thread that serves the request.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::oneshot;
 use tokio::time::Instant;
@@ -147,14 +152,13 @@ impl Handler for TaskAdmission {
     async fn handle(
         &self,
         envelope: RequestEnvelope,
-        _deadline: Instant,
+        deadline: Instant,
     ) -> Result<Answer<AnswerEnvelope>, Unavailable> {
         let RequestEnvelope { uid, request } = envelope;
         let Some(chain) = &self.chain else {
             return Ok(answer(uid, Decision::Admit));
         };
-        let verdict = chain.admit(request).await;
-        let cause = verdict.unavailable_cause();
+        let verdict = chain.admit_within(request, chain_budget(deadline)).await;
         let decision = match verdict {
             Verdict::Admit { changes, .. } if changes == Changes::default() => Decision::Admit,
             Verdict::Admit { changes, .. } => Decision::AdmitWith(changes),
@@ -162,15 +166,24 @@ impl Handler for TaskAdmission {
             Verdict::Refuse { hook, reason } => {
                 Decision::Refuse(or_named(reason, "refused", &hook))
             }
-            Verdict::Unavailable { hook, .. } => {
-                return Err(Unavailable(format!(
-                    "admission hook unavailable: {hook}: {}",
-                    cause.unwrap_or_default()
-                )));
+            Verdict::Unavailable { hook, error } => {
+                return Err(Unavailable(error.unavailable_reason(&hook)));
             }
         };
         Ok(answer(uid, decision))
     }
+}
+
+/// The most the chain leaves unused before the serve function's deadline: time to make and
+/// send the answer once the caller's deadline cuts a hook, so that the answer naming the hook
+/// arrives before the serve function gives up on it.
+const ANSWER_MARGIN: Duration = Duration::from_millis(50);
+
+/// The chain's share of the time left before `deadline`: all of it but a tenth, and that tenth
+/// no more than [`ANSWER_MARGIN`].
+fn chain_budget(deadline: Instant) -> Duration {
+    let left = deadline.saturating_duration_since(Instant::now());
+    left - (left / 10).min(ANSWER_MARGIN)
 }
 
 /// The answer carrying `decision`, and how the metrics count it.

@@ -34,7 +34,7 @@ use tokio::time::Instant;
 
 use super::auth::BearerToken;
 use super::registry::{Kind, Router, Ruling, Unavailable};
-use crate::admission::{Grammar, parse_nanos};
+use crate::admission::{Grammar, is_json_content_type, parse_nanos};
 use crate::metrics::{RequestOutcome, ServerMetrics};
 
 /// The timeout assumed when the caller sends none: admissionregistration v1's default.
@@ -90,8 +90,7 @@ fn is_json(request: &Request<impl Body>) -> bool {
         .headers()
         .get(CONTENT_TYPE)
         .and_then(|value| value.to_str().ok())
-        .map(|value| value.split(';').next().unwrap_or_default().trim())
-        .is_some_and(|media| media.eq_ignore_ascii_case("application/json"))
+        .is_some_and(is_json_content_type)
 }
 
 /// The `timeout` query parameter, as the API server writes it (`10s`): Go's duration syntax,

@@ -114,7 +114,23 @@ impl SupervisedChain {
     /// Dropping the future drops the call in progress; it counts neither toward the breaker nor
     /// as fail-open, and nothing is reported for it.
     pub async fn admit(&self, request: Request) -> Verdict {
+        self.admit_within(request, Duration::MAX).await
+    }
+
+    /// Runs every hook on `request` as [`SupervisedChain::admit`] does, within `budget` as well:
+    /// the time its caller has left (a webhook caller's deadline), from now.
+    ///
+    /// The chain then has `min(chain_timeout, budget)`. A call that `budget` cuts before its
+    /// hook's own timeout is [`crate::admission::HookError::BudgetSpent`], which its breaker does
+    /// not count, and a hook reached with none of it left is not called: the caller's deadline
+    /// is no failure of the hook's.
+    ///
+    /// # Cancel safety
+    /// As [`SupervisedChain::admit`].
+    pub async fn admit_within(&self, request: Request, budget: Duration) -> Verdict {
         let started = Instant::now();
+        // `None` past the end of the clock: the caller sets no bound.
+        let caller_ends = started.checked_add(budget);
         // The budget starts with the first call that runs a hook: until then no hook has spent
         // any of it, and a call that runs out of it alone ran out of its own time. (Counting
         // from `started` would give the first call a few nanoseconds less than the whole budget,
@@ -128,9 +144,10 @@ impl SupervisedChain {
             // into it alone is then the hook's own timeout, not a cut by the hooks before it.
             let timeout = timeout.min(self.chain_timeout);
             let call_started = Instant::now();
-            let budget_left = budget_ends.map_or(self.chain_timeout, |ends: Instant| {
-                ends.saturating_duration_since(call_started)
-            });
+            let left_of = |ends: Instant| ends.saturating_duration_since(call_started);
+            let budget_left = budget_ends
+                .map_or(self.chain_timeout, left_of)
+                .min(caller_ends.map_or(Duration::MAX, left_of));
             let limit = Limit::within_budget(timeout, budget_left);
             let result = hook.call(run.request(), limit).await;
             // A skipped hook spent nothing: it was not called.
