@@ -39,6 +39,8 @@ server:
   trusted_users: ["system:serviceaccount:dexaflow:dispatcher"]
   http2: true
   shutdown_grace: 20s
+  max_connections: 100
+  idle_timeout: 2m
 "#,
         &[],
     )
@@ -60,6 +62,8 @@ server:
         http2: true,
         shutdown_grace: Duration::from_secs(20),
         poll_interval: Settings::DEFAULT_POLL_INTERVAL,
+        max_connections: 100,
+        idle_timeout: Duration::from_secs(120),
     };
     assert_eq!(settings, expected);
 }
