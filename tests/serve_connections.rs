@@ -138,10 +138,17 @@ async fn a_body_over_the_cap_gets_its_413_not_a_reset_every_time() {
              Content-Length: {}\r\nConnection: close\r\n\r\n",
             body.len()
         );
-        // As a simple client does: the whole request, then the answer. A write cut short by the
-        // server shows up as a missing answer below.
-        let _ = tls.write_all(head.as_bytes()).await;
-        let _ = tls.write_all(&body).await;
+        // As a simple client does: the head, the body in pieces, then the answer. A client
+        // whose write fails (the server closed and reset) never reads the answer.
+        let mut written = tls.write_all(head.as_bytes()).await;
+        for piece in body.chunks(1024) {
+            written = written.and(tls.write_all(piece).await);
+            written = written.and(tls.flush().await);
+        }
+        assert!(
+            written.is_ok(),
+            "attempt {attempt}: the request could not be sent whole: {written:?}"
+        );
         let mut answer = Vec::new();
         let outcome = tokio::time::timeout(BOUND, tls.read_to_end(&mut answer))
             .await
