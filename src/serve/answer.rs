@@ -176,6 +176,8 @@ where
 }
 
 /// The rules that need only the request's head: the handler's budget, or the early answer.
+// The error is the answer itself, moved once to the caller: boxing it would only allocate.
+#[allow(clippy::result_large_err)]
 fn admissible<B: Body>(
     shared: &Shared,
     route: &super::registry::Route,
