@@ -123,25 +123,41 @@ async fn a_client_sending_its_head_a_byte_at_a_time_is_disconnected() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_body_over_the_cap_gets_its_413_not_a_reset_every_time() {
+async fn a_body_declared_over_the_cap_gets_its_413_not_a_reset_every_time() {
+    let body = vec![b' '; 70 * 1024];
+    let head = format!("Content-Length: {}\r\n", body.len());
+    let pieces: Vec<Vec<u8>> = body.chunks(1024).map(<[u8]>::to_vec).collect();
+    over_the_cap_answered_413(&head, &pieces).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chunked_body_over_the_cap_gets_its_413_not_a_reset_every_time() {
+    let mut pieces: Vec<Vec<u8>> = (0..70)
+        .map(|_| [b"400\r\n".as_slice(), &[b' '; 1024], b"\r\n"].concat())
+        .collect();
+    pieces.push(b"0\r\n\r\n".to_vec());
+    over_the_cap_answered_413("Transfer-Encoding: chunked\r\n", &pieces).await;
+}
+
+/// POSTs 70 KiB (framed by `framing`, sent as `pieces`) over a 64 KiB cap, 20 times on new
+/// connections, as a simple client does: the head, the body in pieces, then the answer. Each
+/// time the whole request is sent and the answer read is the 413: a client whose write fails
+/// (the server closed and reset) never reads the answer.
+async fn over_the_cap_answered_413(framing: &str, pieces: &[Vec<u8>]) {
     let running = start_with(
         |settings, _| settings.max_body_bytes = 64 * 1024,
         |registry| registry,
         None,
     )
     .await;
-    let body = vec![b' '; 70 * 1024];
     for attempt in 1..=20 {
         let mut tls = running.client.connect().await;
         let head = format!(
             "POST /pods/validate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
-             Content-Length: {}\r\nConnection: close\r\n\r\n",
-            body.len()
+             {framing}Connection: close\r\n\r\n"
         );
-        // As a simple client does: the head, the body in pieces, then the answer. A client
-        // whose write fails (the server closed and reset) never reads the answer.
         let mut written = tls.write_all(head.as_bytes()).await;
-        for piece in body.chunks(1024) {
+        for piece in pieces {
             written = written.and(tls.write_all(piece).await);
             written = written.and(tls.flush().await);
         }
