@@ -22,6 +22,7 @@
 //! | `dexaflow_server_requests_total` | counter | `service`, `outcome` |
 //! | `dexaflow_server_request_duration_seconds` | histogram, 50µs to 5s | `service` |
 //! | `dexaflow_server_requests_in_flight` | gauge | none |
+//! | `dexaflow_server_connections_waited_total` | counter | none |
 //! | `dexaflow_server_resource_group_reloads_total` | counter | `result` |
 //! | `dexaflow_server_certificate_reloads_total` | counter | `result` |
 //!
@@ -352,6 +353,8 @@ pub const SERVER_REQUESTS_TOTAL: &str = "dexaflow_server_requests_total";
 pub const SERVER_DURATION_SECONDS: &str = "dexaflow_server_request_duration_seconds";
 /// `dexaflow_server_requests_in_flight`: requests being answered now.
 pub const SERVER_IN_FLIGHT: &str = "dexaflow_server_requests_in_flight";
+/// Connections that waited for a free place under `server.max_connections` before being served.
+pub const SERVER_CONNECTIONS_WAITED_TOTAL: &str = "dexaflow_server_connections_waited_total";
 /// `dexaflow_server_resource_group_reloads_total{result}`: resource group files taken in or not.
 pub const GROUP_RELOADS_TOTAL: &str = "dexaflow_server_resource_group_reloads_total";
 /// `dexaflow_server_certificate_reloads_total{result}`: certificate pairs taken in or not.
@@ -439,6 +442,7 @@ pub enum Reloaded {
 pub struct ServerMetrics {
     in_flight: Gauge,
     not_found: Counter,
+    connections_waited: Counter,
     /// `[ResourceGroups, Certificate]` × `[ok, error]`.
     reloads: [[Counter; 2]; 2],
 }
@@ -470,6 +474,7 @@ impl ServerMetrics {
         };
         ServerMetrics {
             in_flight: gauge!(SERVER_IN_FLIGHT),
+            connections_waited: counter!(SERVER_CONNECTIONS_WAITED_TOTAL),
             not_found: counter!(
                 SERVER_REQUESTS_TOTAL,
                 SERVICE_LABEL => NO_SERVICE,
@@ -507,6 +512,12 @@ impl ServerMetrics {
         self.not_found.increment(1);
     }
 
+    /// Counts a connection accepted while `server.max_connections` were open: it waits for
+    /// one of them to close before it is served.
+    pub fn connection_waited(&self) {
+        self.connections_waited.increment(1);
+    }
+
     /// Counts one reload of `what`, taken in (`ok`) or not.
     pub fn reloaded(&self, what: Reloaded, ok: bool) {
         let file = match what {
@@ -541,6 +552,11 @@ fn describe_server() {
         SERVER_IN_FLIGHT,
         Unit::Count,
         "Requests the webhook server is answering now"
+    );
+    describe_counter!(
+        SERVER_CONNECTIONS_WAITED_TOTAL,
+        Unit::Count,
+        "Connections that waited, unserved, for another to close because the webhook server had server.max_connections open"
     );
     describe_counter!(
         GROUP_RELOADS_TOTAL,

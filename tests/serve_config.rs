@@ -39,6 +39,8 @@ server:
   trusted_users: ["system:serviceaccount:dexaflow:dispatcher"]
   http2: true
   shutdown_grace: 20s
+  max_connections: 100
+  idle_timeout: 2m
 "#,
         &[],
     )
@@ -60,6 +62,8 @@ server:
         http2: true,
         shutdown_grace: Duration::from_secs(20),
         poll_interval: Settings::DEFAULT_POLL_INTERVAL,
+        max_connections: 100,
+        idle_timeout: Duration::from_secs(120),
     };
     assert_eq!(settings, expected);
 }
@@ -77,6 +81,8 @@ fn unset_keys_take_their_defaults() {
     assert_eq!(settings.max_body_bytes, 3 * 1024 * 1024);
     assert_eq!(settings.scheduler_names, ["volcano"]);
     assert!(!settings.http2);
+    assert_eq!(settings.max_connections, 512);
+    assert_eq!(settings.idle_timeout, Duration::from_secs(30));
 }
 
 #[test]
@@ -123,6 +129,49 @@ server:
         !errors.contains("is required"),
         "a bad key is not also missing:\n{errors}"
     );
+}
+
+#[test]
+fn a_zero_or_absurd_connection_cap_or_idle_timeout_is_refused_naming_its_key() {
+    for (yaml, wanted) in [
+        (
+            "max_connections: 0",
+            "server.max_connections: expected an integer from 1 to 1000000, got 0",
+        ),
+        (
+            "max_connections: 1000001",
+            "server.max_connections: expected an integer from 1 to 1000000",
+        ),
+        (
+            "idle_timeout: 0s",
+            "server.idle_timeout: expected a duration",
+        ),
+        (
+            "idle_timeout: 1ms",
+            "server.idle_timeout: expected a duration",
+        ),
+        (
+            "idle_timeout: 1000years",
+            "server.idle_timeout: expected a duration of at most 1h",
+        ),
+    ] {
+        let errors = load(
+            &format!("server: {{tls: {{cert_file: c.pem, key_file: k.pem}}, {yaml}}}"),
+            &[],
+        )
+        .expect_err(yaml);
+        assert!(errors.contains(wanted), "{wanted:?} missing from\n{errors}");
+    }
+    let settings = load(
+        "server: {tls: {cert_file: c.pem, key_file: k.pem}}",
+        &[
+            ("DEXAFLOW_SERVER_MAX_CONNECTIONS", "64"),
+            ("DEXAFLOW_SERVER_IDLE_TIMEOUT", "500ms"),
+        ],
+    )
+    .expect("valid");
+    assert_eq!(settings.max_connections, 64);
+    assert_eq!(settings.idle_timeout, Duration::from_millis(500));
 }
 
 #[test]

@@ -65,6 +65,8 @@ pub(super) const SERVER_SCHEDULER_NAMES: &str = "server.scheduler_names";
 pub(super) const SERVER_TRUSTED_USERS: &str = "server.trusted_users";
 pub(super) const SERVER_HTTP2: &str = "server.http2";
 pub(super) const SERVER_SHUTDOWN_GRACE: &str = "server.shutdown_grace";
+pub(super) const SERVER_MAX_CONNECTIONS: &str = "server.max_connections";
+pub(super) const SERVER_IDLE_TIMEOUT: &str = "server.idle_timeout";
 /// The key of the Prometheus exporter's address, for `main` to name in an error when the
 /// address cannot be bound.
 pub const METRICS_LISTEN: &str = "metrics.listen";
@@ -129,6 +131,8 @@ pub(super) const LEAVES: &[&str] = &[
     SERVER_TRUSTED_USERS,
     SERVER_HTTP2,
     SERVER_SHUTDOWN_GRACE,
+    SERVER_MAX_CONNECTIONS,
+    SERVER_IDLE_TIMEOUT,
 ];
 
 /// Dexaflow's variable naming its config file. `dexaflow-admission` takes `--config` instead and

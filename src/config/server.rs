@@ -16,6 +16,8 @@
 //! | `server.trusted_users` | none |
 //! | `server.http2` | `false` |
 //! | `server.shutdown_grace` | `15s` |
+//! | `server.max_connections` | 512 (1 to 1000000) |
+//! | `server.idle_timeout` | `30s` (10ms to 1h) |
 //!
 //! Each has a `DEXAFLOW_` variable like every other key (`DEXAFLOW_SERVER_LISTEN`); lists are
 //! comma-separated there, and `server.enabled_admission` may be written so in the file too.
@@ -26,13 +28,22 @@ use serde_yaml_ng::Value;
 
 use super::keys::{
     SERVER_BEARER_TOKEN_FILE, SERVER_CERT_FILE, SERVER_CLIENT_CA_FILE, SERVER_ENABLED_ADMISSION,
-    SERVER_HTTP2, SERVER_KEY_FILE, SERVER_LISTEN, SERVER_MAX_BODY_BYTES, SERVER_PROBE_LISTEN,
-    SERVER_RESOURCE_GROUPS_FILE, SERVER_SCHEDULER_NAMES, SERVER_SHUTDOWN_GRACE,
-    SERVER_TRUSTED_USERS,
+    SERVER_HTTP2, SERVER_IDLE_TIMEOUT, SERVER_KEY_FILE, SERVER_LISTEN, SERVER_MAX_BODY_BYTES,
+    SERVER_MAX_CONNECTIONS, SERVER_PROBE_LISTEN, SERVER_RESOURCE_GROUPS_FILE,
+    SERVER_SCHEDULER_NAMES, SERVER_SHUTDOWN_GRACE, SERVER_TRUSTED_USERS,
 };
 use super::reader::{Problem, Raw, Reader, describe, expected};
 use super::{ConfigError, ConfigErrors, Key, Server};
 use crate::serve::{self, SettingsFile, TlsFiles};
+
+/// The most `server.max_connections` takes: past it the cap no longer bounds anything a
+/// machine can hold.
+const MAX_CONNECTIONS: u64 = 1_000_000;
+/// The least `server.idle_timeout` takes: less would close connections between a request and
+/// the next one the same caller sends at once.
+const MIN_IDLE_TIMEOUT: Duration = Duration::from_millis(10);
+/// The most `server.idle_timeout` takes: a slow client may hold a connection this long.
+const MAX_IDLE_TIMEOUT: Duration = Duration::from_secs(3600);
 
 impl Reader {
     /// The `server` section as [`crate::serve::Settings`], or `None` when it has a problem
@@ -74,6 +85,26 @@ impl Reader {
             serve::Settings::DEFAULT_SHUTDOWN_GRACE,
             Duration::ZERO,
         );
+        let max_connections = self.integer(
+            SERVER_MAX_CONNECTIONS,
+            serve::Settings::DEFAULT_MAX_CONNECTIONS as u64,
+            1..=MAX_CONNECTIONS,
+        );
+        let idle_timeout = self.duration(
+            SERVER_IDLE_TIMEOUT,
+            serve::Settings::DEFAULT_IDLE_TIMEOUT,
+            MIN_IDLE_TIMEOUT,
+        );
+        if idle_timeout > MAX_IDLE_TIMEOUT && !self.is_bad(SERVER_IDLE_TIMEOUT) {
+            self.reject(
+                SERVER_IDLE_TIMEOUT,
+                format!(
+                    "a duration of at most {}",
+                    humantime::format_duration(MAX_IDLE_TIMEOUT)
+                ),
+                humantime::format_duration(idle_timeout).to_string(),
+            );
+        }
         for (key, file) in [(SERVER_CERT_FILE, &cert_file), (SERVER_KEY_FILE, &key_file)] {
             if server == Server::Required && file.is_none() && !self.is_bad(key) {
                 self.errors.push(ConfigError::Required {
@@ -102,6 +133,8 @@ impl Reader {
             http2,
             shutdown_grace,
             poll_interval: serve::Settings::DEFAULT_POLL_INTERVAL,
+            max_connections: usize::try_from(max_connections).unwrap_or(usize::MAX),
+            idle_timeout,
         })
     }
 }

@@ -24,7 +24,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::header::{ALLOW, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, WWW_AUTHENTICATE};
+use http::header::{
+    ALLOW, AUTHORIZATION, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, WWW_AUTHENTICATE,
+};
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Body;
@@ -153,15 +155,17 @@ where
         .map(|(name, value)| name.as_str().len() + value.len() + 4)
         .sum();
     if header_bytes > MAX_HEADER_BYTES {
-        return error(
+        let response = error(
             StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             &format!("the header fields are larger than {MAX_HEADER_BYTES} bytes"),
             None,
         );
+        return unread(std::pin::pin!(request.into_body()), response).await;
     }
     let Some(route) = shared.router.get(request.uri().path()) else {
         shared.metrics.not_found();
-        return error(StatusCode::NOT_FOUND, "no service at this path", None);
+        let response = error(StatusCode::NOT_FOUND, "no service at this path", None);
+        return unread(std::pin::pin!(request.into_body()), response).await;
     };
     let _in_flight = shared.metrics.in_flight();
     let started = Instant::now();
@@ -170,15 +174,14 @@ where
     response
 }
 
-async fn respond<B>(
+/// The rules that need only the request's head: the handler's budget, or the early answer.
+// The error is the answer itself, moved once to the caller: boxing it would only allocate.
+#[allow(clippy::result_large_err)]
+fn admissible<B: Body>(
     shared: &Shared,
     route: &super::registry::Route,
-    request: Request<B>,
-) -> (RequestOutcome, Response<Full<Bytes>>)
-where
-    B: Body<Data = Bytes> + Send + 'static,
-    B::Error: std::error::Error + Send + Sync + 'static,
-{
+    request: &Request<B>,
+) -> Result<Duration, (RequestOutcome, Response<Full<Bytes>>)> {
     let invalid = |status, message: &str| (RequestOutcome::Invalid, error(status, message, None));
     if let Some(token) = shared.bearer_token.as_ref().filter(|_| route.authenticated) {
         if !token.accepts(request.headers().get(AUTHORIZATION)) {
@@ -191,7 +194,7 @@ where
             response
                 .headers_mut()
                 .insert(WWW_AUTHENTICATE, http::HeaderValue::from_static("Bearer"));
-            return (RequestOutcome::Unauthorized, response);
+            return Err((RequestOutcome::Unauthorized, response));
         }
     }
     if request.method() != Method::POST {
@@ -199,35 +202,100 @@ where
         response
             .headers_mut()
             .insert(ALLOW, http::HeaderValue::from_static("POST"));
-        return (RequestOutcome::Invalid, response);
+        return Err((RequestOutcome::Invalid, response));
     }
-    if !is_json(&request) {
-        return invalid(
+    if !is_json(request) {
+        return Err(invalid(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "Content-Type must be application/json",
-        );
+        ));
     }
-    let too_large = format!("the body is larger than {} bytes", shared.max_body_bytes);
     let declared = request
         .headers()
         .get(CONTENT_LENGTH)
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.parse::<u64>().ok());
     if declared.is_some_and(|length| length > shared.max_body_bytes as u64) {
-        return invalid(StatusCode::PAYLOAD_TOO_LARGE, &too_large);
+        return Err(invalid(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &too_large(shared.max_body_bytes),
+        ));
     }
-    let budget = match timeout(&request) {
-        Ok(timeout) => timeout.unwrap_or(DEFAULT_TIMEOUT).min(MAX_TIMEOUT) * 9 / 10,
-        Err(message) => return invalid(StatusCode::BAD_REQUEST, &message),
+    match timeout(request) {
+        Ok(timeout) => Ok(timeout.unwrap_or(DEFAULT_TIMEOUT).min(MAX_TIMEOUT) * 9 / 10),
+        Err(message) => Err(invalid(StatusCode::BAD_REQUEST, &message)),
+    }
+}
+
+fn too_large(max_body_bytes: usize) -> String {
+    format!("the body is larger than {max_body_bytes} bytes")
+}
+
+/// How much of a body left unread by an early answer is read and dropped before the answer
+/// goes: closing a connection with unread bytes resets it, and the reset can reach the client
+/// before it has read the answer.
+const DRAIN_BYTES: usize = 1024 * 1024;
+/// How long that reading may take.
+const DRAIN_TIME: Duration = Duration::from_secs(5);
+
+/// Reads and drops what is left of `body`, up to [`DRAIN_BYTES`] in [`DRAIN_TIME`], so that
+/// `response` reaches the client; when more is left, the response closes the connection.
+async fn unread<B>(mut body: B, mut response: Response<Full<Bytes>>) -> Response<Full<Bytes>>
+where
+    B: Body<Data = Bytes> + Unpin,
+{
+    let drained = tokio::time::timeout(DRAIN_TIME, async {
+        let mut left = DRAIN_BYTES;
+        while let Some(frame) = body.frame().await {
+            let Ok(frame) = frame else { return false };
+            let size = frame.data_ref().map_or(0, Bytes::len);
+            let Some(rest) = left.checked_sub(size) else {
+                return false;
+            };
+            left = rest;
+        }
+        true
+    })
+    .await
+    .unwrap_or(false);
+    if !drained {
+        response
+            .headers_mut()
+            .insert(CONNECTION, http::HeaderValue::from_static("close"));
+    }
+    response
+}
+
+async fn respond<B>(
+    shared: &Shared,
+    route: &super::registry::Route,
+    request: Request<B>,
+) -> (RequestOutcome, Response<Full<Bytes>>)
+where
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: std::error::Error + Send + Sync + 'static,
+{
+    let budget = match admissible(shared, route, &request) {
+        Ok(budget) => budget,
+        Err((outcome, response)) => {
+            let response = unread(std::pin::pin!(request.into_body()), response).await;
+            return (outcome, response);
+        }
     };
+    let invalid = |status, message: &str| (RequestOutcome::Invalid, error(status, message, None));
+    let mut incoming = std::pin::pin!(request.into_body());
     let deadline = Instant::now() + budget;
-    let body = match Limited::new(request.into_body(), shared.max_body_bytes)
+    let body = match Limited::new(&mut incoming, shared.max_body_bytes)
         .collect()
         .await
     {
         Ok(collected) => collected.to_bytes(),
         Err(cause) if cause.is::<http_body_util::LengthLimitError>() => {
-            return invalid(StatusCode::PAYLOAD_TOO_LARGE, &too_large);
+            let (outcome, response) = invalid(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                &too_large(shared.max_body_bytes),
+            );
+            return (outcome, unread(incoming, response).await);
         }
         Err(cause) => {
             return invalid(

@@ -15,7 +15,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{Semaphore, watch};
 use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 
@@ -31,9 +31,6 @@ use crate::metrics::ServerMetrics;
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// At most one log line per this period for client certificates refused.
 const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(10);
-/// How long a client may take to send a request's head (slowloris), controller-runtime's
-/// figure rounded.
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The largest request head hyper reads (HTTP/1.1's read buffer, HTTP/2's header list):
 /// room for a long URI and header fields a little past [`MAX_HEADER_BYTES`], so that the serve
@@ -126,7 +123,9 @@ impl Server {
         builder
             .http1()
             .timer(TokioTimer::new())
-            .header_read_timeout(HEADER_READ_TIMEOUT)
+            // Armed while waiting for a head, whether the connection is new, idle after an
+            // answer, or receiving a head slowly (slowloris): past it hyper closes it.
+            .header_read_timeout(settings.idle_timeout)
             .max_buf_size(MAX_HEAD_BYTES);
         builder
             .http2()
@@ -141,6 +140,9 @@ impl Server {
             TlsAcceptor::from(tls),
             Arc::new(builder),
             shared,
+            Arc::new(Semaphore::new(
+                settings.max_connections.clamp(1, Semaphore::MAX_PERMITS),
+            )),
             stopped,
         ));
         ready.store(true, Ordering::SeqCst);
@@ -219,11 +221,16 @@ async fn bind(address: SocketAddr) -> Result<TcpListener, ServeError> {
 }
 
 /// Accepts connections until told to stop; returns the handle that drains those still open.
+///
+/// Each connection holds one of `places` for its life. A connection accepted when there is
+/// none waits, unserved, for one (and is counted); meanwhile no other is accepted, so further
+/// clients wait in the listen backlog.
 async fn accept(
     listener: TcpListener,
     acceptor: TlsAcceptor,
     builder: Arc<auto::Builder<TokioExecutor>>,
     shared: Arc<Shared>,
+    places: Arc<Semaphore>,
     mut stopped: watch::Receiver<bool>,
 ) -> GracefulShutdown {
     let graceful = GracefulShutdown::new();
@@ -241,6 +248,20 @@ async fn accept(
                 }
             },
         };
+        let place = match Arc::clone(&places).try_acquire_owned() {
+            Ok(place) => place,
+            Err(_) => {
+                shared.metrics.connection_waited();
+                tokio::select! {
+                    _ = stopped.changed() => break,
+                    place = Arc::clone(&places).acquire_owned() => match place {
+                        Ok(place) => place,
+                        // Never closed: the semaphore lives as long as this loop.
+                        Err(_) => break,
+                    },
+                }
+            }
+        };
         // An answer is a few small writes: send each at once rather than wait for the client's
         // delayed ACK (Nagle), which would add tens of milliseconds to a kept-alive connection.
         if let Err(error) = stream.set_nodelay(true) {
@@ -252,6 +273,7 @@ async fn accept(
         let refusals = Arc::clone(&refusals);
         let watcher = graceful.watcher();
         tokio::spawn(async move {
+            let _place = place;
             let stream =
                 match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
                     Ok(Ok(stream)) => stream,
@@ -353,8 +375,8 @@ async fn serve_probes(listener: TcpListener, ready: Arc<AtomicBool>) {
                 async move { Ok::<_, Infallible>(probe(request.uri().path(), ready)) }
             });
             let _ = hyper::server::conn::http1::Builder::new()
+                // hyper's default header read timeout, 30 s, needs only the timer.
                 .timer(TokioTimer::new())
-                .header_read_timeout(HEADER_READ_TIMEOUT)
                 .serve_connection(TokioIo::new(stream), service)
                 .await;
         });

@@ -42,6 +42,12 @@ pub struct Settings {
     /// How often watched files are re-read even when no change was reported: the fallback for
     /// file systems and mounts whose changes the watch does not see.
     pub poll_interval: Duration,
+    /// The most connections served at once; past it a new connection waits, unanswered, until
+    /// one closes. 0 is taken as 1.
+    pub max_connections: usize,
+    /// How long a connection may wait for a request's head: idle between requests, or a head
+    /// arriving slowly. Past it the server closes the connection.
+    pub idle_timeout: Duration,
 }
 
 /// A file [`Settings`] names, as [`Settings::check_files`] reports it: whoever read the
@@ -86,6 +92,12 @@ impl Settings {
     /// The default poll interval for watched files (controller-runtime's certificate watcher
     /// polls every 10 s).
     pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(10);
+    /// The default connection cap: far above what the API servers and dispatchers calling a
+    /// webhook open, and under the common soft limit of 1024 file descriptors with room for
+    /// the watched files, the probes and the metrics listener.
+    pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
+    /// The default idle timeout: hyper's and Go's 30 s header read timeout.
+    pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 
     /// Reads every file the settings name, as the server does when it starts, and returns
     /// every problem, each with the file it belongs to: so that a start that would fail on
@@ -147,6 +159,8 @@ impl Settings {
             http2: false,
             shutdown_grace: Settings::DEFAULT_SHUTDOWN_GRACE,
             poll_interval: Settings::DEFAULT_POLL_INTERVAL,
+            max_connections: Settings::DEFAULT_MAX_CONNECTIONS,
+            idle_timeout: Settings::DEFAULT_IDLE_TIMEOUT,
         }
     }
 }
