@@ -151,7 +151,7 @@ fn a_zero_or_absurd_connection_cap_or_idle_timeout_is_refused_naming_its_key() {
             "server.idle_timeout: expected a duration",
         ),
         (
-            "idle_timeout: 1000years",
+            "idle_timeout: 2h",
             "server.idle_timeout: expected a duration of at most 1h",
         ),
     ] {
