@@ -208,3 +208,69 @@ fn a_tasks_command_does_not_outlive_a_dispatcher_killed_with_sigkill() {
     // left to end it.
     wait_until_gone(command);
 }
+
+/// `unshare` that puts what follows in a PID namespace of its own, with its own `/proc`, whose
+/// group and session leaders stay outside it: as a container or CI sandbox started from a shell
+/// runs the dispatcher. `None`, with the reason printed, where this machine does not allow it.
+fn in_a_pid_namespace_led_from_outside() -> Option<std::process::Command> {
+    let probe = std::process::Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", "cat", "/proc/self/stat"])
+        .output();
+    let stat = match probe {
+        Ok(output) if output.status.success() => {
+            String::from_utf8_lossy(&output.stdout).into_owned()
+        }
+        Ok(output) => {
+            eprintln!(
+                "skipped: unshare cannot make a PID namespace here: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            return None;
+        }
+        Err(error) => {
+            eprintln!("skipped: no unshare here: {error}");
+            return None;
+        }
+    };
+    let (_, fields) = stat.rsplit_once(')').expect("a stat line");
+    let session = fields.split_whitespace().nth(3);
+    assert_eq!(
+        session,
+        Some("0"),
+        "in the namespace, the session leader is outside it: {stat}"
+    );
+    let mut command = std::process::Command::new("unshare");
+    command.args(["--pid", "--fork", "--mount-proc"]);
+    Some(command)
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn dispatch_in_a_pid_namespace_whose_session_leader_is_outside_it_runs_its_tasks_and_exits_0() {
+    let Some(mut command) = in_a_pid_namespace_led_from_outside() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let config = lite_config(dir.path(), "", "", "");
+    let tasks = "      - task_id: runs\n        command: [sh, -c, 'exit 0']\n";
+    let output = command
+        .arg(env!("CARGO_BIN_EXE_dexaflow-admission"))
+        .arg("dispatch")
+        .arg("--config")
+        .arg(&config)
+        .arg("--workload")
+        .arg(workload(dir.path(), "", tasks))
+        .args(["--output", "json"])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("unshare runs");
+
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let rows: Vec<Value> = serde_json::from_slice(&output.stdout).expect("JSON rows");
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0]["state"], "success", "{rows:?}");
+}

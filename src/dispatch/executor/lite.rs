@@ -64,8 +64,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rustix::process::{
-    Pid, Signal, WaitOptions, getpgrp, getpid, getsid, kill_process, kill_process_group,
-    test_kill_process_group, waitpid,
+    Pid, Signal, WaitOptions, getpid, kill_process, kill_process_group, test_kill_process_group,
+    waitpid,
 };
 use sha2::{Digest, Sha256};
 use tokio::process::{Child, Command};
@@ -582,9 +582,12 @@ impl ProcessStat {
 /// of a group in this process's session (as an attempt's command is, of any `Lite` in the
 /// process: its run follows it). Nothing is found where there is no `/proc`.
 fn adopted_children() -> Vec<ProcessStat> {
-    let us = getpid().as_raw_pid();
-    let our_group = getpgrp().as_raw_pid();
-    let our_session = getsid(None).map_or(0, Pid::as_raw_pid);
+    // Our own group and session are read from `/proc` as plain numbers, never as `Pid`s: in a
+    // PID namespace whose group or session leader lives outside it (a container started from
+    // a shell, a CI sandbox), they are 0, which no `Pid` can hold.
+    let Some(ourselves) = ProcessStat::read(getpid().as_raw_pid()) else {
+        return Vec::new();
+    };
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -593,8 +596,10 @@ fn adopted_children() -> Vec<ProcessStat> {
         .filter_map(ProcessStat::read)
         .filter(|process| {
             let leads_a_group_of_ours =
-                process.group == process.pid && process.session == our_session;
-            process.parent == us && process.group != our_group && !leads_a_group_of_ours
+                process.group == process.pid && process.session == ourselves.session;
+            process.parent == ourselves.pid
+                && process.group != ourselves.group
+                && !leads_a_group_of_ours
         })
         .collect()
 }
