@@ -17,7 +17,7 @@ use criterion::measurement::WallTime;
 use criterion::{
     BenchmarkGroup, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main,
 };
-use dexaflow_admission::loadtest::{self, Amount, HookSpec, Options, Plan};
+use dexaflow_admission::loadtest::{self, Amount, HookFlag, Options, Plan};
 
 /// Runs `iters` attempts through `plan`'s buffer and workers and returns the run's time.
 fn measure(plan: &Plan, iters: u64) -> Duration {
@@ -40,7 +40,7 @@ fn measure(plan: &Plan, iters: u64) -> Duration {
 fn against_synchronous<'c>(
     c: &'c mut Criterion,
     name: String,
-    hook: &HookSpec,
+    hook: &HookFlag,
 ) -> BenchmarkGroup<'c, WallTime> {
     let mut group = c.benchmark_group(name);
     group.throughput(Throughput::Elements(1));
@@ -56,8 +56,8 @@ fn against_synchronous<'c>(
 
 fn buffered(c: &mut Criterion) {
     for (name, hook) in [
-        ("noop", HookSpec::Noop),
-        ("sleep_1ms", HookSpec::Sleep(Duration::from_millis(1))),
+        ("noop", HookFlag::Noop),
+        ("sleep_1ms", HookFlag::Sleep(Duration::from_millis(1))),
     ] {
         let mut group = against_synchronous(c, format!("buffered_throughput/{name}"), &hook);
         for buffer_size in [64, 1024] {
@@ -85,8 +85,8 @@ fn buffered(c: &mut Criterion) {
 /// Buffered dispatch with the workers on threads of their own against synchronous dispatch.
 fn worker_threads(c: &mut Criterion) {
     for (name, hook) in [
-        ("noop", HookSpec::Noop),
-        ("spin_20us", HookSpec::Spin(Duration::from_micros(20))),
+        ("noop", HookFlag::Noop),
+        ("spin_20us", HookFlag::Spin(Duration::from_micros(20))),
     ] {
         let mut group = against_synchronous(c, format!("worker_threads/{name}"), &hook);
         let threaded = Plan {

@@ -16,7 +16,7 @@ use actix::SystemRunner;
 use criterion::{Criterion, criterion_group, criterion_main};
 use dexaflow_admission::dispatch::{self, Pipeline, TaskStore};
 use dexaflow_admission::events::Ignore;
-use dexaflow_admission::loadtest::{self, Amount, HookSpec, Plan};
+use dexaflow_admission::loadtest::{self, Amount, HookFlag, Plan};
 use dexaflow_admission::supervise::{self, BreakerSettings};
 
 /// A pipeline for `plan` with a store sized for `attempts`; its hooks neither sleep nor jitter,
@@ -57,7 +57,7 @@ fn measure(system: &SystemRunner, plan: &Plan, warm_up: u64, iters: u64) -> Dura
     })
 }
 
-fn plan(hooks: Vec<HookSpec>, supervise: supervise::Settings) -> Plan {
+fn plan(hooks: Vec<HookFlag>, supervise: supervise::Settings) -> Plan {
     Plan {
         amount: Amount::Attempts(1),
         hooks,
@@ -74,7 +74,7 @@ fn synchronous(c: &mut Criterion) {
         b.iter_custom(|iters| measure(&system, &no_hook, 0, iters));
     });
 
-    let noop = plan(vec![HookSpec::Noop], supervise::Settings::default());
+    let noop = plan(vec![HookFlag::Noop], supervise::Settings::default());
     c.bench_function("dispatch_noop_hook", |b| {
         b.iter_custom(|iters| measure(&system, &noop, 0, iters));
     });
@@ -83,7 +83,7 @@ fn synchronous(c: &mut Criterion) {
     // third opens the breaker for an hour, and every measured call is skipped by the gate.
     let failures = 3;
     let at_timeout = plan(
-        vec![HookSpec::Timeout(1.0)],
+        vec![HookFlag::Timeout(1.0)],
         hung_hook_supervision(failures),
     );
     c.bench_function("dispatch_hook_at_timeout_sync", |b| {
@@ -95,7 +95,7 @@ fn synchronous(c: &mut Criterion) {
     // failures (2^31 in effect), and each sample runs on a fresh pipeline, so a fresh breaker:
     // a sample would need 2^31 calls, some 25 days of 1 ms timeouts, to open it.
     let closed = plan(
-        vec![HookSpec::Timeout(1.0)],
+        vec![HookFlag::Timeout(1.0)],
         hung_hook_supervision(u32::MAX),
     );
     c.bench_function("dispatch_hook_at_timeout_breaker_closed_sync", |b| {

@@ -415,7 +415,7 @@ pub use crate::dispatch::Settled as Settlement;
 
 /// How [`Handle::drain`] or [`Handle::settle_all`] ended.
 #[derive(Debug, Clone)]
-pub struct Report {
+pub struct Drained {
     /// Every task instance, in key order.
     pub instances: Vec<TaskInstance>,
     /// What draining the dispatcher did.
@@ -577,9 +577,9 @@ impl Handle {
     /// Stops taking ticks, gives attempts in flight the drain timeout, hands buffered ones back
     /// as scheduled, stops the executor, waits until every step it sent is written, and returns
     /// every task instance.
-    pub async fn drain(mut self) -> Report {
+    pub async fn drain(mut self) -> Drained {
         let drain = self.stop().await;
-        Report {
+        Drained {
             instances: self.store.snapshot(),
             drain,
         }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use dexaflow_admission::admission::Outcome;
 use dexaflow_admission::events::{BreakerEvents, BufferEvents, HookEvents};
 use dexaflow_admission::loadtest::{
-    self, Amount, AttemptOutcome, HookSpec, HookTimer, Options, Plan, Report, SpecError,
+    self, Amount, AttemptOutcome, HookFlag, HookFlagError, HookTimer, Options, Plan, Report,
 };
 use dexaflow_admission::supervise::{self, BreakerSettings};
 
@@ -490,7 +490,7 @@ fn every_spec_kind_parses_and_prints_back() {
         "refuse:0.25",
         "change:0.75",
     ] {
-        let parsed: HookSpec = spec.parse().expect(spec);
+        let parsed: HookFlag = spec.parse().expect(spec);
         assert_eq!(parsed.to_string(), spec);
     }
 }
@@ -499,16 +499,16 @@ fn every_spec_kind_parses_and_prints_back() {
 fn webhook_spec_names_the_url_and_round_trips() {
     let spec = "webhook:https://hooks.example.com/admit?team=etl";
 
-    let parsed = spec.parse::<HookSpec>().expect("a webhook spec");
+    let parsed = spec.parse::<HookFlag>().expect("a webhook spec");
 
     assert_eq!(
         parsed,
-        HookSpec::Webhook("https://hooks.example.com/admit?team=etl".to_owned())
+        HookFlag::Webhook("https://hooks.example.com/admit?team=etl".to_owned())
     );
     assert_eq!(parsed.to_string(), spec);
     assert!(matches!(
-        "webhook".parse::<HookSpec>(),
-        Err(SpecError::Shape { .. })
+        "webhook".parse::<HookFlag>(),
+        Err(HookFlagError::Shape { .. })
     ));
 }
 
@@ -534,7 +534,7 @@ fn bad_specs_name_the_flag_and_the_spec() {
         ("jitter:5ms", "expected MIN..MAX"),
         ("noop:1", "noop takes no value"),
     ] {
-        let error = spec.parse::<HookSpec>().expect_err(spec).to_string();
+        let error = spec.parse::<HookFlag>().expect_err(spec).to_string();
         assert!(
             error.starts_with(&format!("--hook {spec:?}: ")),
             "{spec}: {error}"

@@ -19,7 +19,7 @@ use dexaflow_admission::dispatch::TaskInstance;
 use dexaflow_admission::dispatch::placement::{DedicatedReason, PodKind};
 use dexaflow_admission::dispatch::task::{State, Task};
 use dexaflow_admission::hooks::Webhook;
-use dexaflow_admission::install::{Install, Report};
+use dexaflow_admission::install::{Drained, Install};
 use fakes::{RecordingMinter, supervision, task};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -742,7 +742,7 @@ async fn the_example_policy_gives_the_outcomes_the_readme_shows() {
 
 /// Offers `tasks` to `install` (supervised as the tests' fakes say) and waits until each is
 /// settled, then drains.
-async fn run(install: Install, tasks: Vec<Task>) -> Report {
+async fn run(install: Install, tasks: Vec<Task>) -> Drained {
     let handle = install
         .supervise(|settings| *settings = supervision())
         .start()

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use dexaflow_admission::admission::Decision;
 use dexaflow_admission::loadtest::{
-    self, Amount, AttemptOutcome, HookSpec, LoadTestError, Options, Plan, WebhookFiles,
+    self, Amount, AttemptOutcome, HookFlag, LoadTestError, Options, Plan, WebhookFiles,
 };
 use webhook_fixture::{Certs, Server, Transport, deciding};
 
@@ -16,7 +16,7 @@ fn plan(url: String, files: WebhookFiles) -> Plan {
         amount: Amount::Attempts(200),
         buffer_size: 16,
         workers: 8,
-        hooks: vec![HookSpec::Webhook(url)],
+        hooks: vec![HookFlag::Webhook(url)],
         webhook_files: files,
         ..Plan::default()
     }

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use thiserror::Error;
 
-use super::SpecError;
+use super::HookFlagError;
 
 /// Why a load test could not run, or ran and found attempts unaccounted for.
 #[derive(Debug, Error)]
@@ -19,7 +19,7 @@ pub enum LoadTestError {
     },
     /// A `--hook` value is no SPEC.
     #[error(transparent)]
-    Spec(#[from] SpecError),
+    Spec(#[from] HookFlagError),
     /// The load test's thread could not be started.
     #[error("starting the load-test thread")]
     Thread(#[source] std::io::Error),

@@ -4,7 +4,7 @@
 //! A run offers attempts to the real [`Dispatcher`](crate::dispatch::Dispatcher), ticked by the
 //! harness, with its [`Pipeline`](crate::dispatch::Pipeline), task store, supervised chain
 //! (breaker actors included) and the `null` executor, all in one actix system. The hooks are
-//! synthetic, or real webhooks, described by `--hook SPEC` ([`HookSpec`]).
+//! synthetic, or real webhooks, described by `--hook SPEC` ([`HookFlag`]).
 //!
 //! - **Open loop.** With `--rate R` attempt *i* is due at *i*/R seconds; its latency runs from
 //!   that intended start to its final disposition, so a stall of the dispatcher shows as latency
@@ -60,5 +60,5 @@ pub use plan::{Amount, Plan, attempt};
 pub use report::{
     AttemptOutcome, BreakerTransitions, Latencies, Report, Throughput, check_report_dir,
 };
-pub use spec::{HookSpec, SpecError, Synthetic, WebhookFiles, parse_all};
+pub use spec::{HookFlag, HookFlagError, Synthetic, WebhookFiles, parse_all};
 pub use timer::{HookTimer, TimerThread};

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::LoadTestError;
-use super::spec::{HookSpec, Synthetic, WebhookFiles};
+use super::spec::{HookFlag, Synthetic, WebhookFiles};
 use super::timer::{HookTimer, TimerThread};
 use crate::admission::{Chain, Hook};
 use crate::config::{
@@ -52,7 +52,7 @@ pub struct Plan {
     /// `scheduler.dispatch.worker_threads`: 0 runs the workers on the harness's thread.
     pub worker_threads: usize,
     /// The hooks, in chain order.
-    pub hooks: Vec<HookSpec>,
+    pub hooks: Vec<HookFlag>,
     /// The files of every `webhook:URL` hook.
     pub webhook_files: WebhookFiles,
     /// What `sleep` and `jitter` hooks wait on.
@@ -173,7 +173,7 @@ impl Plan {
             return mismatch("--breaker-max-backoff", error);
         }
         for (position, spec) in self.hooks.iter().enumerate() {
-            let HookSpec::Webhook(url) = spec else {
+            let HookFlag::Webhook(url) = spec else {
                 continue;
             };
             let problems = self.webhook_spec(position, url).check().err();
@@ -317,7 +317,7 @@ impl Plan {
         let waits = self
             .hooks
             .iter()
-            .any(|spec| matches!(spec, HookSpec::Sleep(_) | HookSpec::Jitter { .. }));
+            .any(|spec| matches!(spec, HookFlag::Sleep(_) | HookFlag::Jitter { .. }));
         (waits && self.hook_timer == HookTimer::Thread).then(TimerThread::start)
     }
 
@@ -339,7 +339,7 @@ impl Plan {
             .iter()
             .enumerate()
             .map(|(position, spec)| {
-                if let HookSpec::Webhook(url) = spec {
+                if let HookFlag::Webhook(url) = spec {
                     return Arc::new(Webhook::from_spec(&self.webhook_spec(position, url)))
                         as Arc<dyn Hook>;
                 }

@@ -36,7 +36,7 @@ pub const CHANGED_KEY: &str = "loadtest.example.com/changed";
 
 /// One hook of a load test, as `--hook SPEC` describes it: synthetic, or a webhook.
 #[derive(Debug, Clone, PartialEq)]
-pub enum HookSpec {
+pub enum HookFlag {
     /// `noop`: admits at once.
     Noop,
     /// `sleep:DUR`: admits after this long.
@@ -80,7 +80,7 @@ pub struct WebhookFiles {
 
 /// Why a `--hook` value is not a SPEC. Each message names the flag and the value.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum SpecError {
+pub enum HookFlagError {
     /// The part before `:` is no kind of hook.
     #[error(
         "--hook {spec:?}: unknown hook {kind:?}; expected noop, sleep:DUR, jitter:MIN..MAX, \
@@ -124,15 +124,15 @@ pub enum SpecError {
     },
 }
 
-impl FromStr for HookSpec {
-    type Err = SpecError;
+impl FromStr for HookFlag {
+    type Err = HookFlagError;
 
-    fn from_str(spec: &str) -> Result<HookSpec, SpecError> {
+    fn from_str(spec: &str) -> Result<HookFlag, HookFlagError> {
         let (kind, value) = match spec.split_once(':') {
             Some((kind, value)) => (kind, Some(value)),
             None => (spec, None),
         };
-        let shape = |expected| SpecError::Shape {
+        let shape = |expected| HookFlagError::Shape {
             spec: spec.to_owned(),
             expected,
         };
@@ -143,14 +143,14 @@ impl FromStr for HookSpec {
         };
         match kind {
             "noop" => match value {
-                None => Ok(HookSpec::Noop),
+                None => Ok(HookFlag::Noop),
                 Some(_) => Err(shape("noop takes no value")),
             },
             "sleep" => {
                 let value = value.ok_or_else(|| {
                     shape("expected a duration after \":\", such as \"sleep:1ms\"")
                 })?;
-                Ok(HookSpec::Sleep(parse_duration(spec, value)?))
+                Ok(HookFlag::Sleep(parse_duration(spec, value)?))
             }
             "jitter" => {
                 let value = value.ok_or_else(|| {
@@ -161,31 +161,31 @@ impl FromStr for HookSpec {
                 })?;
                 let (min, max) = (parse_duration(spec, min)?, parse_duration(spec, max)?);
                 if min > max {
-                    return Err(SpecError::Range {
+                    return Err(HookFlagError::Range {
                         spec: spec.to_owned(),
                     });
                 }
-                Ok(HookSpec::Jitter { min, max })
+                Ok(HookFlag::Jitter { min, max })
             }
             "spin" => {
                 let value = value.ok_or_else(|| {
                     shape("expected a duration after \":\", such as \"spin:20us\"")
                 })?;
-                Ok(HookSpec::Spin(parse_duration(spec, value)?))
+                Ok(HookFlag::Spin(parse_duration(spec, value)?))
             }
-            "error" => Ok(HookSpec::Error(probability(value)?)),
-            "panic" => Ok(HookSpec::Panic(probability(value)?)),
-            "timeout" => Ok(HookSpec::Timeout(probability(value)?)),
-            "hold" => Ok(HookSpec::Hold(probability(value)?)),
-            "refuse" => Ok(HookSpec::Refuse(probability(value)?)),
-            "change" => Ok(HookSpec::Change(probability(value)?)),
+            "error" => Ok(HookFlag::Error(probability(value)?)),
+            "panic" => Ok(HookFlag::Panic(probability(value)?)),
+            "timeout" => Ok(HookFlag::Timeout(probability(value)?)),
+            "hold" => Ok(HookFlag::Hold(probability(value)?)),
+            "refuse" => Ok(HookFlag::Refuse(probability(value)?)),
+            "change" => Ok(HookFlag::Change(probability(value)?)),
             "webhook" => match value {
-                Some(url) if !url.is_empty() => Ok(HookSpec::Webhook(url.to_owned())),
+                Some(url) if !url.is_empty() => Ok(HookFlag::Webhook(url.to_owned())),
                 _ => Err(shape(
                     "expected a URL after \":\", such as \"webhook:https://127.0.0.1:8443/admit\"",
                 )),
             },
-            _ => Err(SpecError::UnknownKind {
+            _ => Err(HookFlagError::UnknownKind {
                 spec: spec.to_owned(),
                 kind: kind.to_owned(),
             }),
@@ -193,38 +193,38 @@ impl FromStr for HookSpec {
     }
 }
 
-fn parse_duration(spec: &str, value: &str) -> Result<Duration, SpecError> {
-    admission::parse_duration(value).map_err(|_| SpecError::Duration {
+fn parse_duration(spec: &str, value: &str) -> Result<Duration, HookFlagError> {
+    admission::parse_duration(value).map_err(|_| HookFlagError::Duration {
         spec: spec.to_owned(),
         value: value.to_owned(),
     })
 }
 
-fn parse_probability(spec: &str, value: &str) -> Result<f64, SpecError> {
+fn parse_probability(spec: &str, value: &str) -> Result<f64, HookFlagError> {
     match value.trim().parse::<f64>() {
         Ok(p) if (0.0..=1.0).contains(&p) => Ok(p),
-        _ => Err(SpecError::Probability {
+        _ => Err(HookFlagError::Probability {
             spec: spec.to_owned(),
             value: value.to_owned(),
         }),
     }
 }
 
-impl HookSpec {
+impl HookFlag {
     /// The kind's name, as the SPEC starts: `noop`, `sleep`, `jitter`, `error`, ...
     pub fn kind(&self) -> &'static str {
         match self {
-            HookSpec::Noop => "noop",
-            HookSpec::Sleep(_) => "sleep",
-            HookSpec::Jitter { .. } => "jitter",
-            HookSpec::Spin(_) => "spin",
-            HookSpec::Error(_) => "error",
-            HookSpec::Panic(_) => "panic",
-            HookSpec::Timeout(_) => "timeout",
-            HookSpec::Hold(_) => "hold",
-            HookSpec::Refuse(_) => "refuse",
-            HookSpec::Change(_) => "change",
-            HookSpec::Webhook(_) => "webhook",
+            HookFlag::Noop => "noop",
+            HookFlag::Sleep(_) => "sleep",
+            HookFlag::Jitter { .. } => "jitter",
+            HookFlag::Spin(_) => "spin",
+            HookFlag::Error(_) => "error",
+            HookFlag::Panic(_) => "panic",
+            HookFlag::Timeout(_) => "timeout",
+            HookFlag::Hold(_) => "hold",
+            HookFlag::Refuse(_) => "refuse",
+            HookFlag::Change(_) => "change",
+            HookFlag::Webhook(_) => "webhook",
         }
     }
 
@@ -235,28 +235,28 @@ impl HookSpec {
     }
 }
 
-impl fmt::Display for HookSpec {
+impl fmt::Display for HookFlag {
     /// The SPEC that parses back to this value.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let kind = self.kind();
         match self {
-            HookSpec::Noop => f.write_str(kind),
-            HookSpec::Sleep(duration) | HookSpec::Spin(duration) => {
+            HookFlag::Noop => f.write_str(kind),
+            HookFlag::Sleep(duration) | HookFlag::Spin(duration) => {
                 write!(f, "{kind}:{}", humantime::format_duration(*duration))
             }
-            HookSpec::Jitter { min, max } => write!(
+            HookFlag::Jitter { min, max } => write!(
                 f,
                 "{kind}:{}..{}",
                 humantime::format_duration(*min),
                 humantime::format_duration(*max)
             ),
-            HookSpec::Error(p)
-            | HookSpec::Panic(p)
-            | HookSpec::Timeout(p)
-            | HookSpec::Hold(p)
-            | HookSpec::Refuse(p)
-            | HookSpec::Change(p) => write!(f, "{kind}:{p}"),
-            HookSpec::Webhook(url) => write!(f, "{kind}:{url}"),
+            HookFlag::Error(p)
+            | HookFlag::Panic(p)
+            | HookFlag::Timeout(p)
+            | HookFlag::Hold(p)
+            | HookFlag::Refuse(p)
+            | HookFlag::Change(p) => write!(f, "{kind}:{p}"),
+            HookFlag::Webhook(url) => write!(f, "{kind}:{url}"),
         }
     }
 }
@@ -265,16 +265,16 @@ impl fmt::Display for HookSpec {
 ///
 /// # Errors
 /// The first value that is no SPEC.
-pub fn parse_all<S: AsRef<str>>(specs: &[S]) -> Result<Vec<HookSpec>, SpecError> {
+pub fn parse_all<S: AsRef<str>>(specs: &[S]) -> Result<Vec<HookFlag>, HookFlagError> {
     specs.iter().map(|spec| spec.as_ref().parse()).collect()
 }
 
-/// The hook a [`HookSpec`] describes, answering from its own seeded random generator, named
-/// as [`HookSpec::hook_name`] says.
+/// The hook a [`HookFlag`] describes, answering from its own seeded random generator, named
+/// as [`HookFlag::hook_name`] says.
 #[derive(Debug)]
 pub struct Synthetic {
     name: String,
-    spec: HookSpec,
+    spec: HookFlag,
     rng: Mutex<fastrand::Rng>,
     // Where `sleep` and `jitter` wait; tokio's timer when `None`.
     timer: Option<TimerThread>,
@@ -283,7 +283,7 @@ pub struct Synthetic {
 impl Synthetic {
     /// The hook at `position` in the chain, drawing from a generator seeded from `seed` and the
     /// position.
-    pub fn new(spec: HookSpec, position: usize, seed: u64) -> Synthetic {
+    pub fn new(spec: HookFlag, position: usize, seed: u64) -> Synthetic {
         // Spread the positions apart so that two hooks of one run never draw the same sequence.
         let seed = seed
             .wrapping_mul(0x9e37_79b9_7f4a_7c15)
@@ -379,25 +379,25 @@ impl Hook for Synthetic {
     fn admit<'a>(&'a self, _request: &'a Request) -> HookFuture<'a> {
         let admit = || -> HookFuture<'a> { Box::pin(std::future::ready(Ok(Decision::Admit))) };
         match self.spec {
-            HookSpec::Noop => admit(),
-            HookSpec::Sleep(duration) => self.admit_after(duration),
-            HookSpec::Jitter { min, max } => self.admit_after(self.uniform(min, max)),
-            HookSpec::Spin(duration) => Box::pin(async move {
+            HookFlag::Noop => admit(),
+            HookFlag::Sleep(duration) => self.admit_after(duration),
+            HookFlag::Jitter { min, max } => self.admit_after(self.uniform(min, max)),
+            HookFlag::Spin(duration) => Box::pin(async move {
                 spin(duration);
                 Ok(Decision::Admit)
             }),
-            HookSpec::Error(p) if self.draws(p) => Box::pin(std::future::ready(Err(
+            HookFlag::Error(p) if self.draws(p) => Box::pin(std::future::ready(Err(
                 HookError::Failed("synthetic error".to_owned()),
             ))),
-            HookSpec::Panic(p) if self.draws(p) => Box::pin(async { unwind() }),
-            HookSpec::Timeout(p) if self.draws(p) => Box::pin(std::future::pending()),
-            HookSpec::Hold(p) if self.draws(p) => Box::pin(std::future::ready(Ok(Decision::Hold(
+            HookFlag::Panic(p) if self.draws(p) => Box::pin(async { unwind() }),
+            HookFlag::Timeout(p) if self.draws(p) => Box::pin(std::future::pending()),
+            HookFlag::Hold(p) if self.draws(p) => Box::pin(std::future::ready(Ok(Decision::Hold(
                 "synthetic hold".to_owned(),
             )))),
-            HookSpec::Refuse(p) if self.draws(p) => Box::pin(std::future::ready(Ok(
+            HookFlag::Refuse(p) if self.draws(p) => Box::pin(std::future::ready(Ok(
                 Decision::Refuse("synthetic refusal".to_owned()),
             ))),
-            HookSpec::Change(p) if self.draws(p) => Box::pin(std::future::ready(Ok(
+            HookFlag::Change(p) if self.draws(p) => Box::pin(std::future::ready(Ok(
                 Decision::AdmitWith(synthetic_changes()),
             ))),
             _ => admit(),
