@@ -172,11 +172,6 @@ impl Chain {
         &self.rules
     }
 
-    /// Whether fail-open is set.
-    pub fn is_fail_open(&self) -> bool {
-        self.fail_open
-    }
-
     /// Starts deciding on `request`.
     pub fn start(&self, request: Request) -> ChainRun<'_> {
         ChainRun {

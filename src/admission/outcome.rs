@@ -66,12 +66,4 @@ impl Outcome {
             Outcome::Cancelled => "cancelled",
         }
     }
-
-    /// Whether the hook is broken by this outcome, which is what a breaker counts.
-    ///
-    /// Admit, AdmitWith, Hold, Refuse and an invalid change are the hook working; a skip or a
-    /// budget cut is no call of the hook's own making.
-    pub fn is_failure(self) -> bool {
-        matches!(self, Outcome::Error | Outcome::Timeout | Outcome::Panic)
-    }
 }

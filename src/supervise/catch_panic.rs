@@ -14,7 +14,7 @@ use crate::admission::{Decision, HookError, HookFuture};
 ///
 /// A hook may panic while building its future (in `admit` itself) or while it is polled; both
 /// are caught.
-pub fn catch_panic<'a>(start: impl FnOnce() -> HookFuture<'a>) -> CatchPanic<'a> {
+pub(crate) fn catch_panic<'a>(start: impl FnOnce() -> HookFuture<'a>) -> CatchPanic<'a> {
     match catch_unwind(AssertUnwindSafe(start)) {
         Ok(inner) => CatchPanic {
             inner: Some(inner),
@@ -28,7 +28,7 @@ pub fn catch_panic<'a>(start: impl FnOnce() -> HookFuture<'a>) -> CatchPanic<'a>
 }
 
 /// The future [`catch_panic`] returns.
-pub struct CatchPanic<'a> {
+pub(crate) struct CatchPanic<'a> {
     inner: Option<HookFuture<'a>>,
     early: Option<String>,
 }
@@ -69,7 +69,7 @@ impl Future for CatchPanic<'_> {
 }
 
 /// The text of a panic payload: the `&str` or `String` a `panic!` carries, or a placeholder.
-pub fn panic_message(payload: &(dyn Any + Send)) -> String {
+pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
     if let Some(text) = payload.downcast_ref::<&str>() {
         (*text).to_owned()
     } else if let Some(text) = payload.downcast_ref::<String>() {

@@ -101,11 +101,6 @@ enum Kind {
 }
 
 impl Pass<'_> {
-    /// Whether this call is the breaker's probe.
-    pub fn is_probe(&self) -> bool {
-        matches!(self.kind, Some(Kind::Probe))
-    }
-
     /// Reports the call's end: `failure` is the error, timeout or panic it ended with (what the
     /// breaker counts, and its log line names when it opens), `None` for an answer.
     pub fn finish(mut self, failure: Option<&HookError>) {

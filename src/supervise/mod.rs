@@ -27,7 +27,7 @@ mod stack;
 mod timeout;
 
 pub use builder::ChainBuilder;
-pub use catch_panic::{CatchPanic, catch_panic, panic_message};
+pub(crate) use catch_panic::{catch_panic, panic_message};
 pub use chain::SupervisedChain;
 pub use gate::{Gate, Pass};
 pub use log::LOG_EVERY;
