@@ -47,7 +47,7 @@ pub const LATENCY_BUCKETS: [f64; 16] = [
 /// The cached metric handles, one per metric and label value, reported to as an
 /// [`crate::events::Observer`].
 ///
-/// Build it once with [`install`] (or [`Metrics::register`] under a recorder of your own) and
+/// Build it once with [`super::install`] (or [`Metrics::register`] under a recorder of your own) and
 /// pass it to supervision and the dispatcher as an `Arc<dyn Observer>`.
 pub struct Metrics {
     /// `outcomes[outcome as usize]`, built for every [`Outcome::ALL`] so that every outcome is
@@ -81,7 +81,7 @@ impl std::fmt::Debug for Metrics {
 
 impl Metrics {
     /// Describes every metric (help text and unit) and builds its handles with the recorder in
-    /// effect: the global one after [`install`], or the one `metrics::with_local_recorder` sets.
+    /// effect: the global one after [`super::install`], or the one `metrics::with_local_recorder` sets.
     ///
     /// Every outcome's counter and histogram and every gauge exist from here on, at zero.
     pub fn register() -> Metrics {
@@ -112,13 +112,6 @@ impl Metrics {
         }
     }
 
-    fn lock_breakers(&self) -> std::sync::MutexGuard<'_, Vec<Option<(String, Gauge)>>> {
-        // A panic while holding the lock leaves only a half-written gauge cache behind.
-        lock(&self.breakers)
-    }
-}
-
-impl Metrics {
     fn count(&self, outcome: Outcome, elapsed: Duration) {
         // `Outcome` is fieldless and `ALL` lists it in declaration order, so the discriminant
         // is the index (a unit test holds the two together).
@@ -133,7 +126,8 @@ impl HookEvents for Metrics {
     /// dashboard shows every hook before its breaker first changes. A breaker of a position not
     /// named here gets its gauge when it first changes.
     fn chain_started(&self, hooks: &[&str]) {
-        let mut breakers = self.lock_breakers();
+        // A panic while holding the lock leaves only a half-written gauge cache behind.
+        let mut breakers = lock(&self.breakers);
         breakers.clear();
         for hook in hooks {
             let gauge = breaker_gauge(hook);
@@ -159,7 +153,7 @@ impl HookEvents for Metrics {
 
 impl BreakerEvents for Metrics {
     fn breaker_changed(&self, position: usize, hook: &str, state: BreakerState) {
-        let mut breakers = self.lock_breakers();
+        let mut breakers = lock(&self.breakers);
         if breakers.len() <= position {
             breakers.resize_with(position + 1, || None);
         }

@@ -31,7 +31,7 @@
 //! `service` is a served path (`/pods/mutate`) or `none` for a path no service answers;
 //! `outcome` is one of [`crate::events::RequestOutcome::as_str`]; `result` is `ok` or `error`.
 //!
-//! For the hook metrics, `outcome` is one of [`Outcome::as_str`]; a fail-open call counts twice, once under its cause
+//! For the hook metrics, `outcome` is one of [`crate::admission::Outcome::as_str`]; a fail-open call counts twice, once under its cause
 //! (`error`, `timeout`, `panic`, `skipped`, `budget_spent`) and once as `fail_open`. `hook` is a hook's name from
 //! the config, the only label that is not an outcome.
 //!
