@@ -43,7 +43,8 @@ fn install_recorder() {
 
 fn hook_call(c: &mut Criterion) {
     install_recorder();
-    let metrics = Metrics::register().with_hooks(["bench"]);
+    let metrics = Metrics::register();
+    metrics.chain_started(&["bench"]);
     let elapsed = Duration::from_micros(120);
     let mut group = c.benchmark_group("hook_call");
     group.bench_function("no observer", |b| {

@@ -1,24 +1,24 @@
-//! The traits through which the dispatch path is observed: hook calls, breakers and the dispatch
-//! buffer (ADR 0100 §5, last bullet).
+//! The traits through which the dispatch path and the webhook server are observed: hook calls,
+//! breakers, the dispatch buffer (ADR 0100 §5, last bullet), and the server's requests.
 //!
 //! A leaf: it uses nothing of the crate but the contract's plain [`Outcome`], so that the
-//! metrics exporter and the load test's counter implement it without knowing supervision or the
-//! dispatcher, and those report without knowing metric names or reports.
+//! metrics exporter and the load test's counter implement it without knowing supervision, the
+//! dispatcher or the server, and those report without knowing metric names or reports.
 //!
-//! - [`HookEvents`]: one call of a named hook ended with an outcome; one chain ended or was
-//!   cancelled.
+//! - [`HookEvents`]: a chain started with its hooks' names; one call of a named hook ended with
+//!   an outcome; one chain ended or was cancelled.
 //! - [`BreakerEvents`]: a hook's breaker moved to a [`BreakerState`].
 //! - [`BufferEvents`]: the dispatch buffer's capacity and depth, deferrals when it is full, busy
 //!   admission workers.
 //! - [`SupervisionEvents`] (hook calls and breakers: what a supervised chain reports) and
 //!   [`Observer`] (all three: what the dispatch path reports) are implemented for every type
 //!   that implements their parts.
-//!
-//! Another component's events (the webhook server's requests, say) belong in a trait of their
-//! own here, apart from [`Observer`], so that no reporter is handed methods it never calls.
+//! - [`ServerEvents`] and [`ServiceEvents`]: the webhook server's connections, reloads and,
+//!   per service, requests started and answered with their [`RequestOutcome`]. Apart from
+//!   [`Observer`], so that no reporter is handed methods it never calls.
 //!
 //! Every method has a no-op default and is called on the hot path: keep an implementation to a
-//! few atomic operations.
+//! few atomic operations. [`Ignore`] is the observer that wants none of it.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,6 +46,13 @@ pub trait HookEvents: Send + Sync {
     /// naming the hook.
     fn hook_call(&self, hook: &str, outcome: Outcome, elapsed: Duration) {
         let _ = (hook, outcome, elapsed);
+    }
+
+    /// A supervised chain started with `hooks`, named in chain order (position `i` is the hook
+    /// [`BreakerEvents::breaker_changed`] names at position `i`), each breaker closed: told
+    /// once per chain, before any of its calls, so that nothing needs the names earlier.
+    fn chain_started(&self, hooks: &[&str]) {
+        let _ = hooks;
     }
 
     /// The whole chain for one attempt took `elapsed`.
@@ -109,6 +116,8 @@ pub struct Ignore;
 impl HookEvents for Ignore {}
 impl BreakerEvents for Ignore {}
 impl BufferEvents for Ignore {}
+impl ServerEvents for Ignore {}
+impl ServiceEvents for Ignore {}
 
 /// Tells every observer in turn: the metrics exporter and a load test's own counts, say.
 #[derive(Clone, Default)]
@@ -123,6 +132,12 @@ impl std::fmt::Debug for Fanout {
 }
 
 impl HookEvents for Fanout {
+    fn chain_started(&self, hooks: &[&str]) {
+        self.0
+            .iter()
+            .for_each(|observer| observer.chain_started(hooks));
+    }
+
     fn hook_call(&self, hook: &str, outcome: Outcome, elapsed: Duration) {
         self.0
             .iter()
@@ -173,5 +188,157 @@ impl BufferEvents for Fanout {
         self.0
             .iter()
             .for_each(|observer| observer.worker_busy(busy));
+    }
+}
+
+/// What a service's answer says: the handler's decision, sent with a 200.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ruling {
+    /// Allowed as it is.
+    Allowed,
+    /// Allowed with changes: a patch, or a `dexaflow.io/admission/v1` `admit_with`. Only a
+    /// mutating service may answer so.
+    Patched,
+    /// Not allowed.
+    Denied,
+    /// Not now: the caller asks again later (a `dexaflow.io/admission/v1` `hold`).
+    Held,
+}
+
+/// How the webhook server answered one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestOutcome {
+    /// 200: the service's handler decided, and its answer says this.
+    Ruled(Ruling),
+    /// 4xx: the wrong method, media type, size or body.
+    Invalid,
+    /// 500: the handler panicked (or a validating service tried to answer with a patch).
+    Panic,
+    /// 503: the handler did not answer before its deadline.
+    Timeout,
+    /// 404: no service answers the path.
+    NotFound,
+    /// 503: the service could not decide (`/tasks/admit`: a hook broken, skipped by its
+    /// breaker, or the chain budget spent).
+    Unavailable,
+    /// 401: the caller did not present the bearer token (`/tasks/admit`).
+    Unauthorized,
+}
+
+impl RequestOutcome {
+    /// Every outcome; [`RequestOutcome::index`] is the position in this list.
+    pub const ALL: [RequestOutcome; 10] = [
+        RequestOutcome::Ruled(Ruling::Allowed),
+        RequestOutcome::Ruled(Ruling::Patched),
+        RequestOutcome::Ruled(Ruling::Denied),
+        RequestOutcome::Invalid,
+        RequestOutcome::Panic,
+        RequestOutcome::Timeout,
+        RequestOutcome::NotFound,
+        RequestOutcome::Ruled(Ruling::Held),
+        RequestOutcome::Unavailable,
+        RequestOutcome::Unauthorized,
+    ];
+
+    /// The outcome's position in [`RequestOutcome::ALL`]: an index for handles built per
+    /// outcome.
+    pub fn index(self) -> usize {
+        match self {
+            RequestOutcome::Ruled(Ruling::Allowed) => 0,
+            RequestOutcome::Ruled(Ruling::Patched) => 1,
+            RequestOutcome::Ruled(Ruling::Denied) => 2,
+            RequestOutcome::Invalid => 3,
+            RequestOutcome::Panic => 4,
+            RequestOutcome::Timeout => 5,
+            RequestOutcome::NotFound => 6,
+            RequestOutcome::Ruled(Ruling::Held) => 7,
+            RequestOutcome::Unavailable => 8,
+            RequestOutcome::Unauthorized => 9,
+        }
+    }
+
+    /// The outcome's name, as the metrics label it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RequestOutcome::Ruled(Ruling::Allowed) => "allowed",
+            RequestOutcome::Ruled(Ruling::Patched) => "patched",
+            RequestOutcome::Ruled(Ruling::Denied) => "denied",
+            RequestOutcome::Ruled(Ruling::Held) => "held",
+            RequestOutcome::Invalid => "invalid",
+            RequestOutcome::Panic => "panic",
+            RequestOutcome::Timeout => "timeout",
+            RequestOutcome::NotFound => "not_found",
+            RequestOutcome::Unavailable => "unavailable",
+            RequestOutcome::Unauthorized => "unauthorized",
+        }
+    }
+}
+
+/// A file the webhook server watches and re-reads when it changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchedFile {
+    /// The serving certificate and its key, read as a pair.
+    Certificates,
+    /// The resource groups file `/pods/mutate` applies.
+    ResourceGroups,
+}
+
+/// The webhook server's connections and reloads, and the observer of each service it serves.
+pub trait ServerEvents: Send + Sync {
+    /// The server will serve `path`: the observer its requests are reported to. Asked once per
+    /// service when the router is built, so that a request reports to a handle of its own
+    /// without a lookup; an observer that counts nothing per service returns [`Ignore`].
+    fn service(&self, path: &str) -> Arc<dyn ServiceEvents> {
+        let _ = path;
+        Arc::new(Ignore)
+    }
+
+    /// A request reached a path no service answers (answered 404).
+    fn request_not_found(&self) {}
+
+    /// A connection was accepted and holds a place under the connection cap until
+    /// [`ServerEvents::connection_closed`].
+    fn connection_opened(&self) {}
+
+    /// A connection [`ServerEvents::connection_opened`] reported ended.
+    fn connection_closed(&self) {}
+
+    /// A connection was accepted while the cap's every place was taken: it waits, unserved,
+    /// for one to free.
+    fn connection_waited(&self) {}
+
+    /// `file` changed and was read again: taken in (`ok`), or refused, the previous value kept.
+    fn reloaded(&self, file: WatchedFile, ok: bool) {
+        let _ = (file, ok);
+    }
+}
+
+/// One service's requests, reported to the observer [`ServerEvents::service`] gave for it.
+/// Every started request ends with exactly one of [`ServiceEvents::request_answered`] and
+/// [`ServiceEvents::request_abandoned`].
+pub trait ServiceEvents: Send + Sync {
+    /// A request to the service began being answered.
+    fn request_started(&self) {}
+
+    /// The request was answered with `outcome`, `elapsed` after it started.
+    fn request_answered(&self, outcome: RequestOutcome, elapsed: Duration) {
+        let _ = (outcome, elapsed);
+    }
+
+    /// The request ended unanswered after `elapsed`: its connection closed first.
+    fn request_abandoned(&self, elapsed: Duration) {
+        let _ = elapsed;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_outcome_indexes_its_place_in_all() {
+        for (index, outcome) in RequestOutcome::ALL.into_iter().enumerate() {
+            assert_eq!(outcome.index(), index, "{outcome:?}");
+        }
     }
 }

@@ -259,15 +259,6 @@ impl Install {
         &self.dispatch
     }
 
-    /// The hooks' names, in chain order: for a breaker gauge per hook from the start.
-    pub fn hook_names(&self) -> Vec<String> {
-        self.chain()
-            .hooks()
-            .iter()
-            .map(|hook| hook.name().to_owned())
-            .collect()
-    }
-
     /// The chain: the config's hooks, the added ones, the policy last, under the install's
     /// own change rules.
     fn chain(&self) -> Chain {

@@ -19,6 +19,7 @@ use dexaflow_admission::dispatch::settings::{
 };
 use dexaflow_admission::dispatch::task::State;
 use dexaflow_admission::dispatch::{self, TaskInstance};
+use dexaflow_admission::events::ServerEvents;
 use dexaflow_admission::loadtest::{self, Amount, HookTimer, Options, Plan, WebhookFiles};
 use dexaflow_admission::metrics::{self, Metrics, ServerMetrics};
 use dexaflow_admission::serve::{self, Server, TaskAdmission};
@@ -353,24 +354,19 @@ fn check_config(path: Option<PathBuf>) -> Result<(), String> {
     write_stdout(&config.to_yaml())
 }
 
-/// Starts the Prometheus exporter on `listen`, with a breaker gauge for each of `hooks` from the
-/// start, and names the address it bound in one line on stderr (port 0 resolved: for whoever
-/// started the command, a script or a test). An error names `origin`, the flag or key the
-/// address came from.
-fn start_metrics<'a>(
-    listen: SocketAddr,
-    origin: &str,
-    hooks: impl IntoIterator<Item = &'a str>,
-) -> Result<Metrics, String> {
-    start_exporter(metrics::install, listen, origin, hooks)
+/// Starts the Prometheus exporter on `listen` and names the address it bound in one line on
+/// stderr (port 0 resolved: for whoever started the command, a script or a test). An error
+/// names `origin`, the flag or key the address came from. Each hook's breaker gauge appears
+/// when its chain starts and tells the metrics its hooks.
+fn start_metrics(listen: SocketAddr, origin: &str) -> Result<Metrics, String> {
+    start_exporter(metrics::install, listen, origin)
 }
 
 /// [`start_metrics`] with `install` choosing which metrics the process exports.
-fn start_exporter<'a>(
+fn start_exporter(
     install: fn(SocketAddr) -> Result<metrics::Installed, metrics::MetricsError>,
     listen: SocketAddr,
     origin: &str,
-    hooks: impl IntoIterator<Item = &'a str>,
 ) -> Result<Metrics, String> {
     let installed =
         install(listen).map_err(|error| format!("{origin}: {}", error_chain(&error)))?;
@@ -378,7 +374,7 @@ fn start_exporter<'a>(
         "metrics: listening on {}\n",
         installed.exporter.url()
     ));
-    Ok(installed.metrics.with_hooks(hooks))
+    Ok(installed.metrics)
 }
 
 fn dispatch(
@@ -402,11 +398,7 @@ fn dispatch(
         None => (config.batch_metrics_listen(), config::METRICS_LISTEN),
     };
     let install = Install::from_config(config);
-    let metrics = start_metrics(
-        listen,
-        origin,
-        install.hook_names().iter().map(String::as_str),
-    )?;
+    let metrics = start_metrics(listen, origin)?;
     let install = install.observer(Arc::new(metrics));
     let show_progress = std::io::stderr().is_terminal();
     let (report, interrupted) = install
@@ -505,14 +497,9 @@ fn loadtest(args: LoadtestArgs) -> Result<(), String> {
         loadtest::check_report_dir(dir).map_err(|error| error_chain(&error))?;
     }
     let listen = args.metrics_listen;
-    let hook_names = plan.hook_names();
     // Listening before the exporter's line is printed, which tells a caller the run started.
     let stop = stop_on_signal();
-    let metrics = start_metrics(
-        listen,
-        "--metrics-listen",
-        hook_names.iter().map(String::as_str),
-    )?;
+    let metrics = start_metrics(listen, "--metrics-listen")?;
     let options = Options {
         plan,
         show_progress: std::io::stderr().is_terminal(),
@@ -602,10 +589,9 @@ fn serve(path: PathBuf, enabled_admission: Option<String>) -> Result<(), String>
         metrics::install_server,
         config.metrics_listen,
         config::METRICS_LISTEN,
-        builder.hook_names(),
     )?;
     let builder = builder.observer(Arc::new(hook_metrics));
-    let metrics = ServerMetrics::register();
+    let events: Arc<dyn ServerEvents> = Arc::new(ServerMetrics::register());
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -614,13 +600,13 @@ fn serve(path: PathBuf, enabled_admission: Option<String>) -> Result<(), String>
         let admission = TaskAdmission::start(builder)
             .await
             .map_err(|error| error_chain(&error))?;
-        let registry = serve::builtin(&settings, &metrics)
+        let registry = serve::builtin(&settings, &events)
             .and_then(|registry| registry.register(admission.into_service()))
             .map_err(|error| error_chain(&error))?;
         let router = registry
-            .route(settings.enabled_admission.as_deref(), &metrics)
+            .route(settings.enabled_admission.as_deref(), events.as_ref())
             .map_err(|error| format!("{origin}: {}", error_chain(&error)))?;
-        let server = Server::start(&settings, router, metrics)
+        let server = Server::start(&settings, router, events)
             .await
             .map_err(|error| error_chain(&error))?;
         // Where it listens, port 0 resolved: for whoever started it (a script, a test).

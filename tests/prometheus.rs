@@ -1363,7 +1363,21 @@ fn a_loadtest_scrape_has_every_hooks_breaker_gauge_at_zero_before_any_breaker_ch
         Instant::now() + Duration::from_secs(30),
     );
     loadtest.assert_running();
-    let scraped = scrape(exporter);
+    // The gauges appear when the chain starts and tells the metrics its hooks, a moment after
+    // the exporter's line: scrape until a call has been counted, which the chain's start
+    // precedes.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let scraped = loop {
+        let scraped = scrape(exporter);
+        let called = scraped
+            .lines()
+            .filter(|line| line.starts_with(&format!("{OUTCOMES_TOTAL}{{")))
+            .any(|line| !line.ends_with(" 0"));
+        if called || Instant::now() > deadline {
+            break scraped;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
 
     for hook in ["noop#0", "refuse#1"] {
         assert_eq!(

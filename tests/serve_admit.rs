@@ -14,7 +14,7 @@ use dexaflow_admission::admission::{
     AnswerEnvelope, Changes, Decision, Hook, HookError, Request, RequestEnvelope,
 };
 use dexaflow_admission::config::Config;
-use dexaflow_admission::metrics::ServerMetrics;
+use dexaflow_admission::events::{Ignore, ServerEvents};
 use dexaflow_admission::serve::{
     self, Registry, ServeError, Server, Settings, TaskAdmission, admit,
 };
@@ -23,7 +23,7 @@ use http::StatusCode;
 use http_body_util::Full;
 use hyper::body::Bytes;
 use serde_json::{Value, json};
-use serve_support::{Authority, Running, SERVED_HOOKS, recorder, sample, settings, start_with};
+use serve_support::{Authority, Running, SERVED_HOOKS, recorder, sample, start_with};
 
 /// The config: the served hooks (acme runs as it is, gpu-lab is placed on the GPU pool, finance
 /// is frozen for ten minutes, umbrella is refused), with priority classes limited to `batch`.
@@ -384,19 +384,28 @@ async fn pod_services_take_no_bearer_token_when_one_is_set() {
 async fn server_without_auth_refuses_to_start_admit_on_an_address_other_than_loopback() {
     let dir = tempfile::tempdir().expect("a directory");
     let files = Authority::new().issue().write_to(dir.path());
-    let settings = Settings {
-        // Never bound: the check comes first.
-        listen: "0.0.0.0:0".parse().expect("an address"),
-        ..settings(files)
-    };
-    let metrics = ServerMetrics::register();
+    let path = dir.path().join("config.yaml");
+    // Never bound: the check comes first. Read by the config reader, so that the error names
+    // the keys the operator wrote.
+    std::fs::write(
+        &path,
+        format!(
+            "server:\n  listen: 0.0.0.0:0\n  tls: {{cert_file: {}, key_file: {}}}\n",
+            files.cert_file.display(),
+            files.key_file.display()
+        ),
+    )
+    .expect("write the config");
+    let (_, settings) =
+        Config::load_with_server(&path, Vec::<(String, String)>::new()).expect("a valid config");
+    let events: Arc<dyn ServerEvents> = Arc::new(Ignore);
     let router = Registry::new()
         .register(admission(&config(), Vec::new()).await.into_service())
         .expect("a new path")
-        .route(None, &metrics)
+        .route(None, events.as_ref())
         .expect("the router");
 
-    let error = Server::start(&settings, router, metrics)
+    let error = Server::start(&settings, router, events)
         .await
         .expect_err("no auth on 0.0.0.0");
 

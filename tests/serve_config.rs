@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use dexaflow_admission::config::{Config, check_server_files};
-use dexaflow_admission::serve::{Settings, TlsFiles};
+use dexaflow_admission::serve::{SettingNames, Settings, TlsFiles};
 
 const NO_ENV: [(String, String); 0] = [];
 
@@ -64,6 +64,11 @@ server:
         poll_interval: Settings::DEFAULT_POLL_INTERVAL,
         max_connections: 100,
         idle_timeout: Duration::from_secs(120),
+        names: SettingNames {
+            listen: "server.listen",
+            client_ca_file: "server.tls.client_ca_file",
+            bearer_token_file: "server.auth.bearer_token_file",
+        },
     };
     assert_eq!(settings, expected);
 }
@@ -72,11 +77,16 @@ server:
 fn unset_keys_take_their_defaults() {
     let settings =
         load("server: {tls: {cert_file: /c.pem, key_file: /k.pem}}", &[]).expect("valid");
-    let defaults = Settings::new(TlsFiles {
-        cert_file: PathBuf::from("/c.pem"),
-        key_file: PathBuf::from("/k.pem"),
-    });
+    let defaults = Settings {
+        // What errors call the settings: the config's keys, not the library's field names.
+        names: settings.names,
+        ..Settings::new(TlsFiles {
+            cert_file: PathBuf::from("/c.pem"),
+            key_file: PathBuf::from("/k.pem"),
+        })
+    };
     assert_eq!(settings, defaults);
+    assert_eq!(settings.names.listen, "server.listen");
     assert_eq!(settings.listen, SocketAddr::from(([127, 0, 0, 1], 8443)));
     assert_eq!(settings.max_body_bytes, 3 * 1024 * 1024);
     assert_eq!(settings.scheduler_names, ["volcano"]);

@@ -2,15 +2,19 @@
 
 mod serve_support;
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use dexaflow_admission::events::RequestOutcome;
 use dexaflow_admission::serve::{Answer, Handler, Kind, Registry, Ruling, Service, Unavailable};
 use http::{Method, Request, StatusCode};
 use http_body_util::Full;
 use hyper::body::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use serve_support::{recorder, sample, start, start_with};
+use serve_support::{
+    Counted, RecordingEvents, eventually, recorder, sample, start, start_observed, start_with,
+};
 use tokio::time::Instant;
 
 /// A DAG request as `/dags/validate` takes it: the smallest valid body of a built-in service.
@@ -100,6 +104,62 @@ async fn a_json_content_type_with_parameters_is_accepted() {
         .await;
     assert_eq!(answer.status, StatusCode::OK);
     assert_eq!(answer.json()["allowed"], true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_tells_its_observer_each_answer_by_service_and_outcome_without_metrics() {
+    let events = Arc::new(RecordingEvents::default());
+    let running = start_observed(|_, _| {}, |registry| registry, events.clone()).await;
+
+    let allowed = running
+        .client
+        .post_json("/dags/validate", &dag_body())
+        .await;
+    let invalid = running.client.post("/pods/mutate", "").await;
+    let unknown = running
+        .client
+        .post_json("/jobs/validate", &dag_body())
+        .await;
+
+    assert_eq!(allowed.status, StatusCode::OK);
+    assert_eq!(invalid.status, StatusCode::BAD_REQUEST);
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND);
+    // Told before the answer is sent: no wait needed.
+    assert_eq!(
+        events.answered(),
+        [
+            (
+                "/dags/validate".to_owned(),
+                RequestOutcome::Ruled(Ruling::Allowed)
+            ),
+            ("/pods/mutate".to_owned(), RequestOutcome::Invalid),
+        ]
+    );
+    let counted = events.counted();
+    assert_eq!(
+        (
+            counted.started,
+            counted.abandoned,
+            counted.not_found,
+            counted.opened
+        ),
+        (2, 0, 1, 3),
+        "a started request for each answered one, the unknown path apart: {counted:?}"
+    );
+    // The client opens a connection per request and closes it once answered.
+    let closed = eventually("every connection closed", || async {
+        let counted = events.counted();
+        (counted.closed == 3).then_some(counted)
+    })
+    .await;
+    assert_eq!(
+        closed,
+        Counted {
+            closed: 3,
+            ..counted
+        }
+    );
+    assert!(events.reloads().is_empty(), "{:?}", events.reloads());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

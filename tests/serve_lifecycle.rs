@@ -4,7 +4,7 @@ mod serve_support;
 
 use std::sync::Arc;
 
-use dexaflow_admission::metrics::ServerMetrics;
+use dexaflow_admission::events::{Ignore, ServerEvents};
 use dexaflow_admission::serve::{
     self, Answer, Handler, Kind, Registry, Ruling, ServeError, Server, Service, Unavailable,
 };
@@ -138,10 +138,10 @@ async fn shutdown_turns_unready_stops_accepting_and_lets_requests_in_flight_fini
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_duplicate_path_is_an_error() {
-    let metrics = ServerMetrics::register();
+    let events: Arc<dyn ServerEvents> = Arc::new(Ignore);
     let dir = tempfile::tempdir().expect("a directory");
     let settings = settings(Authority::new().issue().write_to(dir.path()));
-    let registry = serve::builtin(&settings, &metrics).expect("the built-in services");
+    let registry = serve::builtin(&settings, &events).expect("the built-in services");
     let error = registry
         .register(Service::new(
             serve::dags::PATH,
@@ -152,21 +152,21 @@ async fn a_duplicate_path_is_an_error() {
     assert!(matches!(&error, ServeError::DuplicatePath { path } if path == "/dags/validate"));
 }
 
-fn builtin() -> (Registry, ServerMetrics, tempfile::TempDir) {
-    let metrics = ServerMetrics::register();
+fn builtin() -> (Registry, Arc<dyn ServerEvents>, tempfile::TempDir) {
+    let events: Arc<dyn ServerEvents> = Arc::new(Ignore);
     let dir = tempfile::tempdir().expect("a directory");
     let settings = settings(Authority::new().issue().write_to(dir.path()));
-    let registry = serve::builtin(&settings, &metrics).expect("the built-in services");
-    (registry, metrics, dir)
+    let registry = serve::builtin(&settings, &events).expect("the built-in services");
+    (registry, events, dir)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn enabled_admission_serves_only_the_listed_paths() {
-    let (registry, metrics, _dir) = builtin();
+    let (registry, events, _dir) = builtin();
     let enabled = serve::parse_enabled(" /pods/validate , ,/dags/validate ");
     assert_eq!(enabled, ["/pods/validate", "/dags/validate"]);
     let router = registry
-        .route(Some(&enabled), &metrics)
+        .route(Some(&enabled), events.as_ref())
         .expect("known paths");
     let paths: Vec<&str> = router.paths().into_iter().map(|(path, _)| path).collect();
     assert_eq!(paths, ["/dags/validate", "/pods/validate"]);
@@ -174,8 +174,10 @@ async fn enabled_admission_serves_only_the_listed_paths() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unset_enabled_admission_serves_every_service() {
-    let (registry, metrics, _dir) = builtin();
-    let router = registry.route(None, &metrics).expect("every service");
+    let (registry, events, _dir) = builtin();
+    let router = registry
+        .route(None, events.as_ref())
+        .expect("every service");
     assert_eq!(
         router.paths(),
         [
@@ -188,12 +190,12 @@ async fn unset_enabled_admission_serves_every_service() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_or_empty_enabled_admission_fails_naming_it() {
-    let (registry, metrics, _dir) = builtin();
+    let (registry, events, _dir) = builtin();
     let error = registry
         .clone()
         .route(
             Some(&serve::parse_enabled("/pods/mutate,/jobs/validate")),
-            &metrics,
+            events.as_ref(),
         )
         .expect_err("an unknown path");
     assert_eq!(
@@ -201,7 +203,7 @@ async fn an_unknown_or_empty_enabled_admission_fails_naming_it() {
         "enabled admission \"/jobs/validate\" is not a service (the services are /pods/mutate, /pods/validate, /dags/validate)"
     );
     let error = registry
-        .route(Some(&serve::parse_enabled(" , ")), &metrics)
+        .route(Some(&serve::parse_enabled(" , ")), events.as_ref())
         .expect_err("no path");
     assert!(matches!(error, ServeError::NothingEnabled));
 }
@@ -225,11 +227,11 @@ async fn start_error(configure: impl FnOnce(&mut serve::Settings, &std::path::Pa
     let dir = tempfile::tempdir().expect("a directory");
     let mut settings = settings(Authority::new().issue().write_to(dir.path()));
     configure(&mut settings, dir.path());
-    let metrics = ServerMetrics::register();
+    let events: Arc<dyn ServerEvents> = Arc::new(Ignore);
     let router = Registry::new()
-        .route(None, &metrics)
+        .route(None, events.as_ref())
         .expect("an empty router");
-    Server::start(&settings, router, metrics)
+    Server::start(&settings, router, events)
         .await
         .expect_err("the start fails")
 }

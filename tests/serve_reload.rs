@@ -161,8 +161,9 @@ async fn a_broken_groups_file_at_start_fails_the_start_naming_the_line() {
     assert!(text.contains("line 4"), "{text}");
     let mut settings = serve_support::settings(Authority::new().issue().write_to(dir.path()));
     settings.resource_groups_file = Some(path);
-    let metrics = dexaflow_admission::metrics::ServerMetrics::register();
-    let started = dexaflow_admission::serve::builtin(&settings, &metrics);
+    let events: std::sync::Arc<dyn dexaflow_admission::events::ServerEvents> =
+        std::sync::Arc::new(dexaflow_admission::events::Ignore);
+    let started = dexaflow_admission::serve::builtin(&settings, &events);
     assert!(matches!(
         started,
         Err(dexaflow_admission::serve::ServeError::Groups { .. })

@@ -90,8 +90,6 @@ use crate::{dispatch, supervise};
 
 pub(crate) use execution::BREAKER_FAILURE_COUNTS;
 pub use keys::{CONFIG_VARIABLE, METRICS_LISTEN, non_config_variables};
-/// The keys the server names when it refuses to serve authenticated services to anyone.
-pub(crate) use keys::{SERVER_BEARER_TOKEN_FILE, SERVER_CLIENT_CA_FILE, SERVER_LISTEN};
 pub use metrics::BATCH_LISTEN;
 pub(crate) use scheduler::{BUFFER_SIZES, WORKER_COUNTS, WORKER_THREAD_COUNTS};
 pub use server::check_server_files;

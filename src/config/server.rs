@@ -34,7 +34,7 @@ use super::keys::{
 };
 use super::reader::{Problem, Raw, Reader, describe, expected};
 use super::{ConfigError, ConfigErrors, Key, Server};
-use crate::serve::{self, SettingsFile, TlsFiles};
+use crate::serve::{self, SettingNames, SettingsFile, TlsFiles};
 
 /// The most `server.max_connections` takes: past it the cap no longer bounds anything a
 /// machine can hold.
@@ -133,6 +133,11 @@ impl Reader {
             http2,
             shutdown_grace,
             poll_interval: serve::Settings::DEFAULT_POLL_INTERVAL,
+            names: SettingNames {
+                listen: SERVER_LISTEN,
+                client_ca_file: SERVER_CLIENT_CA_FILE,
+                bearer_token_file: SERVER_BEARER_TOKEN_FILE,
+            },
             max_connections: usize::try_from(max_connections).unwrap_or(usize::MAX),
             idle_timeout,
         })

@@ -321,16 +321,6 @@ impl Plan {
         (waits && self.hook_timer == HookTimer::Thread).then(TimerThread::start)
     }
 
-    /// The names of the plan's synthetic hooks, in chain order, before any is built: the
-    /// metrics exporter shows each hook's breaker from the start.
-    pub fn hook_names(&self) -> Vec<String> {
-        self.hooks
-            .iter()
-            .enumerate()
-            .map(|(position, spec)| spec.hook_name(position))
-            .collect()
-    }
-
     /// The hooks of the plan, in chain order: the synthetic ones each seeded from the plan's
     /// seed, with `sleep` and `jitter` waiting on `timer` (or on tokio's timer without one), and
     /// the webhooks with the plan's files.

@@ -70,7 +70,7 @@ impl TaskAdmission {
     /// [`ServeError::Breakers`] when the thread cannot be started, or ends before the chain is
     /// made.
     pub async fn start(builder: ChainBuilder) -> Result<TaskAdmission, ServeError> {
-        if builder.hook_names().next().is_none() {
+        if builder.is_empty() {
             return Ok(TaskAdmission {
                 chain: None,
                 _stop: None,

@@ -37,7 +37,7 @@ use tokio::time::Instant;
 use super::auth::BearerToken;
 use super::registry::{Kind, Router, Ruling, Unavailable};
 use crate::admission::{Grammar, is_json_content_type, parse_nanos};
-use crate::metrics::{RequestOutcome, ServerMetrics};
+use crate::events::{RequestOutcome, ServerEvents};
 
 /// The timeout assumed when the caller sends none: admissionregistration v1's default.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -49,14 +49,22 @@ pub const MAX_TIMEOUT: Duration = Duration::from_secs(30);
 /// request head past `4 *` this (the h1 buffer, the h2 header list), with no body.
 pub(crate) const MAX_HEADER_BYTES: usize = 64 * 1024;
 
-/// What every request needs: the routes, the body cap, the bearer token and the metrics.
-#[derive(Debug)]
+/// What every request needs: the routes, the body cap, the bearer token and the observer.
 pub(crate) struct Shared {
     pub(crate) router: Router,
     pub(crate) max_body_bytes: usize,
     /// The token an authenticated service's callers present; `None` asks for none.
     pub(crate) bearer_token: Option<BearerToken>,
-    pub(crate) metrics: ServerMetrics,
+    pub(crate) events: Arc<dyn ServerEvents>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("router", &self.router)
+            .field("max_body_bytes", &self.max_body_bytes)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The body of every error answer.
@@ -163,14 +171,13 @@ where
         return unread(std::pin::pin!(request.into_body()), response).await;
     }
     let Some(route) = shared.router.get(request.uri().path()) else {
-        shared.metrics.not_found();
+        shared.events.request_not_found();
         let response = error(StatusCode::NOT_FOUND, "no service at this path", None);
         return unread(std::pin::pin!(request.into_body()), response).await;
     };
-    let _in_flight = shared.metrics.in_flight();
-    let started = Instant::now();
+    let observed = route.observe();
     let (outcome, response) = respond(&shared, route, request).await;
-    route.metrics.answered(outcome, started.elapsed());
+    observed.answered(outcome);
     response
 }
 
@@ -341,15 +348,10 @@ where
                 ),
             )
         }
-        Ok(Ok(answer)) => {
-            let outcome = match answer.ruling {
-                Ruling::Allowed => RequestOutcome::Allowed,
-                Ruling::Patched => RequestOutcome::Patched,
-                Ruling::Denied => RequestOutcome::Denied,
-                Ruling::Held => RequestOutcome::Held,
-            };
-            (outcome, json(StatusCode::OK, answer.body))
-        }
+        Ok(Ok(answer)) => (
+            RequestOutcome::Ruled(answer.ruling),
+            json(StatusCode::OK, answer.body),
+        ),
         Ok(Err(Unavailable(message))) => (
             RequestOutcome::Unavailable,
             error(StatusCode::SERVICE_UNAVAILABLE, &message, Some(&uid)),

@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use thiserror::Error;
 
+use super::SettingNames;
+
 /// A problem found while starting the server or reloading one of its files.
 ///
 /// At start every variant stops the start; on a reload ([`ServeError::Read`],
@@ -91,15 +93,17 @@ pub enum ServeError {
     /// no client CA, and a listen address other than loopback.
     #[error(
         "{path} would answer any caller on {listen}: set {} or {}, or make {} a loopback address",
-        crate::config::SERVER_BEARER_TOKEN_FILE,
-        crate::config::SERVER_CLIENT_CA_FILE,
-        crate::config::SERVER_LISTEN
+        .names.bearer_token_file,
+        .names.client_ca_file,
+        .names.listen
     )]
     Unauthenticated {
         /// The service's path.
         path: String,
         /// The listen address.
         listen: SocketAddr,
+        /// What the settings to change are called where they were written.
+        names: SettingNames,
     },
     /// The bearer token file holds no token.
     #[error("{}: no token in the file", path.display())]

@@ -36,7 +36,7 @@ use serde_json::{Map, Value};
 use super::ServeError;
 use super::watch::{LastRead, Watch};
 use crate::admission::{label_value_problem, qualified_name_problem};
-use crate::metrics::{Reloaded, ServerMetrics};
+use crate::events::{ServerEvents, WatchedFile};
 
 /// The annotation a group without an `object` matches on: Volcano's default.
 pub const DEFAULT_ANNOTATION: &str = "volcano.sh/resource-group";
@@ -237,8 +237,8 @@ impl ResourceGroups {
 
     /// Reads `path` and watches it, re-reading it when it changes (or every `poll`).
     ///
-    /// A reload that parses replaces the groups and counts `ok`; one that does not keeps the
-    /// previous groups, logs why and counts `error`. Call it inside a tokio runtime.
+    /// A reload that parses replaces the groups and tells `events`; one that does not keeps the
+    /// previous groups, logs why and tells `events` it was refused. Call it inside a tokio runtime.
     ///
     /// # Errors
     /// [`ServeError::Read`] or [`ServeError::Groups`] (naming the line) when the file cannot be
@@ -246,7 +246,7 @@ impl ResourceGroups {
     pub fn watch(
         path: &Path,
         poll: Duration,
-        metrics: ServerMetrics,
+        events: Arc<dyn ServerEvents>,
     ) -> Result<ResourceGroups, ServeError> {
         let text = read(path)?;
         let groups = parse(path, &text)?;
@@ -255,7 +255,7 @@ impl ResourceGroups {
             path: path.to_owned(),
             last: LastRead::new(text),
             current: Arc::clone(&current),
-            metrics,
+            events,
         };
         let watch = Watch::start(&[path], poll, move || reload.run())?;
         Ok(ResourceGroups {
@@ -275,7 +275,7 @@ struct Reload {
     path: PathBuf,
     last: LastRead<String>,
     current: Arc<ArcSwap<Vec<Group>>>,
-    metrics: ServerMetrics,
+    events: Arc<dyn ServerEvents>,
 }
 
 impl Reload {
@@ -303,14 +303,14 @@ impl Reload {
                     "resource groups reloaded"
                 );
                 self.current.store(Arc::new(groups));
-                self.metrics.reloaded(Reloaded::ResourceGroups, true);
+                self.events.reloaded(WatchedFile::ResourceGroups, true);
             }
             Err(error) => {
                 tracing::error!(
                     "resource groups kept, the new file is not valid: {}",
                     crate::admission::error_chain(&error)
                 );
-                self.metrics.reloaded(Reloaded::ResourceGroups, false);
+                self.events.reloaded(WatchedFile::ResourceGroups, false);
             }
         }
     }

@@ -19,7 +19,9 @@
 //! ones, and another is one more [`Registry::register`], as `/tasks/admit` is
 //! ([`TaskAdmission`], which needs a supervised chain and so is started apart).
 //!
-//! This module uses `admission`, `supervise`, `hooks`, `config` and `metrics`, never `dispatch`.
+//! This module uses `admission`, `supervise`, `hooks` and `events`, never `dispatch`, `config`
+//! or `metrics`: settings arrive as values, and the server is observed through
+//! [`crate::events::ServerEvents`] ([`crate::events::Ignore`] when nobody watches).
 
 pub mod admit;
 mod answer;
@@ -43,20 +45,26 @@ pub use registry::{
     Answer, Handler, Kind, Registry, Router, Ruling, Service, Unavailable, parse_enabled,
 };
 pub use server::Server;
-pub use settings::{Settings, SettingsFile, TlsFiles};
+pub use settings::{SettingNames, Settings, SettingsFile, TlsFiles};
 
-use crate::metrics::ServerMetrics;
+use std::sync::Arc;
+
+use crate::events::ServerEvents;
 
 /// The built-in services: `/pods/mutate` (with the resource groups of
-/// `settings.resource_groups_file`, watched, or none), `/pods/validate` and `/dags/validate`.
+/// `settings.resource_groups_file`, watched, its reloads told to `events`, or none),
+/// `/pods/validate` and `/dags/validate`.
 /// Call it inside a tokio runtime.
 ///
 /// # Errors
 /// [`ServeError::Read`] or [`ServeError::Groups`] (naming the line) when the groups file cannot
 /// be used, [`ServeError::Watch`] when it cannot be watched.
-pub fn builtin(settings: &Settings, metrics: &ServerMetrics) -> Result<Registry, ServeError> {
+pub fn builtin(
+    settings: &Settings,
+    events: &Arc<dyn ServerEvents>,
+) -> Result<Registry, ServeError> {
     let groups = match &settings.resource_groups_file {
-        Some(path) => ResourceGroups::watch(path, settings.poll_interval, metrics.clone())?,
+        Some(path) => ResourceGroups::watch(path, settings.poll_interval, Arc::clone(events))?,
         None => ResourceGroups::fixed(Vec::new()),
     };
     Registry::new()

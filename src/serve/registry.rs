@@ -11,7 +11,8 @@ use serde::de::DeserializeOwned;
 use tokio::time::Instant;
 
 use super::ServeError;
-use crate::metrics::{ServerMetrics, ServiceMetrics};
+pub use crate::events::Ruling;
+use crate::events::{RequestOutcome, ServerEvents, ServiceEvents};
 
 /// Kubernetes' two kinds of admission webhook: what a service may answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,7 +34,7 @@ impl Kind {
     }
 }
 
-/// What a handler answers: the response body and what it decided, for the metrics and for the
+/// What a handler answers: the response body and what it decided, for the events and for the
 /// serve function's check that a validating service sends no patch.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Answer<R> {
@@ -41,20 +42,6 @@ pub struct Answer<R> {
     pub body: R,
     /// What the answer says.
     pub ruling: Ruling,
-}
-
-/// What an answer says, as the metrics count it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ruling {
-    /// Allowed as it is.
-    Allowed,
-    /// Allowed with changes: a patch, or a `dexaflow.io/admission/v1` `admit_with`. Only a
-    /// mutating service may answer so.
-    Patched,
-    /// Not allowed.
-    Denied,
-    /// Not now: the caller asks again later (a `dexaflow.io/admission/v1` `hold`).
-    Held,
 }
 
 /// Why a handler could not decide, answered 503 with this text and the request's uid, so
@@ -222,7 +209,7 @@ impl Registry {
     }
 
     /// The router for the `enabled` paths, or for every service when `enabled` is `None`, with
-    /// each route's metric handles built from `metrics`.
+    /// each route's observer asked of `events` once, here.
     ///
     /// # Errors
     /// [`ServeError::NothingEnabled`] for an empty list, [`ServeError::UnknownPath`] for a path
@@ -230,7 +217,7 @@ impl Registry {
     pub fn route(
         self,
         enabled: Option<&[String]>,
-        metrics: &ServerMetrics,
+        events: &dyn ServerEvents,
     ) -> Result<Router, ServeError> {
         let chosen: Vec<Service> = match enabled {
             None => self.services,
@@ -264,7 +251,7 @@ impl Registry {
                     kind: service.kind,
                     endpoint: service.endpoint,
                     authenticated: service.authenticated,
-                    metrics: metrics.service(&service.path),
+                    events: events.service(&service.path),
                 };
                 (service.path, route)
             })
@@ -316,12 +303,51 @@ impl Router {
 }
 
 /// One served path: its kind, its endpoint, whether it takes authenticated callers only, and
-/// its metric handles.
+/// the observer of its requests.
 pub(crate) struct Route {
     pub(crate) kind: Kind,
     pub(crate) endpoint: Arc<dyn Endpoint>,
     pub(crate) authenticated: bool,
-    pub(crate) metrics: ServiceMetrics,
+    pub(crate) events: Arc<dyn ServiceEvents>,
+}
+
+impl Route {
+    /// Tells the route's observer that a request started; the guard tells it how the request
+    /// ended.
+    pub(crate) fn observe(&self) -> Observed<'_> {
+        self.events.request_started();
+        Observed {
+            events: self.events.as_ref(),
+            started: Instant::now(),
+            answered: false,
+        }
+    }
+}
+
+/// A request being answered: [`Observed::answered`] reports its outcome and latency; dropped
+/// before that (its connection closed, and the serve future with it), it reports the request
+/// abandoned, so that every start has its end.
+pub(crate) struct Observed<'a> {
+    events: &'a dyn ServiceEvents,
+    started: Instant,
+    answered: bool,
+}
+
+impl Observed<'_> {
+    /// Reports the request answered with `outcome`.
+    pub(crate) fn answered(mut self, outcome: RequestOutcome) {
+        self.answered = true;
+        self.events
+            .request_answered(outcome, self.started.elapsed());
+    }
+}
+
+impl Drop for Observed<'_> {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.events.request_abandoned(self.started.elapsed());
+        }
+    }
 }
 
 /// Splits a comma-separated list of paths, trimming each and dropping empty items, as

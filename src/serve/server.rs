@@ -25,7 +25,7 @@ use super::auth::BearerToken;
 use super::registry::Router;
 use super::settings::Settings;
 use super::tls::{Certificates, server_config};
-use crate::metrics::ServerMetrics;
+use crate::events::ServerEvents;
 
 /// How long a client may take to complete the TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -54,8 +54,9 @@ pub struct Server {
 
 impl Server {
     /// Reads the bearer token file, loads the certificates (watched from here on), binds both
-    /// listeners and starts serving `router`'s services. Readiness is true from here on. Call
-    /// it inside a multi-threaded tokio runtime.
+    /// listeners and starts serving `router`'s services, telling `events` of connections and
+    /// certificate reloads. Readiness is true from here on. Call it inside a multi-threaded
+    /// tokio runtime.
     ///
     /// # Errors
     /// Any [`ServeError`]: a bad certificate, key, CA bundle or token file, an address that
@@ -64,7 +65,7 @@ impl Server {
     pub async fn start(
         settings: &Settings,
         router: Router,
-        metrics: ServerMetrics,
+        events: Arc<dyn ServerEvents>,
     ) -> Result<Server, ServeError> {
         let bearer_token = settings
             .bearer_token_file
@@ -82,10 +83,11 @@ impl Server {
             return Err(ServeError::Unauthenticated {
                 path: (*path).to_owned(),
                 listen: settings.listen,
+                names: settings.names,
             });
         }
         let certificates =
-            Certificates::watch(&settings.tls, settings.poll_interval, metrics.clone())?;
+            Certificates::watch(&settings.tls, settings.poll_interval, Arc::clone(&events))?;
         let tls = server_config(
             Arc::clone(&certificates.resolver),
             settings.client_ca_file.as_deref(),
@@ -98,7 +100,7 @@ impl Server {
             router,
             max_body_bytes: settings.max_body_bytes,
             bearer_token,
-            metrics,
+            events,
         });
         let listener = bind(settings.listen).await?;
         let address = listener.local_addr().map_err(|source| ServeError::Listen {
@@ -251,7 +253,7 @@ async fn accept(
         let place = match Arc::clone(&places).try_acquire_owned() {
             Ok(place) => place,
             Err(_) => {
-                shared.metrics.connection_waited();
+                shared.events.connection_waited();
                 tokio::select! {
                     _ = stopped.changed() => break,
                     place = Arc::clone(&places).acquire_owned() => match place {
@@ -274,6 +276,7 @@ async fn accept(
         let watcher = graceful.watcher();
         tokio::spawn(async move {
             let _place = place;
+            let _open = Open::new(Arc::clone(&shared.events));
             let stream =
                 match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
                     Ok(Ok(stream)) => stream,
@@ -307,6 +310,22 @@ async fn accept(
         });
     }
     graceful
+}
+
+/// Reports a connection open until dropped, with its place under the cap.
+struct Open(Arc<dyn ServerEvents>);
+
+impl Open {
+    fn new(events: Arc<dyn ServerEvents>) -> Open {
+        events.connection_opened();
+        Open(events)
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.connection_closed();
+    }
 }
 
 /// Whether a failed handshake is a client certificate refused (missing, or not signed by the

@@ -48,6 +48,30 @@ pub struct Settings {
     /// How long a connection may wait for a request's head: idle between requests, or a head
     /// arriving slowly. Past it the server closes the connection.
     pub idle_timeout: Duration,
+    /// What an error calls these settings, so that it names what its reader wrote.
+    pub names: SettingNames,
+}
+
+/// What the server's errors call the settings they ask to change: [`Settings`]' field names by
+/// default, the config file's keys (`server.listen`) when the config reader filled them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SettingNames {
+    /// [`Settings::listen`].
+    pub listen: &'static str,
+    /// [`Settings::client_ca_file`].
+    pub client_ca_file: &'static str,
+    /// [`Settings::bearer_token_file`].
+    pub bearer_token_file: &'static str,
+}
+
+impl Default for SettingNames {
+    fn default() -> SettingNames {
+        SettingNames {
+            listen: "listen",
+            client_ca_file: "client_ca_file",
+            bearer_token_file: "bearer_token_file",
+        }
+    }
 }
 
 /// A file [`Settings`] names, as [`Settings::check_files`] reports it: whoever read the
@@ -161,6 +185,7 @@ impl Settings {
             poll_interval: Settings::DEFAULT_POLL_INTERVAL,
             max_connections: Settings::DEFAULT_MAX_CONNECTIONS,
             idle_timeout: Settings::DEFAULT_IDLE_TIMEOUT,
+            names: SettingNames::default(),
         }
     }
 }

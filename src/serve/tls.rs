@@ -22,7 +22,7 @@ use super::ServeError;
 use super::settings::TlsFiles;
 use super::watch::{LastRead, Watch};
 use crate::admission::error_chain;
-use crate::metrics::{Reloaded, ServerMetrics};
+use crate::events::{ServerEvents, WatchedFile};
 
 /// The crypto provider every TLS configuration here uses: ring.
 pub(crate) fn provider() -> Arc<CryptoProvider> {
@@ -57,7 +57,7 @@ impl Certificates {
     pub(crate) fn watch(
         files: &TlsFiles,
         poll: Duration,
-        metrics: ServerMetrics,
+        events: Arc<dyn ServerEvents>,
     ) -> Result<Certificates, ServeError> {
         let provider = provider();
         let bytes = read_pair(files)?;
@@ -70,7 +70,7 @@ impl Certificates {
             provider,
             last: LastRead::new(bytes),
             resolver: Arc::clone(&resolver),
-            metrics,
+            events,
         };
         let watch = Watch::start(
             &[files.cert_file.as_path(), files.key_file.as_path()],
@@ -92,7 +92,7 @@ struct Reload {
     provider: Arc<CryptoProvider>,
     last: LastRead<PairBytes>,
     resolver: Arc<Resolver>,
-    metrics: ServerMetrics,
+    events: Arc<dyn ServerEvents>,
 }
 
 impl Reload {
@@ -116,14 +116,14 @@ impl Reload {
                     cert = %self.files.cert_file.display(),
                     "serving certificate reloaded"
                 );
-                self.metrics.reloaded(Reloaded::Certificate, true);
+                self.events.reloaded(WatchedFile::Certificates, true);
             }
             Err(error) => {
                 tracing::error!(
                     "serving certificate kept, the new pair is not usable: {}",
                     error_chain(&error)
                 );
-                self.metrics.reloaded(Reloaded::Certificate, false);
+                self.events.reloaded(WatchedFile::Certificates, false);
             }
         }
     }

@@ -81,15 +81,16 @@ impl ChainBuilder {
         hooks.into_iter().fold(self, ChainBuilder::hook)
     }
 
-    /// Tells `observer` of every hook call, chain and breaker change.
+    /// Tells `observer` of every hook call, chain and breaker change, and of the hooks' names
+    /// when the chain starts.
     pub fn observer(mut self, observer: Arc<dyn SupervisionEvents>) -> ChainBuilder {
         self.observer = observer;
         self
     }
 
-    /// The hooks' names, in chain order: for a breaker gauge per hook from the start.
-    pub fn hook_names(&self) -> impl Iterator<Item = &str> {
-        self.chain.hooks().iter().map(|hook| hook.name())
+    /// Whether no hook was added: [`ChainBuilder::start`] then makes no chain.
+    pub fn is_empty(&self) -> bool {
+        self.chain.is_empty()
     }
 
     /// Starts one breaker per hook on the current arbiter and returns the supervised chain;

@@ -56,6 +56,8 @@ impl SupervisedChain {
         observer: Arc<dyn SupervisionEvents>,
     ) -> SupervisedChain {
         let chain = chain.with_fail_open(settings.fail_open);
+        let names: Vec<&str> = chain.hooks().iter().map(|hook| hook.name()).collect();
+        observer.chain_started(&names);
         if settings.fail_open && !chain.is_empty() {
             tracing::warn!(
                 "fail-open is on: an attempt whose hook errors, times out, panics, is skipped by its breaker or is cut by the chain budget runs unchanged"

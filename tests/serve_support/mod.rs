@@ -7,9 +7,13 @@ use std::io::{BufRead, BufReader};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use dexaflow_admission::events::{
+    Ignore, RequestOutcome, ServerEvents, ServiceEvents, WatchedFile,
+};
 use dexaflow_admission::metrics::ServerMetrics;
 use dexaflow_admission::serve::{self, Registry, Server, Settings, TlsFiles};
 use http::{Request, Response, StatusCode};
@@ -148,39 +152,88 @@ pub struct Running {
     pub authority: Authority,
 }
 
-/// Starts a server with the built-in services, `extra` registered after them, under
-/// `recorder` when given (so that the test can read its metrics).
+/// Starts a server with the built-in services, `extra` registered after them, its metrics in
+/// `recorder` when given (so that the test can read them), observed by nobody otherwise.
 pub async fn start_with(
     configure: impl FnOnce(&mut Settings, &Path),
     extra: impl FnOnce(Registry) -> Registry,
     recorder: Option<&PrometheusRecorder>,
 ) -> Running {
+    match recorder {
+        // The metrics' handles are built with the router, so under the test's recorder.
+        Some(recorder) => {
+            metrics::with_local_recorder(recorder, || {
+                let events: Arc<dyn ServerEvents> = Arc::new(ServerMetrics::register());
+                prepare(configure, extra, events)
+            })
+            .start()
+            .await
+        }
+        None => prepare(configure, extra, Arc::new(Ignore)).start().await,
+    }
+}
+
+/// Starts a server with the built-in services, `extra` registered after them, observed by
+/// `events`.
+pub async fn start_observed(
+    configure: impl FnOnce(&mut Settings, &Path),
+    extra: impl FnOnce(Registry) -> Registry,
+    events: Arc<dyn ServerEvents>,
+) -> Running {
+    prepare(configure, extra, events).start().await
+}
+
+/// A server's files, settings and router, not started yet.
+struct Prepared {
+    dir: tempfile::TempDir,
+    authority: Authority,
+    settings: Settings,
+    router: serve::Router,
+    events: Arc<dyn ServerEvents>,
+}
+
+fn prepare(
+    configure: impl FnOnce(&mut Settings, &Path),
+    extra: impl FnOnce(Registry) -> Registry,
+    events: Arc<dyn ServerEvents>,
+) -> Prepared {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let authority = Authority::new();
     let files = authority.issue().write_to(dir.path());
     let mut settings = settings(files);
     configure(&mut settings, dir.path());
-    let build = || {
-        let metrics = ServerMetrics::register();
-        let registry = extra(serve::builtin(&settings, &metrics).expect("the built-in services"));
-        let router = registry
-            .route(settings.enabled_admission.as_deref(), &metrics)
-            .expect("the enabled services");
-        (metrics, router)
-    };
-    let (metrics, router) = match recorder {
-        Some(recorder) => metrics::with_local_recorder(recorder, build),
-        None => build(),
-    };
-    let server = Server::start(&settings, router, metrics)
-        .await
-        .expect("the server starts");
-    let client = Client::new(server.local_addr(), &authority.der());
-    Running {
-        server,
-        client,
+    let registry = extra(serve::builtin(&settings, &events).expect("the built-in services"));
+    let router = registry
+        .route(settings.enabled_admission.as_deref(), events.as_ref())
+        .expect("the enabled services");
+    Prepared {
         dir,
         authority,
+        settings,
+        router,
+        events,
+    }
+}
+
+impl Prepared {
+    async fn start(self) -> Running {
+        let Prepared {
+            dir,
+            authority,
+            settings,
+            router,
+            events,
+        } = self;
+        let server = Server::start(&settings, router, events)
+            .await
+            .expect("the server starts");
+        let client = Client::new(server.local_addr(), &authority.der());
+        Running {
+            server,
+            client,
+            dir,
+            authority,
+        }
     }
 }
 
@@ -362,6 +415,104 @@ pub fn sample(scrape: &str, series: &str) -> Option<f64> {
         let value = line.strip_prefix(series)?.strip_prefix(' ')?;
         value.parse().ok()
     })
+}
+
+/// An observer of the server that records what it is told, for a test that reads events
+/// rather than metrics.
+#[derive(Debug, Default)]
+pub struct RecordingEvents {
+    /// Every answered request: its service's path and outcome, in the order answered.
+    answered: Arc<Mutex<Vec<(String, RequestOutcome)>>>,
+    started: Arc<AtomicUsize>,
+    abandoned: Arc<AtomicUsize>,
+    not_found: AtomicUsize,
+    opened: AtomicUsize,
+    closed: AtomicUsize,
+    reloads: Mutex<Vec<(WatchedFile, bool)>>,
+}
+
+/// Counts for [`RecordingEvents`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counted {
+    pub started: usize,
+    pub abandoned: usize,
+    pub not_found: usize,
+    pub opened: usize,
+    pub closed: usize,
+}
+
+impl RecordingEvents {
+    /// The answered requests so far: `(service path, outcome)`.
+    pub fn answered(&self) -> Vec<(String, RequestOutcome)> {
+        self.answered.lock().expect("not poisoned").clone()
+    }
+
+    /// The reloads so far: which file, and whether it was taken in.
+    pub fn reloads(&self) -> Vec<(WatchedFile, bool)> {
+        self.reloads.lock().expect("not poisoned").clone()
+    }
+
+    pub fn counted(&self) -> Counted {
+        Counted {
+            started: self.started.load(Ordering::SeqCst),
+            abandoned: self.abandoned.load(Ordering::SeqCst),
+            not_found: self.not_found.load(Ordering::SeqCst),
+            opened: self.opened.load(Ordering::SeqCst),
+            closed: self.closed.load(Ordering::SeqCst),
+        }
+    }
+}
+
+impl ServerEvents for RecordingEvents {
+    fn service(&self, path: &str) -> Arc<dyn ServiceEvents> {
+        Arc::new(RecordingService {
+            path: path.to_owned(),
+            answered: Arc::clone(&self.answered),
+            started: Arc::clone(&self.started),
+            abandoned: Arc::clone(&self.abandoned),
+        })
+    }
+
+    fn request_not_found(&self) {
+        self.not_found.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn connection_opened(&self) {
+        self.opened.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn connection_closed(&self) {
+        self.closed.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn reloaded(&self, file: WatchedFile, ok: bool) {
+        self.reloads.lock().expect("not poisoned").push((file, ok));
+    }
+}
+
+/// One service's part of [`RecordingEvents`].
+struct RecordingService {
+    path: String,
+    answered: Arc<Mutex<Vec<(String, RequestOutcome)>>>,
+    started: Arc<AtomicUsize>,
+    abandoned: Arc<AtomicUsize>,
+}
+
+impl ServiceEvents for RecordingService {
+    fn request_started(&self) {
+        self.started.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn request_answered(&self, outcome: RequestOutcome, _elapsed: Duration) {
+        self.answered
+            .lock()
+            .expect("not poisoned")
+            .push((self.path.clone(), outcome));
+    }
+
+    fn request_abandoned(&self, _elapsed: Duration) {
+        self.abandoned.fetch_add(1, Ordering::SeqCst);
+    }
 }
 
 /// A Prometheus recorder of the test's own, with no exporter.
