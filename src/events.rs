@@ -23,7 +23,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::admission::Outcome;
+/// How one hook call ended, as every observer is told it: the admission contract's own
+/// classification, part of this module's vocabulary so that an observer needs no other room.
+pub use crate::admission::Outcome;
 
 /// A breaker's state; its discriminant is the value the breaker gauge shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -9,7 +9,7 @@ use metrics::{
     gauge, histogram,
 };
 
-use crate::admission::Outcome;
+use crate::events::Outcome;
 use crate::events::{BreakerEvents, BreakerState, BufferEvents, HookEvents};
 use crate::sync::lock;
 
