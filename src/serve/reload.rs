@@ -42,6 +42,10 @@ const SETTLE: Duration = Duration::from_millis(500);
 /// The bytes of each watched file, in the order of [`Files::paths`].
 pub(crate) type Contents<const N: usize> = [Vec<u8>; N];
 
+/// Makes a value from the bytes of its files, or says why they do not make one.
+pub(crate) type Parse<T, const N: usize> =
+    Box<dyn Fn(&Contents<N>) -> Result<T, ServeError> + Send + Sync>;
+
 /// What a [`Reloading`] value is read from and how.
 pub(crate) struct Files<T, const N: usize> {
     /// What the files hold, for the logs: `"resource groups"`, `"serving certificate"`.
@@ -51,7 +55,7 @@ pub(crate) struct Files<T, const N: usize> {
     /// The files, read together; a change to any one re-reads them all.
     pub(crate) paths: [PathBuf; N],
     /// Makes the value from the files' bytes, or says why they do not make one.
-    pub(crate) parse: Box<dyn Fn(&Contents<N>) -> Result<T, ServeError> + Send + Sync>,
+    pub(crate) parse: Parse<T, N>,
 }
 
 impl<T, const N: usize> Files<T, N> {
