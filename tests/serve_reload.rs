@@ -3,6 +3,7 @@
 
 mod serve_support;
 
+use std::io::Write;
 use std::path::Path;
 
 use serde_json::{Value, json};
@@ -128,6 +129,49 @@ async fn a_rewritten_groups_file_applies_to_the_next_requests() {
         ),
         Some(0.0)
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_groups_file_truncated_then_written_in_place_never_serves_the_empty_file() {
+    let recorder = recorder();
+    let running = start_with_gpu_group(&recorder).await;
+    let ok = r#"dexaflow_server_resource_group_reloads_total{result="ok"}"#;
+    let error = r#"dexaflow_server_resource_group_reloads_total{result="error"}"#;
+    assert_eq!(pool(&running.client).await.as_deref(), Some("gpu"));
+    // Truncated in place and held open: a writer between its truncation and its write, for
+    // as long as the server takes to judge what it reads.
+    let mut file = std::fs::File::create(running.dir.path().join("groups.yaml")).expect("truncate");
+    eventually("the empty file judged", || {
+        let client = running.client.clone();
+        let scrape = recorder.handle().render();
+        async move {
+            assert_eq!(
+                pool(&client).await.as_deref(),
+                Some("gpu"),
+                "the empty file is never served"
+            );
+            let judged = [ok, error]
+                .iter()
+                .any(|series| sample(&scrape, series).is_some_and(|count| count >= 1.0));
+            judged.then_some(())
+        }
+    })
+    .await;
+    let scrape = recorder.handle().render();
+    assert_eq!(
+        sample(&scrape, ok),
+        Some(0.0),
+        "the empty file was taken: {scrape}"
+    );
+    assert_eq!(sample(&scrape, error), Some(1.0), "{scrape}");
+    assert_eq!(pool(&running.client).await.as_deref(), Some("gpu"));
+    // The write completes: its groups apply, counted once.
+    file.write_all(SPOT.as_bytes()).expect("write");
+    drop(file);
+    until_pool(&running.client, "spot").await;
+    let scrape = recorder.handle().render();
+    assert_eq!(sample(&scrape, ok), Some(1.0), "{scrape}");
+    assert_eq!(sample(&scrape, error), Some(1.0), "{scrape}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,13 +8,14 @@ use std::time::Duration;
 
 use serde_yaml_ng::{Mapping, Value};
 
+use super::document::describe;
 use super::keys::{
     ADMISSION_TIMEOUT, BREAKER_BACKOFF, BREAKER_FAILURES, BREAKER_MAX_BACKOFF, CHAIN_TIMEOUT,
     FAIL_OPEN, HOOKS, LEAVES, POLICY, SOURCE_MODE_ENABLED, SOURCE_MODE_IMAGE, WARM_POOLS, WEBHOOK,
     WEBHOOK_BEARER_TOKEN_FILE, WEBHOOK_CA_BUNDLE, WEBHOOK_CLIENT_CERT, WEBHOOK_CLIENT_KEY,
     WEBHOOK_FAIL_OPEN, WEBHOOK_TIMEOUT, WEBHOOK_URL,
 };
-use super::reader::{Reader, describe};
+use super::reader::Reader;
 use super::{ConfigError, Key};
 use crate::admission::{ChangeRules, Changes, label_value_problem};
 use crate::dispatch::settings::{DEFAULT_WARM_POOLS, SourceMode};

@@ -6,6 +6,7 @@
 //! declarations ([`crate::hooks::HookSpec`]); no other module reads YAML or the environment.
 //!
 //! Each job has its file: `keys.rs` the key table (every key, the leaves, their variables),
+//! `document.rs` the YAML text parsed (an integer too large for 64 bits kept as its digits),
 //! `reader.rs` the raw values and the typed reading primitives, one file per section
 //! (`scheduler.rs`, `executor.rs`, `execution.rs`, `allowlist.rs`, `auth.rs`, `metrics.rs`),
 //! `validate.rs` the rules across keys and `output.rs` the effective config as YAML.
@@ -65,6 +66,7 @@
 
 mod allowlist;
 mod auth;
+mod document;
 mod execution;
 mod executor;
 mod keys;
@@ -97,10 +99,10 @@ pub(crate) use validate::{
     Mismatch, chain_holds_a_call, duration_at_least, integer_in, max_backoff_covers_backoff,
 };
 
-use reader::Reader;
 /// The YAML parser that keeps an integer too large for 64 bits, for the workload reader to
 /// report it against its entry too.
-pub(crate) use reader::{big_integer_digits, parse_yaml};
+pub(crate) use document::{big_integer_digits, parse_yaml};
+use reader::Reader;
 
 /// The text of `examples/dexaflow.yaml`, the config `dispatch` runs with when given none.
 pub const EMBEDDED_DEFAULT: &str = include_str!("../../examples/dexaflow.yaml");
@@ -495,7 +497,7 @@ impl Reader {
         K: Into<OsString>,
         V: Into<OsString>,
     {
-        let root = reader::parse_yaml(text).map_err(|source| ConfigError::Syntax {
+        let root = document::parse_yaml(text).map_err(|source| ConfigError::Syntax {
             origin: origin.to_owned(),
             source,
         })?;

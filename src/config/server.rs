@@ -26,13 +26,14 @@ use std::time::Duration;
 
 use serde_yaml_ng::Value;
 
+use super::document::describe;
 use super::keys::{
     SERVER_BEARER_TOKEN_FILE, SERVER_CERT_FILE, SERVER_CLIENT_CA_FILE, SERVER_ENABLED_ADMISSION,
     SERVER_HTTP2, SERVER_IDLE_TIMEOUT, SERVER_KEY_FILE, SERVER_LISTEN, SERVER_MAX_BODY_BYTES,
     SERVER_MAX_CONNECTIONS, SERVER_PROBE_LISTEN, SERVER_RESOURCE_GROUPS_FILE,
     SERVER_SCHEDULER_NAMES, SERVER_SHUTDOWN_GRACE, SERVER_TRUSTED_USERS,
 };
-use super::reader::{Problem, Raw, Reader, describe, expected};
+use super::reader::{Problem, Raw, Reader, expected};
 use super::{ConfigError, ConfigErrors, Key, Server};
 use crate::serve::{self, SettingNames, SettingsFile, TlsFiles};
 

@@ -10,8 +10,8 @@ use super::SettingNames;
 /// A problem found while starting the server or reloading one of its files.
 ///
 /// At start every variant stops the start; on a reload ([`ServeError::Read`],
-/// [`ServeError::Pem`], [`ServeError::Key`], [`ServeError::Groups`]) the previous value stays in use and the error
-/// is logged and counted.
+/// [`ServeError::Pem`], [`ServeError::Key`], [`ServeError::Groups`], [`ServeError::Empty`]) the
+/// previous value stays in use and the error is logged and counted.
 #[derive(Debug, Error)]
 pub enum ServeError {
     /// Two services registered with one path.
@@ -39,6 +39,13 @@ pub enum ServeError {
         /// Why not.
         #[source]
         source: std::io::Error,
+    },
+    /// A watched file found empty on a reload, after it had settled: what a writer leaves
+    /// between truncating the file and writing it, never taken.
+    #[error("{} is empty", path.display())]
+    Empty {
+        /// The file.
+        path: PathBuf,
     },
     /// A PEM file without the item it should hold, or one that does not parse.
     #[error("{}: expected {what}", path.display())]

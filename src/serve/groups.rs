@@ -24,17 +24,16 @@
 //! at start (the start fails) and on a reload (the previous groups stay).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
 use k8s_openapi::api::core::v1::{Affinity, Toleration};
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 
 use super::ServeError;
-use super::watch::{LastRead, Watch};
+use super::reload::{Contents, Files, Reloading};
 use crate::admission::{label_value_problem, qualified_name_problem};
 use crate::events::{ServerEvents, WatchedFile};
 
@@ -221,24 +220,22 @@ fn split_pair(pair: &str) -> Option<(&str, &str)> {
 /// waiting, and a reload never waits for readers.
 #[derive(Debug, Clone)]
 pub struct ResourceGroups {
-    current: Arc<ArcSwap<Vec<Group>>>,
-    /// Keeps the file watched for as long as any clone is alive.
-    _watch: Option<Arc<Watch>>,
+    current: Reloading<Vec<Group>>,
 }
 
 impl ResourceGroups {
     /// Groups that never change: for tests, and for a server without a groups file (none).
     pub fn fixed(groups: Vec<Group>) -> ResourceGroups {
         ResourceGroups {
-            current: Arc::new(ArcSwap::from_pointee(groups)),
-            _watch: None,
+            current: Reloading::fixed(groups),
         }
     }
 
     /// Reads `path` and watches it, re-reading it when it changes (or every `poll`).
     ///
-    /// A reload that parses replaces the groups and tells `events`; one that does not keeps the
-    /// previous groups, logs why and tells `events` it was refused. Call it inside a tokio runtime.
+    /// A change is taken once the write has settled (an empty file never is); one that parses
+    /// replaces the groups and counts `ok`, one that does not keeps the previous groups, logs
+    /// why and counts `error`. Call it inside a tokio runtime.
     ///
     /// # Errors
     /// [`ServeError::Read`] or [`ServeError::Groups`] (naming the line) when the file cannot be
@@ -248,79 +245,22 @@ impl ResourceGroups {
         poll: Duration,
         events: Arc<dyn ServerEvents>,
     ) -> Result<ResourceGroups, ServeError> {
-        let text = read(path)?;
-        let groups = parse(path, &text)?;
-        let current = Arc::new(ArcSwap::from_pointee(groups));
-        let reload = Reload {
-            path: path.to_owned(),
-            last: LastRead::new(text),
-            current: Arc::clone(&current),
-            events,
+        let file = path.to_owned();
+        let files = Files {
+            name: "resource groups",
+            reported_as: WatchedFile::ResourceGroups,
+            paths: [path.to_owned()],
+            parse: Box::new(move |[bytes]: &Contents<1>| parse_bytes(&file, bytes)),
         };
-        let watch = Watch::start(&[path], poll, move || reload.run())?;
         Ok(ResourceGroups {
-            current,
-            _watch: Some(Arc::new(watch)),
+            current: Reloading::watch(files, poll, events)?,
         })
     }
 
     /// The groups now in force.
     pub fn snapshot(&self) -> Arc<Vec<Group>> {
-        self.current.load_full()
+        self.current.load()
     }
-}
-
-/// What a reload of the groups file needs.
-struct Reload {
-    path: PathBuf,
-    last: LastRead<String>,
-    current: Arc<ArcSwap<Vec<Group>>>,
-    events: Arc<dyn ServerEvents>,
-}
-
-impl Reload {
-    fn run(&self) {
-        let text = match read(&self.path) {
-            Ok(text) => text,
-            Err(error) => {
-                // A file being replaced can be missing for a moment; the next event or poll
-                // reads it again.
-                tracing::warn!(
-                    "resource groups kept: {}",
-                    crate::admission::error_chain(&error)
-                );
-                return;
-            }
-        };
-        if !self.last.is_new(&text) {
-            return;
-        }
-        match parse(&self.path, &text) {
-            Ok(groups) => {
-                tracing::info!(
-                    path = %self.path.display(),
-                    groups = groups.len(),
-                    "resource groups reloaded"
-                );
-                self.current.store(Arc::new(groups));
-                self.events.reloaded(WatchedFile::ResourceGroups, true);
-            }
-            Err(error) => {
-                tracing::error!(
-                    "resource groups kept, the new file is not valid: {}",
-                    crate::admission::error_chain(&error)
-                );
-                self.events.reloaded(WatchedFile::ResourceGroups, false);
-            }
-        }
-    }
-}
-
-pub(super) fn read(path: &Path) -> Result<String, ServeError> {
-    std::fs::read_to_string(path).map_err(|source| ServeError::Read {
-        path: path.to_owned(),
-        source,
-    })
 }
 
 /// Parses the text of an `AdmissionConfiguration` file.
@@ -328,8 +268,17 @@ pub(super) fn read(path: &Path) -> Result<String, ServeError> {
 /// # Errors
 /// [`ServeError::Groups`], whose source names the line.
 pub fn parse(path: &Path, text: &str) -> Result<Vec<Group>, ServeError> {
+    parse_bytes(path, text.as_bytes())
+}
+
+/// Parses the bytes of an `AdmissionConfiguration` file, as read: text that is not UTF-8 is
+/// refused as YAML.
+///
+/// # Errors
+/// [`ServeError::Groups`], whose source names the line.
+pub(super) fn parse_bytes(path: &Path, bytes: &[u8]) -> Result<Vec<Group>, ServeError> {
     let file: Option<File> =
-        serde_yaml_ng::from_str(text).map_err(|source| ServeError::Groups {
+        serde_yaml_ng::from_slice(bytes).map_err(|source| ServeError::Groups {
             path: path.to_owned(),
             source,
         })?;

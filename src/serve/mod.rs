@@ -31,6 +31,7 @@ mod error;
 mod groups;
 pub mod pods;
 mod registry;
+mod reload;
 pub mod review;
 mod server;
 mod settings;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::ServeError;
 use super::auth::BearerToken;
-use super::{groups, tls};
+use super::{groups, reload, tls};
 
 /// Everything `serve` needs to start, as plain values; the config reader fills it from the
 /// `server` section, and tests build it directly.
@@ -132,14 +132,14 @@ impl Settings {
     pub fn check_files(&self) -> Vec<(SettingsFile, ServeError)> {
         let mut problems = Vec::new();
         let mut read = |file, path| {
-            tls::read_file(path)
+            reload::read_file(path)
                 .map_err(|error| problems.push((file, error)))
                 .ok()
         };
         let cert = read(SettingsFile::Cert, &self.tls.cert_file);
         let key = read(SettingsFile::Key, &self.tls.key_file);
         if let (Some(cert), Some(key)) = (cert, key) {
-            if let Err(error) = tls::certified_key(&self.tls, &(cert, key), &tls::provider()) {
+            if let Err(error) = tls::certified_key(&self.tls, &cert, &key, &tls::provider()) {
                 let file = match &error {
                     ServeError::Pem { path, .. } if *path == self.tls.cert_file => {
                         SettingsFile::Cert
@@ -160,7 +160,9 @@ impl Settings {
             }
         }
         if let Some(path) = &self.resource_groups_file {
-            if let Err(error) = groups::read(path).and_then(|text| groups::parse(path, &text)) {
+            if let Err(error) =
+                reload::read_file(path).and_then(|bytes| groups::parse_bytes(path, &bytes))
+            {
                 problems.push((SettingsFile::ResourceGroups, error));
             }
         }

@@ -1,15 +1,15 @@
 //! TLS: the serving certificate, re-read when its files change, behind a resolver rustls asks
 //! on every handshake; and the optional client CA for mutual TLS.
 //!
-//! A new pair replaces the old one only when both files parse and the key matches the
-//! certificate; otherwise the old pair keeps serving and the failure is logged and counted.
+//! A new pair replaces the old one only when both files have settled, parse and the key matches
+//! the certificate; otherwise the old pair keeps serving and the failure is logged and counted
+//! (`reload.rs`).
 //! Connections already open keep the certificate they were made with.
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
 use rustls::ServerConfig;
 use rustls::crypto::CryptoProvider;
 use rustls::server::danger::ClientCertVerifier;
@@ -19,9 +19,8 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 use super::ServeError;
+use super::reload::{Contents, Files, Reloading, read_file};
 use super::settings::TlsFiles;
-use super::watch::{LastRead, Watch};
-use crate::admission::error_chain;
 use crate::events::{ServerEvents, WatchedFile};
 
 /// The crypto provider every TLS configuration here uses: ring.
@@ -32,20 +31,19 @@ pub(crate) fn provider() -> Arc<CryptoProvider> {
 /// The serving certificate in force; rustls asks it on every handshake.
 #[derive(Debug)]
 pub(crate) struct Resolver {
-    current: ArcSwap<CertifiedKey>,
+    current: Reloading<CertifiedKey>,
 }
 
 impl ResolvesServerCert for Resolver {
     fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        Some(self.current.load_full())
+        Some(self.current.load())
     }
 }
 
-/// The serving certificate, watched: holds the resolver and keeps its files watched.
+/// The serving certificate, watched: the resolver keeps its files watched.
 #[derive(Debug)]
 pub(crate) struct Certificates {
     pub(crate) resolver: Arc<Resolver>,
-    _watch: Watch,
 }
 
 impl Certificates {
@@ -60,84 +58,20 @@ impl Certificates {
         events: Arc<dyn ServerEvents>,
     ) -> Result<Certificates, ServeError> {
         let provider = provider();
-        let bytes = read_pair(files)?;
-        let key = certified_key(files, &bytes, &provider)?;
+        let pair = files.clone();
+        let files = Files {
+            name: "serving certificate",
+            reported_as: WatchedFile::Certificates,
+            paths: [files.cert_file.clone(), files.key_file.clone()],
+            parse: Box::new(move |[cert, key]: &Contents<2>| {
+                certified_key(&pair, cert, key, &provider)
+            }),
+        };
         let resolver = Arc::new(Resolver {
-            current: ArcSwap::from_pointee(key),
+            current: Reloading::watch(files, poll, events)?,
         });
-        let reload = Reload {
-            files: files.clone(),
-            provider,
-            last: LastRead::new(bytes),
-            resolver: Arc::clone(&resolver),
-            events,
-        };
-        let watch = Watch::start(
-            &[files.cert_file.as_path(), files.key_file.as_path()],
-            poll,
-            move || reload.run(),
-        )?;
-        Ok(Certificates {
-            resolver,
-            _watch: watch,
-        })
+        Ok(Certificates { resolver })
     }
-}
-
-/// The bytes of the certificate file and of the key file.
-pub(super) type PairBytes = (Vec<u8>, Vec<u8>);
-
-struct Reload {
-    files: TlsFiles,
-    provider: Arc<CryptoProvider>,
-    last: LastRead<PairBytes>,
-    resolver: Arc<Resolver>,
-    events: Arc<dyn ServerEvents>,
-}
-
-impl Reload {
-    fn run(&self) {
-        let bytes = match read_pair(&self.files) {
-            Ok(bytes) => bytes,
-            Err(error) => {
-                // During a rotation a file can be missing for a moment; the next event or poll
-                // reads it again.
-                tracing::warn!("serving certificate kept: {}", error_chain(&error));
-                return;
-            }
-        };
-        if !self.last.is_new(&bytes) {
-            return;
-        }
-        match certified_key(&self.files, &bytes, &self.provider) {
-            Ok(key) => {
-                self.resolver.current.store(Arc::new(key));
-                tracing::info!(
-                    cert = %self.files.cert_file.display(),
-                    "serving certificate reloaded"
-                );
-                self.events.reloaded(WatchedFile::Certificates, true);
-            }
-            Err(error) => {
-                tracing::error!(
-                    "serving certificate kept, the new pair is not usable: {}",
-                    error_chain(&error)
-                );
-                self.events.reloaded(WatchedFile::Certificates, false);
-            }
-        }
-    }
-}
-
-pub(super) fn read_file(path: &Path) -> Result<Vec<u8>, ServeError> {
-    std::fs::read(path).map_err(|source| ServeError::Read {
-        path: path.to_owned(),
-        source,
-    })
-}
-
-fn read_pair(files: &TlsFiles) -> Result<PairBytes, ServeError> {
-    Ok((read_file(&files.cert_file)?, read_file(&files.key_file)?))
 }
 
 fn certificates(
@@ -162,7 +96,8 @@ fn certificates(
 /// The certified key the pair makes, the key checked against the certificate.
 pub(super) fn certified_key(
     files: &TlsFiles,
-    (cert, key): &PairBytes,
+    cert: &[u8],
+    key: &[u8],
     provider: &CryptoProvider,
 ) -> Result<CertifiedKey, ServeError> {
     let chain = certificates(&files.cert_file, cert, "a PEM certificate chain")?;
