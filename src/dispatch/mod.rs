@@ -13,6 +13,7 @@ mod buffer;
 mod dispatcher;
 pub mod effective;
 pub mod executor;
+mod launch;
 mod pipeline;
 pub mod placement;
 mod reason;

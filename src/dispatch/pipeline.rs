@@ -11,15 +11,16 @@ use tokio::time::Instant;
 
 use super::Settings;
 use super::effective::{Effective, build_request, effective_execution};
-use super::executor::{Admitted, Executor, ExecutorError, Step, Steps};
+use super::executor::{Admitted, Executor};
+use super::launch::{Follower, LaunchFailure};
 use super::placement::{Changed, WarmWorkers, place};
 use super::reason::Reason;
 use super::refusals::{check_pod_annotations, refuse_before_token};
-use super::shutdown::{Shutdown, Tracked, Tracker};
-use super::store::{Requeue, Spent, TaskStore, Waited, Write};
+use super::shutdown::{Shutdown, Tracker};
+use super::store::{Spent, TaskStore, Waited, Write};
 use super::task::{Task, TaskKey};
 use super::token::{AgentIdentity, Minter};
-use crate::admission::{Changes, Execution, Request, Resources, Verdict, error_chain};
+use crate::admission::{Changes, Execution, Request, Resources, Verdict};
 use crate::events::Observer;
 use crate::supervise::SupervisedChain;
 
@@ -543,12 +544,14 @@ impl Pipeline {
         };
         // Counted before the row leaves `scheduled`, so that the attempt is never neither
         // scheduled nor followed while its executor still reports on it.
-        let follower = launched.steps.map(|steps| Follower {
-            store: self.store.clone(),
-            key: key.clone(),
-            epoch,
-            steps,
-            _tracked: self.followers.track(),
+        let follower = launched.steps.map(|steps| {
+            Follower::new(
+                self.store.clone(),
+                key.clone(),
+                epoch,
+                steps,
+                self.followers.track(),
+            )
         });
         let written = self.store.mark_queued(
             key,
@@ -621,63 +624,6 @@ impl Pipeline {
         Ending {
             reason: self.recorded_reason(key),
             ..disposition.into()
-        }
-    }
-}
-
-/// How a launch error is handled, as Dexaflow's `handleDispatchFailure` classifies it.
-enum LaunchFailure {
-    /// No resources on the host: offered again after a backoff, nothing spent.
-    Backpressure,
-    /// Anything else: a dispatch attempt is spent on this cause.
-    Rejected(Reason),
-}
-
-impl LaunchFailure {
-    /// Classifies `error` and logs it with Dexaflow's words.
-    fn of(key: &TaskKey, error: &ExecutorError) -> LaunchFailure {
-        let cause = error_chain(error);
-        if error.is_backpressure() {
-            tracing::warn!(task = %key, %cause, "dispatch hit cluster backpressure; backing off and re-offering (not counted against dispatch budget)");
-            LaunchFailure::Backpressure
-        } else {
-            let cause = Reason::Executor { cause };
-            LaunchFailure::log_rejected(key, &cause);
-            LaunchFailure::Rejected(cause)
-        }
-    }
-
-    fn log_rejected(key: &TaskKey, cause: &Reason) {
-        tracing::warn!(task = %key, %cause, "dispatch failed; backing off before re-attempt");
-    }
-}
-
-/// Writes the steps of one launched attempt to the store as its executor reports them.
-struct Follower {
-    store: TaskStore,
-    key: TaskKey,
-    epoch: u64,
-    steps: Steps,
-    // Held until the last step is written: shutdown waits for it.
-    _tracked: Tracked,
-}
-
-impl Follower {
-    async fn follow(mut self) {
-        while let Some(step) = self.steps.recv().await {
-            let (store, key, epoch) = (&self.store, &self.key, self.epoch);
-            match step {
-                Step::Started => store.mark_running(key, epoch),
-                Step::Ended(completion) => store.complete(key, epoch, completion),
-                Step::NotStarted(error) => {
-                    let why = match LaunchFailure::of(key, &error) {
-                        LaunchFailure::Backpressure => Requeue::Backpressure,
-                        LaunchFailure::Rejected(cause) => Requeue::Rejected(cause),
-                    };
-                    store.requeue(key, epoch, why, Instant::now())
-                }
-                Step::HandedBack => store.requeue(key, epoch, Requeue::HandedBack, Instant::now()),
-            };
         }
     }
 }
