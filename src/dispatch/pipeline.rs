@@ -211,6 +211,9 @@ impl Admission {
     }
 }
 
+// Each step's `Err` is the attempt's ending, returned at once: boxing it would allocate on
+// every early ending.
+#[allow(clippy::result_large_err)]
 impl Pipeline {
     /// Assembles the pipeline.
     pub fn new(parts: Parts) -> Pipeline {
@@ -375,7 +378,7 @@ impl Pipeline {
         Ok(self.launch(key, admitted, epoch, changed_by).await)
     }
 
-    /// 2. The built-in refusals, and 3. the effective values of an attempt they pass.
+    /// Steps 2 and 3, the built-in refusals and the effective values of an attempt they pass.
     fn refuse_before_token(&self, key: &TaskKey, task: &Task) -> Onward<Effective> {
         let effective = refuse_before_token(task, &self.settings)
             .map_err(|refusal| self.refuse(key, Reason::Refused(refusal)))?;
@@ -385,7 +388,7 @@ impl Pipeline {
         Ok(effective)
     }
 
-    /// 4. Admission: the chain's verdict on the attempt's request; `None` when no hook is
+    /// Step 4, admission, the chain's verdict on the attempt's request; `None` when no hook is
     /// registered. Shutdown cancels it.
     async fn admit(
         &self,
@@ -435,8 +438,8 @@ impl Pipeline {
         }
     }
 
-    /// 5. The admitted changes: refused when the hooks' annotations and the pod's own are too
-    /// large together, else the fields the attempt runs with and who changed them.
+    /// Step 5, the admitted changes: refused when the hooks' annotations and the pod's own
+    /// are too large together, else the fields the attempt runs with and who changed them.
     fn apply_changes(
         &self,
         key: &TaskKey,
@@ -468,7 +471,7 @@ impl Pipeline {
         })
     }
 
-    /// 6. The agent token, only now that the attempt is admitted; a token that cannot be
+    /// Step 6, the agent token, only now that the attempt is admitted; a token that cannot be
     /// minted spends a dispatch attempt.
     fn mint_token(&self, key: &TaskKey, try_number: u32, epoch: u64) -> Onward<String> {
         let task_instance_id = key.task_instance_id();
@@ -489,8 +492,8 @@ impl Pipeline {
         }
     }
 
-    /// 7. Placement, on the fields with every change applied: the attempt as the executor gets
-    /// it.
+    /// Step 7, placement, on the fields with every change applied: the attempt as the
+    /// executor gets it.
     fn place_admitted(
         &self,
         task: &Arc<Task>,
@@ -524,7 +527,7 @@ impl Pipeline {
         }
     }
 
-    /// 8. The launch: the executor runs the attempt, and the store shows it queued, followed
+    /// Step 8, the launch: the executor runs the attempt, and the store shows it queued, followed
     /// when the executor reports its steps.
     async fn launch(
         &self,
