@@ -340,8 +340,7 @@ impl Install {
         let ticking = self
             .ticking
             .unwrap_or(Ticking::Every(settings.loop_interval));
-        let dispatcher =
-            Dispatcher::new(Arc::clone(&pipeline), Arc::clone(&settings), ticking).start();
+        let dispatcher = Dispatcher::new(Arc::clone(&pipeline), ticking).start();
         Ok(Handle {
             store,
             pipeline,
@@ -584,8 +583,7 @@ impl Handle {
         self.stopping = true;
         let drain = self.dispatcher.send(Drain).await.unwrap_or_default();
         // Only once no dispatch is in flight can nothing more be launched.
-        self.pipeline.executor().shutdown().await;
-        self.pipeline.followers().idle().await;
+        self.pipeline.shut_down().await;
         // Nothing more can settle: what did is still read, then the stream ends.
         if let Some(settled) = &mut self.settled {
             settled.close();

@@ -8,7 +8,7 @@
 //!   [`admission::Chain`], the rules for changes, the reason cleaner and the webhook's wire
 //!   types (§8). No actors or I/O.
 //! - [`dispatch`]: the dispatch path (§2, §4, §5): the [`dispatch::Dispatcher`] actor, the
-//!   bounded buffer and its [`dispatch::AdmissionWorker`]s, the [`dispatch::Pipeline`] both
+//!   bounded buffer and its admission workers, the [`dispatch::Pipeline`] both
 //!   drivers run, built-in refusals, token, placement, executors and the task store, where
 //!   each task instance keeps why it failed or waits as a typed [`dispatch::Reason`].
 //! - [`supervise`]: every hook call under a timeout, panic recovery and a breaker actor per hook

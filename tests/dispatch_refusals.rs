@@ -12,12 +12,12 @@ use std::time::Duration;
 
 use dexaflow_admission::admission::{
     ChangeError, Field, MAX_ANNOTATIONS_BYTES, QuantityError, ResourceList, TaintEffect,
-    Toleration, TolerationOperator,
+    Toleration, TolerationOperator, image_allowed, image_repository,
 };
 use dexaflow_admission::dispatch::Settings;
+use dexaflow_admission::dispatch::effective::{build_request, effective_execution};
 use dexaflow_admission::dispatch::refusals::{
-    MAX_TASK_INSTANCE_ID_BYTES, Refusal, build_request, effective_execution, image_allowed,
-    image_repository, refuse_before_token,
+    MAX_TASK_INSTANCE_ID_BYTES, Refusal, refuse_before_token,
 };
 use dexaflow_admission::dispatch::settings::{
     AllowedFields, Enforce, ExecutorSettings, ResourceDefaults, ResourceUnit, SourceMode,

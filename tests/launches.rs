@@ -143,7 +143,9 @@ impl Bench {
 
     /// Waits until every followed attempt's steps are written (their senders are dropped).
     async fn followed(&self) {
-        self.pipeline.followers().idle().await;
+        // The scripted executor has nothing to stop: this waits until the follower of each
+        // launched attempt has written every step it was sent.
+        self.pipeline.shut_down().await;
     }
 }
 
@@ -239,7 +241,12 @@ async fn an_accepted_attempt_stays_queued_and_unsettled_until_its_process_starts
     assert!(row.token_minted);
     assert_eq!(bench.minter.minted().len(), 1);
     assert_eq!(bench.store.count_unsettled(), 1);
-    assert_eq!(bench.pipeline.followers().live(), 1);
+    assert!(
+        tokio::time::timeout(Duration::from_secs(60), bench.pipeline.shut_down())
+            .await
+            .is_err(),
+        "shutdown waits for the attempt it follows"
+    );
 }
 
 #[tokio::test(start_paused = true)]

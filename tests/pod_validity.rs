@@ -11,12 +11,11 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 
+use dexaflow_admission::dispatch::effective::{Effective, effective_execution};
 use dexaflow_admission::dispatch::executor::Admitted;
 use dexaflow_admission::dispatch::executor::kubernetes::{ANNOTATION_TASK_INSTANCE_ID, build_pod};
 use dexaflow_admission::dispatch::placement::{DedicatedReason, PodKind};
-use dexaflow_admission::dispatch::refusals::{Effective, effective_execution};
 use dexaflow_admission::dispatch::task::Task;
-use dexaflow_admission::dispatch::task_instance_id;
 use dexaflow_admission::workload;
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::Value;
@@ -116,7 +115,7 @@ fn unchecked_pod(task: &Task) -> Pod {
     let attempt = Admitted {
         task: Arc::new(task.clone()),
         image: effective.image.clone(),
-        task_instance_id: task_instance_id(&task.key),
+        task_instance_id: task.key.task_instance_id(),
         try_number: 1,
         attempt_epoch: 1,
         resources: effective.resources.clone(),
@@ -157,7 +156,7 @@ fn every_hostile_task_is_refused_with_no_token_and_no_pod_and_every_other_runs_w
     let tasks = hostile_tasks();
     assert_eq!(dispatched.rows.len(), tasks.len(), "one row per task");
     for task in &tasks {
-        let id = task_instance_id(&task.key);
+        let id = task.key.task_instance_id();
         let row = &dispatched.rows[&id];
         let pods = dispatched
             .manifests
@@ -192,7 +191,7 @@ fn every_hostile_task_whose_pod_would_be_invalid_is_refused_with_no_token() {
     );
     let dispatched = dispatch_hostile_workload();
     for task in would_be_invalid {
-        let id = task_instance_id(&task.key);
+        let id = task.key.task_instance_id();
         let row = &dispatched.rows[&id];
         assert_eq!(row["state"], "failed", "{id}: {row}");
         let reason = row["failure_reason"].as_str().unwrap_or_default();

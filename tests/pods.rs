@@ -18,7 +18,6 @@ use dexaflow_admission::dispatch::executor::{Admitted, Executor, ExecutorError, 
 use dexaflow_admission::dispatch::placement::{DedicatedReason, PodKind};
 use dexaflow_admission::dispatch::settings::ExecutorSettings;
 use dexaflow_admission::dispatch::task::Task;
-use dexaflow_admission::dispatch::task_instance_id;
 use k8s_openapi::api::core::v1::Pod;
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
@@ -29,7 +28,7 @@ const NAMESPACE: &str = "dexaflow-tasks";
 fn attempt(task: Task, placement: PodKind) -> Admitted {
     Admitted {
         image: task.image.clone(),
-        task_instance_id: task_instance_id(&task.key),
+        task_instance_id: task.key.task_instance_id(),
         task: Arc::new(task),
         try_number: 1,
         attempt_epoch: 1,

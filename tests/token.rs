@@ -8,7 +8,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use dexaflow_admission::dispatch::settings::TokenSettings;
-use dexaflow_admission::dispatch::task_instance_id;
 use dexaflow_admission::dispatch::token::{
     AUDIENCE, AgentIdentity, Claims, Hs256Minter, Minter, TokenError,
 };
@@ -27,7 +26,7 @@ fn minter(secret: &[u8]) -> Hs256Minter {
 
 fn identity() -> AgentIdentity {
     let key = fakes::manual_task().key;
-    AgentIdentity::new(&key, task_instance_id(&key), 2, 7)
+    AgentIdentity::new(&key, key.task_instance_id(), 2, 7)
 }
 
 /// The three parts of a compact JWT.

@@ -15,18 +15,24 @@ use actix::{Actor, Addr, Arbiter};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use tokio::sync::mpsc;
 
-use super::dispatcher::TickReport;
-use super::pipeline::{Disposition, Pipeline};
+use super::pipeline::{Pipeline, Turn};
 use super::shutdown::Shutdown;
 use super::task::{Task, TaskKey};
 use super::worker::{AdmissionWorker, JobRunner, Stop, Wake};
+use crate::events::Observer;
 
-/// The message `Deferred` carries (Dexaflow's `ErrAtCapacity`).
-pub const AT_CAPACITY: &str = "dispatch buffer at capacity; will retry next tick";
+/// What a tick's offer to the buffer did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Offered {
+    /// Attempts put in the buffer.
+    pub(super) buffered: usize,
+    /// Attempts deferred because the buffer was full: at most one, the one that found it full.
+    pub(super) deferred: usize,
+}
 
 /// One attempt in the buffer.
 #[derive(Debug)]
-pub struct Job {
+pub(crate) struct Job {
     key: TaskKey,
     task: Arc<Task>,
 }
@@ -34,6 +40,8 @@ pub struct Job {
 /// The buffer and the workers that drain it.
 pub(super) struct Buffer {
     capacity: usize,
+    // Told of the buffer's depth and of the attempts that found it full.
+    observer: Arc<dyn Observer>,
     sender: Sender<Job>,
     receiver: Receiver<Job>,
     workers: Vec<Addr<AdmissionWorker<BufferedDispatch>>>,
@@ -65,9 +73,11 @@ impl Buffer {
         done: &mpsc::Sender<()>,
     ) -> Buffer {
         let (sender, receiver) = crossbeam_channel::bounded(capacity);
-        pipeline.observer().buffer_capacity(capacity);
+        let observer = pipeline.observer();
+        observer.buffer_capacity(capacity);
         let run = Arc::new(BufferedDispatch {
             pipeline: Arc::clone(pipeline),
+            observer: Arc::clone(&observer),
             shutdown: shutdown.clone(),
             depth: receiver.clone(),
         });
@@ -85,6 +95,7 @@ impl Buffer {
             .collect();
         Buffer {
             capacity,
+            observer,
             sender,
             receiver,
             workers,
@@ -105,35 +116,31 @@ impl Buffer {
 
     /// Puts ready attempts in the buffer until it is full; the attempt that finds it full and
     /// every one after it are handed back for a later tick, as Dexaflow's fairness rule says.
-    pub(super) fn offer(
-        &self,
-        pipeline: &Pipeline,
-        ready: Vec<(TaskKey, Arc<Task>)>,
-    ) -> TickReport {
-        let mut report = TickReport::default();
+    pub(super) fn offer(&self, pipeline: &Pipeline, ready: Vec<(TaskKey, Arc<Task>)>) -> Offered {
+        let mut offered = Offered::default();
         let mut ready = ready.into_iter();
         for (key, task) in ready.by_ref() {
             match self.sender.try_send(Job { key, task }) {
-                Ok(()) => report.offered += 1,
+                Ok(()) => offered.buffered += 1,
                 Err(TrySendError::Full(job) | TrySendError::Disconnected(job)) => {
                     tracing::debug!(task = %job.key, "dispatch deferred; buffer at capacity, re-offering next tick");
-                    pipeline.observer().deferred_at_capacity();
-                    defer(pipeline, &job.key, Turn::First);
-                    report.deferred += 1;
+                    self.observer.deferred_at_capacity();
+                    pipeline.defer(&job.key, Turn::First);
+                    offered.deferred += 1;
                     break;
                 }
             }
         }
         for (key, _) in ready {
-            pipeline.store().hand_back(&key);
+            pipeline.hand_back(&key);
         }
-        pipeline.observer().buffer_depth(self.len());
-        if report.offered > 0 {
+        self.observer.buffer_depth(self.len());
+        if offered.buffered > 0 {
             for worker in &self.workers {
                 worker.do_send(Wake);
             }
         }
-        report
+        offered
     }
 
     /// Tells every worker to stop after the attempt in hand, and hands back every attempt still
@@ -144,10 +151,10 @@ impl Buffer {
         }
         let mut handed_back = 0;
         while let Ok(job) = self.receiver.try_recv() {
-            defer(pipeline, &job.key, Turn::InOrder);
+            pipeline.defer(&job.key, Turn::InOrder);
             handed_back += 1;
         }
-        pipeline.observer().buffer_depth(self.receiver.len());
+        self.observer.buffer_depth(self.receiver.len());
         handed_back
     }
 
@@ -176,27 +183,10 @@ pub(super) async fn join(threads: Vec<Arbiter>) {
     }
 }
 
-/// Where a deferred attempt's next turn comes.
-enum Turn {
-    /// First on the next tick: it found the buffer full.
-    First,
-    /// In key order, as any other scheduled attempt.
-    InOrder,
-}
-
-/// Hands a buffered attempt back, still scheduled with nothing spent, and settles it as
-/// deferred: the one place a buffered attempt is deferred.
-fn defer(pipeline: &Pipeline, key: &TaskKey, turn: Turn) {
-    match turn {
-        Turn::First => pipeline.store().defer(key),
-        Turn::InOrder => pipeline.store().hand_back(key),
-    }
-    pipeline.settle(key, Disposition::Deferred);
-}
-
 /// What an admission worker does with a job: the pipeline's dispatch, as on a synchronous tick.
 pub(super) struct BufferedDispatch {
     pipeline: Arc<Pipeline>,
+    observer: Arc<dyn Observer>,
     shutdown: Shutdown,
     // The buffer's receiving end, read only for its depth.
     depth: Receiver<Job>,
@@ -206,14 +196,15 @@ impl JobRunner for BufferedDispatch {
     type Job = Job;
 
     async fn run(&self, job: Job) {
-        let pipeline = &self.pipeline;
-        pipeline.observer().buffer_depth(self.depth.len());
+        self.observer.buffer_depth(self.depth.len());
         if self.shutdown.is_fired() {
-            defer(pipeline, &job.key, Turn::InOrder);
+            self.pipeline.defer(&job.key, Turn::InOrder);
             return;
         }
-        pipeline.observer().worker_busy(true);
-        pipeline.dispatch(&job.key, &job.task, &self.shutdown).await;
-        pipeline.observer().worker_busy(false);
+        self.observer.worker_busy(true);
+        self.pipeline
+            .dispatch(&job.key, &job.task, &self.shutdown)
+            .await;
+        self.observer.worker_busy(false);
     }
 }

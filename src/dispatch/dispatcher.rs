@@ -9,9 +9,7 @@ use actix::{
     Actor, ActorFutureExt, AsyncContext, Context, Handler, Message, ResponseActFuture, WrapFuture,
 };
 use tokio::sync::mpsc;
-use tokio::time::Instant;
 
-use super::Settings;
 use super::buffer::{self, Buffer};
 use super::pipeline::Pipeline;
 use super::shutdown::{self, Shutdown, Trigger};
@@ -29,7 +27,6 @@ pub enum Ticking {
 /// The dispatcher: owns the tick, the buffer and the workers.
 pub struct Dispatcher {
     pipeline: Arc<Pipeline>,
-    settings: Arc<Settings>,
     ticking: Ticking,
     buffer: Option<Buffer>,
     tick_running: bool,
@@ -96,13 +93,13 @@ pub struct DrainReport {
 }
 
 impl Dispatcher {
-    /// A dispatcher running `pipeline` under `settings`.
-    pub fn new(pipeline: Arc<Pipeline>, settings: Arc<Settings>, ticking: Ticking) -> Dispatcher {
+    /// A dispatcher running `pipeline` under its settings (the buffer, the workers, the drain
+    /// timeout), ticking as `ticking` says.
+    pub fn new(pipeline: Arc<Pipeline>, ticking: Ticking) -> Dispatcher {
         let (trigger, shutdown) = shutdown::signal();
         let (done_tx, done_rx) = mpsc::channel(1);
         Dispatcher {
             pipeline,
-            settings,
             ticking,
             buffer: None,
             tick_running: false,
@@ -115,7 +112,8 @@ impl Dispatcher {
     }
 
     fn start_workers(&mut self) {
-        if self.settings.buffer_size == 0 {
+        let settings = self.pipeline.settings();
+        if settings.buffer_size == 0 {
             return;
         }
         let done = self
@@ -125,8 +123,8 @@ impl Dispatcher {
         self.buffer = Some(Buffer::start(
             &self.pipeline,
             &self.shutdown,
-            self.settings.buffer_size,
-            (self.settings.workers, self.settings.worker_threads),
+            settings.buffer_size,
+            (settings.workers, settings.worker_threads),
             done,
         ));
     }
@@ -139,14 +137,15 @@ impl Dispatcher {
             }));
         }
         if let Some(buffer) = &self.buffer {
-            let ready = self
-                .pipeline
-                .store()
-                .take_ready(Instant::now(), buffer.room());
-            let report = buffer.offer(&self.pipeline, ready);
-            return Box::pin(actix::fut::ready(report));
+            let ready = self.pipeline.take_ready(buffer.room());
+            let offered = buffer.offer(&self.pipeline, ready);
+            return Box::pin(actix::fut::ready(TickReport {
+                offered: offered.buffered,
+                deferred: offered.deferred,
+                skipped: false,
+            }));
         }
-        let ready = self.pipeline.store().take_ready(Instant::now(), usize::MAX);
+        let ready = self.pipeline.take_ready(usize::MAX);
         self.tick_running = true;
         let pipeline = Arc::clone(&self.pipeline);
         let shutdown = self.shutdown.clone();
@@ -158,14 +157,14 @@ impl Dispatcher {
             let mut ready = ready.into_iter();
             for (key, task) in ready.by_ref() {
                 if stopping.load(Ordering::Acquire) {
-                    pipeline.store().hand_back(&key);
+                    pipeline.hand_back(&key);
                     break;
                 }
                 report.offered += 1;
                 pipeline.dispatch(&key, &task, &shutdown).await;
             }
             for (key, _) in ready {
-                pipeline.store().hand_back(&key);
+                pipeline.hand_back(&key);
             }
             report
         };
@@ -197,12 +196,7 @@ impl Handler<Offer> for Dispatcher {
         if self.stopping.load(Ordering::Acquire) {
             return Err(ShuttingDown);
         }
-        let store = self.pipeline.store();
-        Ok(tasks
-            .into_iter()
-            .map(|task| store.schedule(task))
-            .filter(|written| *written == super::store::Write::Applied)
-            .count())
+        Ok(self.pipeline.schedule(tasks))
     }
 }
 
@@ -233,7 +227,7 @@ impl Handler<Drain> for Dispatcher {
             .as_mut()
             .map(Buffer::take_threads)
             .unwrap_or_default();
-        let drain_timeout = self.settings.drain_timeout;
+        let drain_timeout = self.pipeline.settings().drain_timeout;
         let wait = async move {
             let finished = tokio::time::timeout(drain_timeout, done.recv())
                 .await

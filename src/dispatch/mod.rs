@@ -2,15 +2,18 @@
 //! values, the hook chain, the changes, the token, placement and the executor.
 //!
 //! - [`Dispatcher`]: the actor that ticks and feeds the pipeline, synchronously or through the
-//!   bounded buffer (`buffer.rs`) its [`AdmissionWorker`]s drain.
+//!   bounded buffer (`buffer.rs`) its admission workers (`worker.rs`) drain.
 //! - [`Pipeline`]: everything that happens to one attempt, in order; one function for both drivers.
-//! - [`refusals`], [`unit`](mod@unit), [`token`], [`placement`], [`executor`]: the steps.
+//! - [`refusals`], [`effective`], [`unit`](mod@unit), [`token`], [`placement`], [`executor`]:
+//!   the steps.
 //! - [`TaskStore`]: task instances with Dexaflow's states, and why each failed or waits as a
 //!   typed [`Reason`] its reason text is rendered from.
 
 mod buffer;
 mod dispatcher;
+pub mod effective;
 pub mod executor;
+mod launch;
 mod pipeline;
 pub mod placement;
 mod reason;
@@ -23,15 +26,11 @@ pub mod token;
 pub mod unit;
 mod worker;
 
-pub use buffer::{AT_CAPACITY, Job};
 pub use dispatcher::{
     Dispatcher, Drain, DrainReport, Offer, ShuttingDown, Tick, TickReport, Ticking,
 };
-pub use pipeline::{Disposition, Parts, Pipeline, Settled, task_instance_id, task_instance_id_len};
+pub use pipeline::{Disposition, Parts, Pipeline, Settled};
 pub use reason::{FailureReason, Reason};
 pub use settings::Settings;
-pub use shutdown::{Shutdown, Tracked, Tracker, Trigger, signal};
-pub use store::{
-    MAX_DISPATCH_ATTEMPTS, Requeue, Spent, TaskInstance, TaskStore, Waited, Write, dispatch_backoff,
-};
-pub use worker::{AdmissionWorker, JobRunner, Stop, Wake};
+pub use shutdown::{Shutdown, Trigger, signal};
+pub use store::{MAX_DISPATCH_ATTEMPTS, TaskInstance, TaskStore, Waited, Write, dispatch_backoff};

@@ -10,17 +10,17 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::Settings;
-use super::executor::{Admitted, Executor, ExecutorError, Step, Steps};
+use super::effective::{Effective, build_request, effective_execution};
+use super::executor::{Admitted, Executor};
+use super::launch::{Follower, LaunchFailure};
 use super::placement::{Changed, WarmWorkers, place};
 use super::reason::Reason;
-use super::refusals::{
-    build_request, check_pod_annotations, effective_execution, refuse_before_token,
-};
-use super::shutdown::{Shutdown, Tracked, Tracker};
-use super::store::{Requeue, Spent, TaskStore, Waited, Write};
+use super::refusals::{check_pod_annotations, refuse_before_token};
+use super::shutdown::{Shutdown, Tracker};
+use super::store::{Spent, TaskStore, Waited, Write};
 use super::task::{Task, TaskKey};
 use super::token::{AgentIdentity, Minter};
-use crate::admission::{Verdict, error_chain};
+use crate::admission::{Changes, Execution, Request, Resources, Verdict};
 use crate::events::Observer;
 use crate::supervise::SupervisedChain;
 
@@ -131,6 +131,10 @@ impl From<Disposition> for Ending {
 
 /// The dispatch path for one install: settings, the chain, the token minter, the executor and
 /// the store.
+///
+/// The drivers (the synchronous tick, the buffer and its workers) use it through its verbs:
+/// take ready attempts, dispatch each, hand back or defer what they do not dispatch; its parts
+/// stay its own.
 pub struct Pipeline {
     settings: Arc<Settings>,
     store: TaskStore,
@@ -158,7 +162,8 @@ pub struct Parts {
     pub settings: Arc<Settings>,
     /// The task store.
     pub store: TaskStore,
-    /// The supervised hook chain; `None` or empty when no hook is registered.
+    /// The supervised hook chain; `None` when no hook is registered, as
+    /// [`ChainBuilder::start`](crate::supervise::ChainBuilder::start) returns it.
     pub chain: Option<SupervisedChain>,
     /// Mints agent tokens.
     pub minter: Arc<dyn Minter>,
@@ -176,13 +181,46 @@ impl std::fmt::Debug for Parts {
     }
 }
 
+/// Where a deferred attempt's next turn comes.
+pub(crate) enum Turn {
+    /// First on the next tick: it found the buffer full.
+    First,
+    /// In key order, as any other scheduled attempt.
+    InOrder,
+}
+
+/// What a step of [`Pipeline::steps`] leaves for the next one, or, as `Err`, how the attempt
+/// ended at that step.
+type Onward<T> = Result<T, Ending>;
+
+/// The fields an admitted attempt runs with, and whether a hook or the policy changed them.
+struct Admission {
+    resources: Resources,
+    execution: Execution,
+    changed: Changed,
+}
+
+impl Admission {
+    /// The attempt's own fields with its effective values, when no hook is registered.
+    fn unchanged(task: &Task, effective: &Effective) -> Admission {
+        Admission {
+            resources: effective.resources.clone(),
+            execution: effective_execution(task, effective),
+            changed: Changed::Nothing,
+        }
+    }
+}
+
+// Each step's `Err` is the attempt's ending, returned at once: boxing it would allocate on
+// every early ending.
+#[allow(clippy::result_large_err)]
 impl Pipeline {
     /// Assembles the pipeline.
     pub fn new(parts: Parts) -> Pipeline {
         Pipeline {
             settings: parts.settings,
             store: parts.store,
-            chain: parts.chain.filter(|chain| !chain.is_empty()),
+            chain: parts.chain,
             minter: parts.minter,
             executor: parts.executor,
             observer: parts.observer,
@@ -192,36 +230,60 @@ impl Pipeline {
         }
     }
 
-    /// The store the pipeline writes.
-    pub fn store(&self) -> &TaskStore {
-        &self.store
-    }
-
-    /// Who is told of calls, breakers and the buffer.
-    pub fn observer(&self) -> &dyn Observer {
-        self.observer.as_ref()
-    }
-
     /// How many admission requests were built: zero for as long as no hook is registered.
     pub fn requests_built(&self) -> u64 {
         self.requests_built.load(Ordering::Relaxed)
     }
 
-    /// The executor that runs admitted attempts.
-    pub fn executor(&self) -> &dyn Executor {
-        self.executor.as_ref()
+    /// The install's dispatch settings, which the drivers run under.
+    pub(crate) fn settings(&self) -> &Settings {
+        &self.settings
     }
 
-    /// Counts the launched attempts whose steps the pipeline still follows, so that shutdown
-    /// can wait until the last of them is written to the store.
-    pub fn followers(&self) -> &Tracker {
-        &self.followers
+    /// Who the buffer tells of its depth, capacity, deferrals and busy workers.
+    pub(crate) fn observer(&self) -> Arc<dyn Observer> {
+        Arc::clone(&self.observer)
     }
 
-    /// Tells the event listener, if any, how an offer ended that recorded no reason (a
-    /// deferral).
-    pub fn settle(&self, key: &TaskKey, disposition: Disposition) {
-        self.send(key, disposition.into());
+    /// Adds `tasks` to the store as scheduled; returns how many were new.
+    pub(crate) fn schedule(&self, tasks: Vec<Task>) -> usize {
+        tasks
+            .into_iter()
+            .map(|task| self.store.schedule(task))
+            .filter(|written| *written == Write::Applied)
+            .count()
+    }
+
+    /// Takes up to `limit` attempts that are ready now, each marked in flight until it is
+    /// dispatched, handed back or deferred.
+    pub(crate) fn take_ready(&self, limit: usize) -> Vec<(TaskKey, Arc<Task>)> {
+        self.store.take_ready(Instant::now(), limit)
+    }
+
+    /// Hands a taken attempt back undispatched, still scheduled with nothing spent.
+    pub(crate) fn hand_back(&self, key: &TaskKey) {
+        self.store.hand_back(key);
+    }
+
+    /// Hands a buffered attempt back, still scheduled with nothing spent, and settles it as
+    /// deferred: the one place a buffered attempt is deferred.
+    pub(crate) fn defer(&self, key: &TaskKey, turn: Turn) {
+        match turn {
+            Turn::First => self.store.defer(key),
+            Turn::InOrder => self.store.hand_back(key),
+        }
+        self.send(key, Disposition::Deferred.into());
+    }
+
+    /// Stops the executor (it hands back or ends every attempt it still follows) and waits
+    /// until every step it reported is written to the store: the last step of shutdown, once
+    /// no dispatch is in flight.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping it stops waiting; the executor's shutdown may be left half done.
+    pub async fn shut_down(&self) {
+        self.executor.shutdown().await;
+        self.followers.idle().await;
     }
 
     fn send(&self, key: &TaskKey, ending: Ending) {
@@ -279,111 +341,171 @@ impl Pipeline {
         let Some((try_number, epoch)) = self.store.resolve(key) else {
             return Disposition::Superseded.into();
         };
-        let ending = self.resolved(key, task, shutdown, try_number, epoch).await;
+        let ending = match self.steps(key, task, shutdown, try_number, epoch).await {
+            Ok(ending) | Err(ending) => ending,
+        };
         Ending {
             try_number: Some(try_number),
             ..ending
         }
     }
 
-    /// Steps 2 to 8 of an attempt resolved as try `try_number`, epoch `epoch`.
-    async fn resolved(
+    /// Steps 2 to 8 of an attempt resolved as try `try_number`, epoch `epoch`, in ADR 0100's
+    /// order: the built-in refusals and effective values, admission (refuse, hold or an
+    /// unavailable hook end it there), the changes, the token, placement and the launch. Each
+    /// step that ends the attempt returns its ending as `Err`.
+    async fn steps(
         &self,
         key: &TaskKey,
         task: &Arc<Task>,
         shutdown: &Shutdown,
         try_number: u32,
         epoch: u64,
-    ) -> Ending {
-        // 2. Built-in refusals, 3. effective values.
-        let effective = match refuse_before_token(task, &self.settings) {
-            Ok(effective) => effective,
-            Err(refusal) => return self.refuse(key, Reason::Refused(refusal)),
-        };
+    ) -> Onward<Ending> {
+        let effective = self.refuse_before_token(key, task)?;
+        let (admission, changed_by) =
+            match self.admit(task, &effective, try_number, shutdown).await? {
+                // No hook: one check, and no request is built.
+                None => (Admission::unchanged(task, &effective), Vec::new()),
+                Some(verdict) => {
+                    let (request, changes, changed_by) = self.hold_or_refuse(key, verdict)?;
+                    let admission = self.apply_changes(key, task, &effective, request, &changes)?;
+                    (admission, changed_by)
+                }
+            };
+        let token = self.mint_token(key, try_number, epoch)?;
+        let admitted = self.place_admitted(task, effective, admission, token, try_number, epoch);
+        Ok(self.launch(key, admitted, epoch, changed_by).await)
+    }
+
+    /// Steps 2 and 3, the built-in refusals and the effective values of an attempt they pass.
+    fn refuse_before_token(&self, key: &TaskKey, task: &Task) -> Onward<Effective> {
+        let effective = refuse_before_token(task, &self.settings)
+            .map_err(|refusal| self.refuse(key, Reason::Refused(refusal)))?;
         if let Some(warning) = &effective.unit_warning {
             tracing::warn!(task = %key, %warning, "task does not fit its size; running it under executor.unit.enforce=warn");
         }
-        // 4. Admission, 5. the admitted changes.
-        let (resources, execution, changed, changed_by) = match &self.chain {
-            None => (
-                effective.resources.clone(),
-                effective_execution(task, &effective),
-                Changed::Nothing,
-                Vec::new(),
-            ),
-            Some(chain) => {
-                self.requests_built.fetch_add(1, Ordering::Relaxed);
-                let request = build_request(task, &effective, try_number);
-                let started = Instant::now();
-                let verdict = tokio::select! {
-                    biased;
-                    () = shutdown.triggered() => {
-                        self.observer.chain_cancelled(started.elapsed());
-                        // `dispatch`'s in-flight guard hands the attempt back; a second
-                        // hand-back here could clear the mark of a later tick's take.
-                        return Disposition::Cancelled.into();
-                    }
-                    verdict = chain.admit(request) => verdict,
-                };
-                match verdict {
-                    Verdict::Admit {
-                        request,
-                        changes,
-                        changed_by,
-                    } => {
-                        // The chain counted the hooks' annotations without the pod's own.
-                        if !changes.annotations.is_empty() {
-                            let annotations = &request.execution.annotations;
-                            if let Err(error) =
-                                check_pod_annotations(annotations, task, effective.source_mode)
-                            {
-                                return self.refuse(key, Reason::ChangesRefused(error));
-                            }
-                        }
-                        // Only a privileged hook may fill limits, and the policy is the one
-                        // that does; its forced fields are on every attempt it admits.
-                        let changed = if self.settings.policy.forces_fields
-                            || request.resources != effective.resources
-                        {
-                            Changed::ByPolicy
-                        } else if changes.is_empty() {
-                            Changed::Nothing
-                        } else {
-                            Changed::ByHook
-                        };
-                        (request.resources, request.execution, changed, changed_by)
-                    }
-                    Verdict::Refuse { hook, reason } => {
-                        return self.refuse(key, Reason::RefusedByHook { hook, reason });
-                    }
-                    Verdict::Hold { hook, reason } => {
-                        return self.wait(key, Reason::Held { hook, reason });
-                    }
-                    Verdict::Unavailable { hook, error } => {
-                        return self.wait(key, Reason::Unavailable { hook, error });
-                    }
-                }
-            }
+        Ok(effective)
+    }
+
+    /// Step 4, admission, the chain's verdict on the attempt's request; `None` when no hook is
+    /// registered. Shutdown cancels it.
+    async fn admit(
+        &self,
+        task: &Task,
+        effective: &Effective,
+        try_number: u32,
+        shutdown: &Shutdown,
+    ) -> Onward<Option<Verdict>> {
+        let Some(chain) = &self.chain else {
+            return Ok(None);
         };
-        // 6. The agent token, only now that the attempt is admitted.
-        let task_instance_id = task_instance_id(key);
+        self.requests_built.fetch_add(1, Ordering::Relaxed);
+        let request = build_request(task, effective, try_number);
+        let started = Instant::now();
+        tokio::select! {
+            biased;
+            () = shutdown.triggered() => {
+                self.observer.chain_cancelled(started.elapsed());
+                // `dispatch`'s in-flight guard hands the attempt back; a second hand-back here
+                // could clear the mark of a later tick's take.
+                Err(Disposition::Cancelled.into())
+            }
+            verdict = chain.admit(request) => Ok(Some(verdict)),
+        }
+    }
+
+    /// Refuse ends the attempt for good, Hold and an unavailable hook make it wait; an admitted
+    /// attempt goes on with its changed request, the changes and who made them.
+    fn hold_or_refuse(
+        &self,
+        key: &TaskKey,
+        verdict: Verdict,
+    ) -> Onward<(Request, Changes, Vec<String>)> {
+        match verdict {
+            Verdict::Admit {
+                request,
+                changes,
+                changed_by,
+            } => Ok((request, changes, changed_by)),
+            Verdict::Refuse { hook, reason } => {
+                Err(self.refuse(key, Reason::RefusedByHook { hook, reason }))
+            }
+            Verdict::Hold { hook, reason } => Err(self.wait(key, Reason::Held { hook, reason })),
+            Verdict::Unavailable { hook, error } => {
+                Err(self.wait(key, Reason::Unavailable { hook, error }))
+            }
+        }
+    }
+
+    /// Step 5, the admitted changes: refused when the hooks' annotations and the pod's own
+    /// are too large together, else the fields the attempt runs with and who changed them.
+    fn apply_changes(
+        &self,
+        key: &TaskKey,
+        task: &Task,
+        effective: &Effective,
+        request: Request,
+        changes: &Changes,
+    ) -> Onward<Admission> {
+        // The chain counted the hooks' annotations without the pod's own.
+        if !changes.annotations.is_empty() {
+            let annotations = &request.execution.annotations;
+            check_pod_annotations(annotations, task, effective.source_mode)
+                .map_err(|error| self.refuse(key, Reason::ChangesRefused(error)))?;
+        }
+        // Only a privileged hook may fill limits, and the policy is the one that does; its
+        // forced fields are on every attempt it admits.
+        let changed =
+            if self.settings.policy.forces_fields || request.resources != effective.resources {
+                Changed::ByPolicy
+            } else if changes.is_empty() {
+                Changed::Nothing
+            } else {
+                Changed::ByHook
+            };
+        Ok(Admission {
+            resources: request.resources,
+            execution: request.execution,
+            changed,
+        })
+    }
+
+    /// Step 6, the agent token, only now that the attempt is admitted; a token that cannot be
+    /// minted spends a dispatch attempt.
+    fn mint_token(&self, key: &TaskKey, try_number: u32, epoch: u64) -> Onward<String> {
+        let task_instance_id = key.task_instance_id();
         let identity = AgentIdentity::new(key, task_instance_id.clone(), try_number, epoch);
-        let token = match self.minter.mint(&identity) {
-            Ok(token) => token,
+        match self.minter.mint(&identity) {
+            Ok(token) => {
+                self.store.record_token(key);
+                Ok(token)
+            }
             Err(error) => {
                 let cause = Reason::Token {
                     task_instance_id,
                     error: error.to_string(),
                 };
                 LaunchFailure::log_rejected(key, &cause);
-                return self.reject(key, cause);
+                Err(self.reject(key, cause))
             }
-        };
-        self.store.record_token(key);
-        // 7. Placement, on the fields with every change applied.
+        }
+    }
+
+    /// Step 7, placement, on the fields with every change applied: the attempt as the
+    /// executor gets it.
+    fn place_admitted(
+        &self,
+        task: &Arc<Task>,
+        effective: Effective,
+        admission: Admission,
+        token: String,
+        try_number: u32,
+        epoch: u64,
+    ) -> Admitted {
         let placement = place(
-            &execution,
-            changed,
+            &admission.execution,
+            admission.changed,
             task,
             effective.source_mode,
             WarmWorkers {
@@ -392,51 +514,64 @@ impl Pipeline {
                 unit_sized: self.settings.unit.is_some(),
             },
         );
-        let admitted = Admitted {
+        Admitted {
             task: Arc::clone(task),
-            image: effective.image.clone(),
-            task_instance_id,
+            image: effective.image,
+            task_instance_id: task.key.task_instance_id(),
             try_number,
             attempt_epoch: epoch,
-            resources,
-            execution,
+            resources: admission.resources,
+            execution: admission.execution,
             placement,
             token,
-        };
-        // 8. The executor.
-        match self.executor.execute(&admitted).await {
-            Ok(launched) => {
-                // Counted before the row leaves `scheduled`, so that the attempt is never
-                // neither scheduled nor followed while its executor still reports on it.
-                let follower = launched.steps.map(|steps| Follower {
-                    store: self.store.clone(),
-                    key: key.clone(),
-                    epoch,
-                    steps,
-                    _tracked: self.followers.track(),
-                });
-                let written = self.store.mark_queued(
-                    key,
-                    epoch,
-                    admitted.placement,
-                    admitted.execution,
-                    follower.is_some(),
-                );
-                if written == Write::Superseded {
-                    return Disposition::Superseded.into();
-                }
-                if let Some(follower) = follower {
-                    tokio::spawn(follower.follow());
-                }
-                Ending {
-                    changed_by,
-                    ..Disposition::Executed.into()
-                }
+        }
+    }
+
+    /// Step 8, the launch: the executor runs the attempt, and the store shows it queued, followed
+    /// when the executor reports its steps.
+    async fn launch(
+        &self,
+        key: &TaskKey,
+        admitted: Admitted,
+        epoch: u64,
+        changed_by: Vec<String>,
+    ) -> Ending {
+        let launched = match self.executor.execute(&admitted).await {
+            Ok(launched) => launched,
+            Err(error) => {
+                return match LaunchFailure::of(key, &error) {
+                    LaunchFailure::Backpressure => self.back_off(key),
+                    LaunchFailure::Rejected(cause) => self.reject(key, cause),
+                };
             }
-            Err(error) => match LaunchFailure::of(key, &error) {
-                LaunchFailure::Backpressure => self.back_off(key),
-                LaunchFailure::Rejected(cause) => self.reject(key, cause),
-            },
+        };
+        // Counted before the row leaves `scheduled`, so that the attempt is never neither
+        // scheduled nor followed while its executor still reports on it.
+        let follower = launched.steps.map(|steps| {
+            Follower::new(
+                self.store.clone(),
+                key.clone(),
+                epoch,
+                steps,
+                self.followers.track(),
+            )
+        });
+        let written = self.store.mark_queued(
+            key,
+            epoch,
+            admitted.placement,
+            admitted.execution,
+            follower.is_some(),
+        );
+        if written == Write::Superseded {
+            return Disposition::Superseded.into();
+        }
+        if let Some(follower) = follower {
+            tokio::spawn(follower.follow());
+        }
+        Ending {
+            changed_by,
+            ..Disposition::Executed.into()
         }
     }
 
@@ -494,82 +629,6 @@ impl Pipeline {
             ..disposition.into()
         }
     }
-}
-
-/// How a launch error is handled, as Dexaflow's `handleDispatchFailure` classifies it.
-enum LaunchFailure {
-    /// No resources on the host: offered again after a backoff, nothing spent.
-    Backpressure,
-    /// Anything else: a dispatch attempt is spent on this cause.
-    Rejected(Reason),
-}
-
-impl LaunchFailure {
-    /// Classifies `error` and logs it with Dexaflow's words.
-    fn of(key: &TaskKey, error: &ExecutorError) -> LaunchFailure {
-        let cause = error_chain(error);
-        if error.is_backpressure() {
-            tracing::warn!(task = %key, %cause, "dispatch hit cluster backpressure; backing off and re-offering (not counted against dispatch budget)");
-            LaunchFailure::Backpressure
-        } else {
-            let cause = Reason::Executor { cause };
-            LaunchFailure::log_rejected(key, &cause);
-            LaunchFailure::Rejected(cause)
-        }
-    }
-
-    fn log_rejected(key: &TaskKey, cause: &Reason) {
-        tracing::warn!(task = %key, %cause, "dispatch failed; backing off before re-attempt");
-    }
-}
-
-/// Writes the steps of one launched attempt to the store as its executor reports them.
-struct Follower {
-    store: TaskStore,
-    key: TaskKey,
-    epoch: u64,
-    steps: Steps,
-    // Held until the last step is written: shutdown waits for it.
-    _tracked: Tracked,
-}
-
-impl Follower {
-    async fn follow(mut self) {
-        while let Some(step) = self.steps.recv().await {
-            let (store, key, epoch) = (&self.store, &self.key, self.epoch);
-            match step {
-                Step::Started => store.mark_running(key, epoch),
-                Step::Ended(completion) => store.complete(key, epoch, completion),
-                Step::NotStarted(error) => {
-                    let why = match LaunchFailure::of(key, &error) {
-                        LaunchFailure::Backpressure => Requeue::Backpressure,
-                        LaunchFailure::Rejected(cause) => Requeue::Rejected(cause),
-                    };
-                    store.requeue(key, epoch, why, Instant::now())
-                }
-                Step::HandedBack => store.requeue(key, epoch, Requeue::HandedBack, Instant::now()),
-            };
-        }
-    }
-}
-
-/// The task instance id of a task key: `tenant.dag.run.task`.
-pub fn task_instance_id(key: &TaskKey) -> String {
-    task_instance_id_parts(key).join(TASK_INSTANCE_ID_SEPARATOR)
-}
-
-/// The length in bytes of [`task_instance_id`] of `key`, counted without building it: every
-/// attempt's built-in refusals need only the size of the pod annotation that carries it.
-pub fn task_instance_id_len(key: &TaskKey) -> usize {
-    let parts = task_instance_id_parts(key);
-    let separators = TASK_INSTANCE_ID_SEPARATOR.len() * (parts.len() - 1);
-    parts.iter().map(|part| part.len()).sum::<usize>() + separators
-}
-
-const TASK_INSTANCE_ID_SEPARATOR: &str = ".";
-
-fn task_instance_id_parts(key: &TaskKey) -> [&str; 4] {
-    [&key.tenant, &key.dag_id, &key.run_id, &key.task_id]
 }
 
 /// Clears the in-flight mark however the dispatch ends, so that a dropped dispatch is offered

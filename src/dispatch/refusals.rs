@@ -1,14 +1,12 @@
-//! The built-in refusals that run before any hook and before the agent token (ADR 0100 §2, §4),
-//! and the effective values they leave for the hook.
+//! The built-in refusals that run before any hook and before the agent token (ADR 0100 §2, §4).
 //!
 //! [`refuse_before_token`] checks, in this order: the declared quantities, the resource unit,
 //! the execution allowlist on the DAG's own fields (which fields, service accounts, priority
 //! classes), the executor policy's `placement.allow_dag_placement`, what Kubernetes accepts in those fields and in the environment's names, limits not
 //! below requests, the source-mode size or the image allowlist (and, on the kubernetes
 //! executor, that there is an image), and the annotations' total size with the pod's own. The
-//! first refusal wins. An attempt that passes gets its [`Effective`] values: the resources
-//! after the unit or `executor.defaults`, and the service account after the default.
-//! [`build_request`] turns them into the [`Request`] a hook sees.
+//! first refusal wins. An attempt that passes gets its [`Effective`] values
+//! ([`effective`](super::effective)), which the hook's request is built from.
 //!
 //! The Kubernetes checks are the ones a hook's changes pass ([`crate::admission::check_entries`]
 //! and its siblings), and they run on every executor: a task that a pod could not carry is
@@ -18,46 +16,22 @@ use std::collections::BTreeMap;
 
 use thiserror::Error;
 
+use super::effective::{Effective, Sized, is_source_mode};
 use super::executor::kubernetes::{ANNOTATION_TASK_INSTANCE_ID, own_annotations};
-use super::settings::{AllowedFields, ExecutorSettings, ResourceDefaults, Settings};
+use super::settings::{AllowedFields, ExecutorSettings, Settings};
 use super::task::Task;
-use super::task_instance_id_len;
-use super::unit::{self, Misfit, UnitError};
+use super::unit::UnitError;
 use crate::admission::{
-    API_VERSION, ChangeError, Execution, Field, MAX_ANNOTATIONS_BYTES, PolicyRefusal,
-    QuantityError, Request, ResourceList, Resources, annotations_bytes, check_annotations_size,
-    check_entries, check_name, check_tolerations, env_name_problem, parse_milli,
-    refuse_dag_placement,
+    ChangeError, Field, MAX_ANNOTATIONS_BYTES, PolicyRefusal, QuantityError, Resources,
+    annotations_bytes, check_annotations_size, check_entries, check_name, check_tolerations,
+    env_name_problem, image_allowed, parse_milli, refuse_dag_placement,
 };
-pub use crate::admission::{image_allowed, image_repository};
 
 /// The longest task instance id (`tenant.dag_id.run_id.task_id`) an attempt may have: its pod
 /// carries the id as an annotation, and a pod's annotations hold [`MAX_ANNOTATIONS_BYTES`]
 /// together, keys included.
 pub const MAX_TASK_INSTANCE_ID_BYTES: usize =
     MAX_ANNOTATIONS_BYTES - ANNOTATION_TASK_INSTANCE_ID.len();
-
-/// The values an attempt runs with once the built-in refusals passed it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Effective {
-    /// The image the attempt runs: the task's own, or the source-mode runtime image when the
-    /// task names none and source mode applies.
-    pub image: String,
-    /// The resources after the resource unit, or without one the task's own, else
-    /// `executor.defaults`.
-    pub resources: Resources,
-    /// The service account: the task's own, else the default task service account.
-    pub service_account: String,
-    /// Whether the task chose the service account itself (false when the default applied).
-    pub service_account_chosen: bool,
-    /// The attempt's size in resource units: the declared size with a unit, 1 without one.
-    pub size: u32,
-    /// Whether the attempt runs in source mode (its DAG source on the runtime image).
-    pub source_mode: bool,
-    /// A misfit tolerated under `executor.unit.enforce: warn`, which the caller logs as
-    /// `task does not fit its size; running it under executor.unit.enforce=warn`.
-    pub unit_warning: Option<Misfit>,
-}
 
 /// Why a built-in check refused an attempt. Permanent: the task fails without retries.
 ///
@@ -181,7 +155,7 @@ pub enum Refusal {
 /// Refuses a task instance id no pod could carry, naming its longest part, rather than leave
 /// the annotations' total to blame the task's own annotations.
 fn check_task_instance_id(task: &Task) -> Result<(), Refusal> {
-    let bytes = task_instance_id_len(&task.key);
+    let bytes = task.key.task_instance_id_len();
     if bytes <= MAX_TASK_INSTANCE_ID_BYTES {
         return Ok(());
     }
@@ -242,31 +216,20 @@ fn check_quantities(resources: &Resources) -> Result<(), Refusal> {
 pub fn refuse_before_token(task: &Task, settings: &Settings) -> Result<Effective, Refusal> {
     check_task_instance_id(task)?;
     check_quantities(&task.resources)?;
-    let (size, resources, unit_warning) = match &settings.unit {
-        Some(resource_unit) => {
-            let fit = unit::fit(resource_unit, task)?;
-            (fit.size, fit.resources, fit.warning)
-        }
-        None => (
-            1,
-            resources_without_unit(&task.resources, &settings.defaults),
-            None,
-        ),
-    };
+    let sized = Sized::of(task, settings)?;
     check_allowlist(task, settings)?;
     if !settings.policy.allow_dag_placement {
         refuse_dag_placement(&task.execution.set_fields())?;
     }
     check_own_fields(task)?;
-    if let Some((resource, limit, request)) = resources.limit_below_request() {
+    if let Some((resource, limit, request)) = sized.resources.limit_below_request() {
         return Err(Refusal::LimitBelowRequest {
             resource,
             limit: limit.to_owned(),
             request: request.to_owned(),
         });
     }
-    let source_mode = settings.source_mode.enabled
-        && (task.image.is_empty() || task.image == settings.source_mode.image);
+    let source_mode = is_source_mode(task, settings);
     if source_mode {
         check_source(task, settings.source_mode.max_bytes)?;
     } else {
@@ -278,85 +241,7 @@ pub fn refuse_before_token(task: &Task, settings: &Settings) -> Result<Effective
             error,
         }
     })?;
-    let image = if source_mode && task.image.is_empty() {
-        settings.source_mode.image.clone()
-    } else {
-        task.image.clone()
-    };
-    let chosen = !task.execution.service_account.is_empty();
-    let service_account = if chosen {
-        task.execution.service_account.clone()
-    } else {
-        settings.task_service_account.clone()
-    };
-    Ok(Effective {
-        image,
-        resources,
-        service_account,
-        service_account_chosen: chosen,
-        size,
-        source_mode,
-        unit_warning,
-    })
-}
-
-/// Builds the request a hook sees for one attempt, from the task, its effective values and the
-/// try number.
-///
-/// It copies the identity, operator and execution fields and takes the image, resources,
-/// service account, size and source mode from `effective`. It never copies the environment, the
-/// source, the command or a token: [`Request`] has no field for them.
-pub fn build_request(task: &Task, effective: &Effective, try_number: u32) -> Request {
-    Request {
-        api_version: API_VERSION.to_owned(),
-        tenant: task.key.tenant.clone(),
-        dag_id: task.key.dag_id.clone(),
-        run_id: task.key.run_id.clone(),
-        task_id: task.key.task_id.clone(),
-        try_number,
-        operator: task.operator.clone(),
-        image: effective.image.clone(),
-        resources: effective.resources.clone(),
-        execution: effective_execution(task, effective),
-        size: effective.size,
-        source_mode: effective.source_mode,
-    }
-}
-
-/// The execution fields an attempt runs with when no hook changes them: the task's own, with
-/// the effective service account.
-///
-/// The path without hooks uses it directly, so that no [`Request`] is built; [`build_request`]
-/// uses it for the request's execution.
-pub fn effective_execution(task: &Task, effective: &Effective) -> Execution {
-    let own = &task.execution;
-    Execution {
-        service_account: effective.service_account.clone(),
-        service_account_chosen: effective.service_account_chosen,
-        node_selector: own.node_selector.clone(),
-        tolerations: own.tolerations.clone(),
-        priority_class: own.priority_class_name.clone(),
-        runtime_class_name: String::new(),
-        labels: own.labels.clone(),
-        annotations: own.annotations.clone(),
-    }
-}
-
-/// The resources of a task when no unit is set: its own when it declares any, else the CPU and
-/// memory of `executor.defaults` as requests and limits.
-fn resources_without_unit(declared: &Resources, defaults: &ResourceDefaults) -> Resources {
-    if !declared.is_empty() {
-        return declared.clone();
-    }
-    let list = ResourceList {
-        cpu: defaults.cpu.clone(),
-        memory: defaults.memory.clone(),
-        ephemeral_storage: None,
-    };
-    Resources {
-        requests: list.clone(),
-        limits: list,
-    }
+    Ok(Effective::new(task, settings, sized, source_mode))
 }
 
 fn check_allowlist(task: &Task, settings: &Settings) -> Result<(), Refusal> {
@@ -408,7 +293,7 @@ fn check_allowlist(task: &Task, settings: &Settings) -> Result<(), Refusal> {
 ///
 /// # Errors
 /// [`Refusal::Invalid`] naming the field, or [`Refusal::InvalidEnvName`].
-pub fn check_own_fields(task: &Task) -> Result<(), Refusal> {
+pub(crate) fn check_own_fields(task: &Task) -> Result<(), Refusal> {
     let own = &task.execution;
     let invalid = |field: &'static str| move |error| Refusal::Invalid { field, error };
     check_entries(Field::Label, &own.labels).map_err(invalid("execution.labels"))?;
@@ -444,13 +329,13 @@ pub fn check_own_fields(task: &Task) -> Result<(), Refusal> {
 ///
 /// # Errors
 /// [`ChangeError::AnnotationsTooLarge`] with the total.
-pub fn check_pod_annotations(
+pub(crate) fn check_pod_annotations(
     annotations: &BTreeMap<String, String>,
     task: &Task,
     source_mode: bool,
 ) -> Result<(), ChangeError> {
     let source = source_mode.then_some(task.source.as_deref()).flatten();
-    let own: usize = own_annotations(task_instance_id_len(&task.key), source.map(str::len))
+    let own: usize = own_annotations(task.key.task_instance_id_len(), source.map(str::len))
         .map(|(key, value)| key.len() + value)
         .sum();
     check_annotations_size(annotations_bytes(annotations) + own)

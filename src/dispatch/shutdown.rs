@@ -52,13 +52,13 @@ impl Shutdown {
 /// pipeline's followers of launched attempts), so that shutdown can wait until all of it is done.
 /// Cheap to clone; every clone counts the same work.
 #[derive(Debug, Clone)]
-pub struct Tracker {
+pub(crate) struct Tracker {
     live: Arc<watch::Sender<usize>>,
 }
 
 /// One piece of work a [`Tracker`] counts, until it is dropped.
 #[derive(Debug)]
-pub struct Tracked {
+pub(crate) struct Tracked {
     live: Arc<watch::Sender<usize>>,
 }
 
@@ -72,23 +72,18 @@ impl Default for Tracker {
 
 impl Tracker {
     /// Counts one more piece of work until the returned guard is dropped.
-    pub fn track(&self) -> Tracked {
+    pub(crate) fn track(&self) -> Tracked {
         self.live.send_modify(|live| *live += 1);
         Tracked {
             live: Arc::clone(&self.live),
         }
     }
 
-    /// How many pieces of work are live now.
-    pub fn live(&self) -> usize {
-        *self.live.borrow()
-    }
-
     /// Resolves once no work is live.
     ///
     /// # Cancel safety
     /// Cancel safe: it only waits.
-    pub async fn idle(&self) {
+    pub(crate) async fn idle(&self) {
         let mut live = self.live.subscribe();
         // The sender lives in `self`, so the channel cannot close while this waits.
         let _ = live.wait_for(|live| *live == 0).await;

@@ -137,7 +137,7 @@ impl TaskInstance {
 
 /// Why a `queued` attempt goes back to `scheduled`, and what that costs.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Requeue {
+pub(crate) enum Requeue {
     /// The executor shut down before the process started: nothing is spent, and it is offered
     /// at once to whoever dispatches next.
     HandedBack,
@@ -170,7 +170,7 @@ pub enum Waited {
 /// What spending a dispatch attempt did: the task is offered again after its backoff, or that
 /// was its last attempt and it failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Spent {
+pub(crate) enum Spent {
     /// Attempts remain: still scheduled, offered again once the backoff has passed.
     Retrying,
     /// The last attempt is spent: the task failed as `dispatch_failed`.
@@ -420,7 +420,7 @@ impl TaskStore {
 
     /// Hands back an attempt the buffer had no room for, and makes it the first the next tick
     /// takes, so that a deferral delays an attempt by one tick, never by a whole rotation.
-    pub fn defer(&self, key: &TaskKey) {
+    pub(crate) fn defer(&self, key: &TaskKey) {
         let released = self.release(key);
         let mut index = self.offerable();
         if let Some(ready_at) = released {
@@ -554,7 +554,12 @@ impl TaskStore {
     /// Records an executor error at dispatch (Dexaflow's `Rejected`): spends a dispatch attempt
     /// and backs off (5s·2^(n−1), at most 5 minutes), or fails the task after
     /// [`MAX_DISPATCH_ATTEMPTS`].
-    pub fn record_dispatch_failure(&self, key: &TaskKey, cause: Reason, now: Instant) -> Spent {
+    pub(crate) fn record_dispatch_failure(
+        &self,
+        key: &TaskKey,
+        cause: Reason,
+        now: Instant,
+    ) -> Spent {
         let mut rows = self.shard(key);
         match rows.get_mut(key) {
             Some(row) if row.state == State::Scheduled => {
@@ -586,7 +591,7 @@ impl TaskStore {
     /// Puts a `queued` attempt whose process never started back to `scheduled` (Dexaflow's
     /// `RequeueDispatch`), guarded on the state and the attempt epoch; [`Requeue`] says what it
     /// costs. A requeue that spends the last dispatch attempt fails the task instead.
-    pub fn requeue(&self, key: &TaskKey, epoch: u64, why: Requeue, now: Instant) -> Write {
+    pub(crate) fn requeue(&self, key: &TaskKey, epoch: u64, why: Requeue, now: Instant) -> Write {
         let mut rows = self.shard(key);
         let Some(row) = rows.get_mut(key) else {
             return Write::Superseded;

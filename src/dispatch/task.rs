@@ -20,6 +20,29 @@ pub struct TaskKey {
     pub task_id: String,
 }
 
+impl TaskKey {
+    /// The task instance id: `tenant.dag_id.run_id.task_id`, the name the agent token is
+    /// issued for and the pod carries as an annotation.
+    pub fn task_instance_id(&self) -> String {
+        self.parts().join(TASK_INSTANCE_ID_SEPARATOR)
+    }
+
+    /// The length in bytes of [`TaskKey::task_instance_id`], counted without building it: every
+    /// attempt's built-in refusals need only the size of the pod annotation that carries it.
+    pub(crate) fn task_instance_id_len(&self) -> usize {
+        let parts = self.parts();
+        let separators = TASK_INSTANCE_ID_SEPARATOR.len() * (parts.len() - 1);
+        parts.iter().map(|part| part.len()).sum::<usize>() + separators
+    }
+
+    /// The four ids, in the task instance id's order.
+    fn parts(&self) -> [&str; 4] {
+        [&self.tenant, &self.dag_id, &self.run_id, &self.task_id]
+    }
+}
+
+const TASK_INSTANCE_ID_SEPARATOR: &str = ".";
+
 /// `tenant/dag/run/task`, each id with its control and format characters escaped
 /// ([`escape_controls`]), so that a key in a log line or an error cannot forge another line.
 impl fmt::Display for TaskKey {

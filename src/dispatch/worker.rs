@@ -19,7 +19,7 @@ use crossbeam_channel::Receiver;
 use tokio::sync::mpsc;
 
 /// What a worker does with each attempt it takes from the buffer.
-pub trait JobRunner: Send + Sync + 'static {
+pub(crate) trait JobRunner: Send + Sync + 'static {
     /// An attempt as the buffer holds it.
     type Job: Send + Unpin + 'static;
 
@@ -28,7 +28,7 @@ pub trait JobRunner: Send + Sync + 'static {
 }
 
 /// An admission worker draining a buffer of `R::Job` with `R`.
-pub struct AdmissionWorker<R: JobRunner> {
+pub(crate) struct AdmissionWorker<R: JobRunner> {
     buffer: Receiver<R::Job>,
     run: Arc<R>,
     stopping: Arc<AtomicBool>,
@@ -51,19 +51,19 @@ impl<R: JobRunner> std::fmt::Debug for AdmissionWorker<R> {
 /// follows on the next tick.
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "()")]
-pub struct Wake;
+pub(crate) struct Wake;
 
 /// Sent by the dispatcher on shutdown: finish the attempt in hand, take no other, then stop.
 /// Always delivered. Cancelling the attempt in hand is the dispatch's own business (its shutdown
 /// signal), so that it can hand the attempt back and say so.
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "()")]
-pub struct Stop;
+pub(crate) struct Stop;
 
 impl<R: JobRunner> AdmissionWorker<R> {
     /// A worker that drains `buffer` by calling `run` on each attempt, holding `done` until it
     /// stops.
-    pub fn new(
+    pub(crate) fn new(
         buffer: Receiver<R::Job>,
         run: Arc<R>,
         done: mpsc::Sender<()>,

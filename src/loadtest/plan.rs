@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 use super::LoadTestError;
 use super::spec::{HookFlag, Synthetic, WebhookFiles};
 use super::timer::{HookTimer, TimerThread};
-use crate::admission::{Chain, Hook};
+use crate::admission::Hook;
 use crate::config::{
     BREAKER_FAILURE_COUNTS, BUFFER_SIZES, Mismatch, WORKER_COUNTS, WORKER_THREAD_COUNTS,
     chain_holds_a_call, duration_at_least, integer_in, max_backoff_covers_backoff,
@@ -26,7 +26,7 @@ use crate::dispatch::{Parts, Pipeline, Settings, Settled, TaskStore};
 use crate::events::Observer;
 use crate::hooks::{SpecError, Webhook, WebhookSpec};
 use crate::install::Install;
-use crate::supervise::{self, SupervisedChain};
+use crate::supervise::{self, ChainBuilder};
 
 /// How many attempts a run offers.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -372,12 +372,10 @@ impl Plan {
         timer: Option<&TimerThread>,
     ) -> Pipeline {
         let settings = Arc::new(self.dispatch_settings());
-        let chain = self
-            .synthetic_hooks(timer)
-            .into_iter()
-            .fold(Chain::new(settings.change_rules()), Chain::with_hook);
-        let chain = (!chain.is_empty())
-            .then(|| SupervisedChain::start(chain, &self.supervise, observer.clone()));
+        let chain = ChainBuilder::new(settings.change_rules(), self.supervise.clone())
+            .hooks(self.synthetic_hooks(timer))
+            .observer(observer.clone())
+            .start();
         Pipeline::new(Parts {
             minter: Arc::new(Hs256Minter::new(settings.token.clone())),
             settings,

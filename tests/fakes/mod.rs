@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use actix::{Actor, Addr};
-use dexaflow_admission::admission::{Chain, Changes, Decision, Hook, HookError};
+use dexaflow_admission::admission::{Changes, Decision, Hook, HookError};
 use dexaflow_admission::dispatch::executor::{
     Admitted, ExecuteFuture, Executor, ExecutorError, Launched,
 };
@@ -25,7 +25,7 @@ use dexaflow_admission::dispatch::{
     TickReport, Ticking,
 };
 use dexaflow_admission::events::Ignore;
-use dexaflow_admission::supervise::{self, BreakerSettings, Gate, SupervisedChain};
+use dexaflow_admission::supervise::{self, BreakerSettings, ChainBuilder, Gate, SupervisedChain};
 use tokio::sync::mpsc;
 
 /// The chaos mix's answer for `roll` (0 to 6): admit, admit with a label changed, hold, refuse,
@@ -322,18 +322,15 @@ pub fn start_with(
     minter: RecordingMinter,
 ) -> Harness {
     // The rules the binary builds from the same settings, the resource unit included.
-    let chain = hooks
-        .into_iter()
-        .fold(Chain::new(settings.change_rules()), Chain::with_hook);
-    let chain =
-        (!chain.is_empty()).then(|| SupervisedChain::start(chain, &supervision, Arc::new(Ignore)));
+    let chain = ChainBuilder::new(settings.change_rules(), supervision)
+        .hooks(hooks)
+        .start();
     let store = TaskStore::new();
     let executor = Arc::new(executor);
     let minter = Arc::new(minter);
-    let settings = Arc::new(settings);
     let (events_tx, events) = mpsc::unbounded_channel();
     let pipeline = Arc::new(Pipeline::new(Parts {
-        settings: Arc::clone(&settings),
+        settings: Arc::new(settings),
         store: store.clone(),
         chain: chain.clone(),
         minter: minter.clone(),
@@ -341,7 +338,7 @@ pub fn start_with(
         observer: Arc::new(Ignore),
         events: Some(events_tx),
     }));
-    let dispatcher = Dispatcher::new(Arc::clone(&pipeline), settings, Ticking::Manual).start();
+    let dispatcher = Dispatcher::new(Arc::clone(&pipeline), Ticking::Manual).start();
     Harness {
         dispatcher,
         pipeline,
