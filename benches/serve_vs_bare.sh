@@ -2,12 +2,14 @@
 # `serve` against a bare hyper server on the same TLS, in one run: builds release, makes a
 # certificate when target/serve-tls/ has none, starts `serve` (examples/serve.yaml) and
 # examples/fixed_tls_server on free loopback ports, then for ROUNDS rounds runs wrk on each
-# path, serve then the bare server back to back, and prints each round's requests per second,
-# the medians and the ratio of the medians. Then p99 at RATE requests/s (examples/rate_client,
+# path, serve then the bare server back to back, and prints each round's requests per second
+# and each server's own CPU time per request, the medians and the ratios of the medians (the
+# CPU ratio is the steadier of the two on a machine that other work shares). Then p99 at RATE requests/s (examples/rate_client,
 # open loop) on each path and the bare server, once each, unless RATE=0.
 #
 #   benches/serve_vs_bare.sh                      # 3 rounds of 10 s, 64 connections, 2 threads
 #   ROUNDS=5 DURATION=15s CONNECTIONS=64 THREADS=2 RATE=1000 RATE_DURATION=15s benches/serve_vs_bare.sh
+#   SERVE_BIN=target/old/release/dexaflow-admission BUILD=0 benches/serve_vs_bare.sh
 #
 # Needs wrk (Debian's package `wrk`) and openssl; run from anywhere in the repository.
 set -euo pipefail
@@ -27,6 +29,8 @@ if [ "$BUILD" = 1 ]; then
 fi
 target=${CARGO_TARGET_DIR:-target}
 bin=$target/release
+# The `serve` measured: another build's binary, to compare two commits beside the same baseline.
+serve_bin=${SERVE_BIN:-$bin/dexaflow-admission}
 
 tls=target/serve-tls
 if [ ! -s "$tls/tls.crt" ]; then
@@ -59,7 +63,7 @@ serve_port=$(free_port)
 bare_port=$(free_port)
 DEXAFLOW_SERVER_LISTEN=127.0.0.1:$serve_port DEXAFLOW_SERVER_PROBE_LISTEN=127.0.0.1:0 \
   DEXAFLOW_METRICS_LISTEN=127.0.0.1:0 \
-  "$bin/dexaflow-admission" serve --config examples/serve.yaml >"$work/serve.out" 2>"$work/serve.err" &
+  "$serve_bin" serve --config examples/serve.yaml >"$work/serve.out" 2>"$work/serve.err" &
 pids+=($!)
 "$bin/examples/fixed_tls_server" --listen "127.0.0.1:$bare_port" \
   --cert "$tls/tls.crt" --key "$tls/tls.key" >"$work/bare.out" 2>&1 &
@@ -78,16 +82,24 @@ paths=(
   "/dags/validate examples/load/dag.json"
 )
 
-rps() { # url body -> requests per second, or 0 when wrk saw errors
-  local out
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+
+rps() { # url body pid -> "requests/s CPU-µs-per-request" (the server's own CPU time per request,
+  # which other work on the machine disturbs less than the rate); "0 0" when wrk saw errors
+  local out before after
+  before=$(cpu_ticks "$3")
   out=$(wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" -s examples/wrk_post.lua "$1" -- "$2")
+  after=$(cpu_ticks "$3")
   if grep -q "Non-2xx" <<<"$out"; then
     echo "serve_vs_bare: non-2xx answers from $1:" >&2
     echo "$out" >&2
-    echo 0
+    echo "0 0"
     return
   fi
-  awk '/^Requests\/sec:/ { print $2 }' <<<"$out"
+  awk -v ticks=$((after - before)) -v hz="$(getconf CLK_TCK)" '
+    / requests in / { requests = $1 }
+    /^Requests\/sec:/ { rate = $2 }
+    END { printf "%s %.2f\n", rate, (requests > 0) ? 1e6 * ticks / hz / requests : 0 }' <<<"$out"
 }
 
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
@@ -96,22 +108,25 @@ echo "wrk -t$THREADS -c$CONNECTIONS -d$DURATION, $ROUNDS rounds, serve then bare
 for round in $(seq "$ROUNDS"); do
   for entry in "${paths[@]}"; do
     read -r path body <<<"$entry"
-    s=$(rps "https://localhost:$serve_port$path" "$body")
-    b=$(rps "https://localhost:$bare_port$path" "$body")
-    echo "$path $s $b" >>"$work/rps"
-    printf 'round %d  %-15s serve %10.0f  bare %10.0f  ratio %.2f\n' "$round" "$path" "$s" "$b" \
-      "$(awk -v s="$s" -v b="$b" 'BEGIN { print (b > 0) ? s / b : 0 }')"
+    read -r s sc < <(rps "https://localhost:$serve_port$path" "$body" "${pids[0]}")
+    read -r b bc < <(rps "https://localhost:$bare_port$path" "$body" "${pids[1]}")
+    echo "$path $s $b $sc $bc" >>"$work/rps"
+    printf 'round %d  %-15s serve %8.0f/s %6.1f µs CPU  bare %8.0f/s %6.1f µs CPU  ratio %.2f (CPU %.2f)\n' \
+      "$round" "$path" "$s" "$sc" "$b" "$bc" \
+      "$(awk -v s="$s" -v b="$b" 'BEGIN { print (b > 0) ? s / b : 0 }')" \
+      "$(awk -v s="$sc" -v b="$bc" 'BEGIN { print (s > 0) ? b / s : 0 }')"
   done
 done
 echo
-printf '%-15s %14s %14s %18s %22s\n' path "serve median" "bare median" "ratio of medians" "round ratios"
+echo "ratio: serve's requests/s over bare's; CPU ratio: bare's CPU per request over serve's (1 = as cheap)"
+printf '%-15s %12s %12s %8s %14s %14s %10s\n' path "serve req/s" "bare req/s" ratio "serve µs/req" "bare µs/req" "CPU ratio"
 for entry in "${paths[@]}"; do
   read -r path _ <<<"$entry"
-  s=$(awk -v p="$path" '$1 == p { print $2 }' "$work/rps" | median)
-  b=$(awk -v p="$path" '$1 == p { print $3 }' "$work/rps" | median)
-  ratios=$(awk -v p="$path" '$1 == p { printf "%s%.2f", sep, ($3 > 0) ? $2 / $3 : 0; sep = " " }' "$work/rps")
-  printf '%-15s %14.0f %14.0f %18.2f %22s\n' "$path" "$s" "$b" \
-    "$(awk -v s="$s" -v b="$b" 'BEGIN { print (b > 0) ? s / b : 0 }')" "$ratios"
+  column() { awk -v p="$path" -v c="$1" '$1 == p { print $c }' "$work/rps" | median; }
+  s=$(column 2) b=$(column 3) sc=$(column 4) bc=$(column 5)
+  printf '%-15s %12.0f %12.0f %8.2f %14.1f %14.1f %10.2f\n' "$path" "$s" "$b" \
+    "$(awk -v s="$s" -v b="$b" 'BEGIN { print (b > 0) ? s / b : 0 }')" "$sc" "$bc" \
+    "$(awk -v s="$sc" -v b="$bc" 'BEGIN { print (s > 0) ? b / s : 0 }')"
 done
 
 if [ "$RATE" != 0 ]; then
