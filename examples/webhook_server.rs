@@ -37,6 +37,9 @@ struct Args {
     /// How long to wait before each answer, standing for the work a real webhook does.
     #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
     delay: Duration,
+    /// Offer HTTP/1.1 only (by default HTTP/2 too, which clients prefer), to compare the two.
+    #[arg(long)]
+    http1_only: bool,
 }
 
 /// The answer to one call, by tenant.
@@ -94,7 +97,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .with_safe_default_protocol_versions()?
         .with_no_client_auth()
         .with_single_cert(vec![made.cert.der().clone()], key)?;
-    tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    tls.alpn_protocols = if args.http1_only {
+        vec![b"http/1.1".to_vec()]
+    } else {
+        vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+    };
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
     let listener = tokio::net::TcpListener::bind(args.listen).await?;
     let address = listener.local_addr()?;

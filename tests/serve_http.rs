@@ -2,14 +2,16 @@
 
 mod serve_support;
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use dexaflow_admission::events::RequestOutcome;
 use dexaflow_admission::serve::{Answer, Handler, Kind, Registry, Ruling, Service, Unavailable};
 use http::{Method, Request, StatusCode};
-use http_body_util::Full;
+use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
+use hyper_util::rt::TokioIo;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use serve_support::{
@@ -383,23 +385,45 @@ impl Handler for Misbehaving {
         &order.uid
     }
 
-    async fn handle(&self, order: Order, deadline: Instant) -> Result<Answer<Done>, Unavailable> {
-        match order.act.as_str() {
-            "panic" => panic!("the handler broke on {}", order.uid),
-            "stall" => {
-                // Well past the deadline: only the serve function's deadline ends the wait.
-                tokio::time::sleep_until(deadline + Duration::from_secs(3600)).await;
-            }
-            _ => {}
+    fn check(order: &Order) -> Result<(), String> {
+        if order.act == "panic_checking" {
+            panic!("the check broke on {}", order.uid);
         }
-        Ok(Answer {
-            ruling: if order.act == "patch" {
-                Ruling::Patched
-            } else {
-                Ruling::Allowed
-            },
-            body: Done { uid: order.uid },
-        })
+        Ok(())
+    }
+
+    fn handle(
+        &self,
+        order: Order,
+        deadline: Instant,
+    ) -> impl Future<Output = Result<Answer<Done>, Unavailable>> + Send {
+        // Before the future exists: a handler's own code, run when it is called.
+        if order.act == "panic_building" {
+            panic!("the handler broke building its future for {}", order.uid);
+        }
+        async move {
+            match order.act.as_str() {
+                "panic" => panic!("the handler broke on {}", order.uid),
+                "panic_after_waiting" => {
+                    // Polled once, pending, then polled again: the panic comes on a later poll.
+                    tokio::task::yield_now().await;
+                    panic!("the handler broke after waiting on {}", order.uid);
+                }
+                "stall" => {
+                    // Well past the deadline: only the serve function's deadline ends the wait.
+                    tokio::time::sleep_until(deadline + Duration::from_secs(3600)).await;
+                }
+                _ => {}
+            }
+            Ok(Answer {
+                ruling: if order.act == "patch" {
+                    Ruling::Patched
+                } else {
+                    Ruling::Allowed
+                },
+                body: Done { uid: order.uid },
+            })
+        }
     }
 }
 
@@ -448,6 +472,84 @@ async fn a_panic_in_a_handler_is_answered_500_with_the_uid_and_counted() {
         ),
         Some(1.0)
     );
+}
+
+/// Sends `bodies` to `/test/mutate` one after the other over one kept-alive connection, and
+/// gives each answer's status and JSON body.
+async fn over_one_connection(
+    running: &serve_support::Running,
+    bodies: &[serde_json::Value],
+) -> Vec<(StatusCode, serde_json::Value)> {
+    let tls = running.client.connect().await;
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+        .await
+        .expect("an HTTP/1.1 handshake");
+    tokio::spawn(connection);
+    let mut answers = Vec::new();
+    for body in bodies {
+        let request = Request::post("/test/mutate")
+            .header(http::header::HOST, "localhost")
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(Full::new(Bytes::from(body.to_string())))
+            .expect("a request");
+        let response = sender
+            .send_request(request)
+            .await
+            .expect("an answer on the same connection");
+        let status = response.status();
+        let bytes = response
+            .into_body()
+            .collect()
+            .await
+            .expect("the whole body")
+            .to_bytes();
+        answers.push((status, serde_json::from_slice(&bytes).expect("JSON")));
+    }
+    answers
+}
+
+/// Asserts that a request acting `act` is answered 500 naming `uid` (when the body was decoded
+/// far enough to know it), that the next request on the same connection is answered, and that
+/// both are counted.
+async fn assert_panic_answered_and_connection_kept(act: &str, uid: Option<&str>) {
+    let recorder = recorder();
+    let running = start_with(|_, _| {}, with_misbehaving, Some(&recorder)).await;
+    let answers = over_one_connection(
+        &running,
+        &[
+            json!({"uid": "u-42", "act": act}),
+            json!({"uid": "u-43", "act": "answer"}),
+        ],
+    )
+    .await;
+    assert_eq!(answers[0].0, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(answers[0].1["error"], "the service failed on this request");
+    assert_eq!(answers[0].1.get("uid").and_then(|uid| uid.as_str()), uid);
+    assert_eq!(answers[1].0, StatusCode::OK);
+    assert_eq!(answers[1].1["uid"], "u-43");
+    let scrape = recorder.handle().render();
+    for outcome in ["panic", "allowed"] {
+        let series = format!(
+            r#"dexaflow_server_requests_total{{service="/test/mutate",outcome="{outcome}"}}"#
+        );
+        assert_eq!(sample(&scrape, &series), Some(1.0), "{series}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_panicking_while_it_builds_its_future_is_answered_500_and_its_connection_serves_on()
+ {
+    assert_panic_answered_and_connection_kept("panic_building", Some("u-42")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_panicking_on_a_later_poll_is_answered_500_and_its_connection_serves_on() {
+    assert_panic_answered_and_connection_kept("panic_after_waiting", Some("u-42")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_panicking_on_a_decoded_request_is_answered_500_and_its_connection_serves_on() {
+    assert_panic_answered_and_connection_kept("panic_checking", None).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -21,6 +21,7 @@
 //! Every answer is JSON with its `Content-Type`; an error is `{"error": "...", "uid": "..."}`,
 //! with `uid` only once the body was decoded.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,6 +39,7 @@ use super::auth::BearerToken;
 use super::registry::{Kind, Router, Ruling, Unavailable};
 use crate::admission::{Grammar, is_json_content_type, parse_nanos};
 use crate::events::{RequestOutcome, ServerEvents};
+use crate::supervise::{catch_panic, panic_message};
 
 /// The timeout assumed when the caller sends none: admissionregistration v1's default.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -314,27 +316,34 @@ where
     if body.is_empty() {
         return invalid(StatusCode::BAD_REQUEST, "the body is empty");
     }
-    let started = match Arc::clone(&route.endpoint).start(&body, deadline) {
-        Ok(started) => started,
-        Err(message) => {
+    // Decoding and checking run the service's own code (its `Deserialize`, `check` and `uid`):
+    // a panic there is the handler's too.
+    let start = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        Arc::clone(&route.endpoint).start(&body, deadline)
+    }));
+    let started = match start {
+        Ok(Ok(started)) => started,
+        Ok(Err(message)) => {
             return invalid(
                 StatusCode::BAD_REQUEST,
                 &format!("the body is not a valid request: {message}"),
             );
         }
+        Err(payload) => return panicked(&panic_message(payload.as_ref()), None),
     };
     let uid = started.uid;
-    // A task of its own: a panic in the handler ends that task, not the connection.
-    let mut task = tokio::spawn(started.answer);
-    let joined = tokio::select! {
-        joined = &mut task => joined,
-        () = tokio::time::sleep_until(deadline) => {
-            task.abort();
-            return (
-                RequestOutcome::Timeout,
-                error(StatusCode::SERVICE_UNAVAILABLE, "the service did not answer before its deadline", Some(&uid)),
-            );
-        }
+    // In place, on the connection's task: a panic while the handler builds its future or while
+    // it is polled ends this request with a 500, not the connection, and costs no task. The
+    // answer is polled before the deadline, so the timer is armed only when it has to wait.
+    let Ok(joined) = tokio::time::timeout_at(deadline, catch_panic(|| started.answer)).await else {
+        return (
+            RequestOutcome::Timeout,
+            error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the service did not answer before its deadline",
+                Some(&uid),
+            ),
+        );
     };
     match joined {
         Ok(Ok(answer)) if answer.ruling == Ruling::Patched && route.kind == Kind::Validating => {
@@ -356,21 +365,22 @@ where
             RequestOutcome::Unavailable,
             error(StatusCode::SERVICE_UNAVAILABLE, &message, Some(&uid)),
         ),
-        Err(join) => {
-            let message = if join.is_panic() {
-                crate::supervise::panic_message(join.into_panic().as_ref())
-            } else {
-                "the handler was cancelled".to_owned()
-            };
-            tracing::error!(%uid, "a handler panicked: {message}");
-            (
-                RequestOutcome::Panic,
-                error(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "the service failed on this request",
-                    Some(&uid),
-                ),
-            )
-        }
+        Err(message) => panicked(&message, Some(&uid)),
     }
+}
+
+/// The answer to a request whose handler panicked: logged with `message`, answered 500.
+fn panicked(message: &str, uid: Option<&str>) -> (RequestOutcome, Response<Full<Bytes>>) {
+    match uid {
+        Some(uid) => tracing::error!(%uid, "a handler panicked: {message}"),
+        None => tracing::error!("a handler panicked: {message}"),
+    }
+    (
+        RequestOutcome::Panic,
+        error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the service failed on this request",
+            uid,
+        ),
+    )
 }

@@ -1,5 +1,7 @@
-//! Panic recovery around one hook call: a panicking hook becomes [`HookError::Panicked`] and
-//! never unwinds into a worker, the dispatcher or a breaker.
+//! Panic recovery around one call, in place: a panicking hook becomes
+//! [`crate::admission::HookError::Panicked`] and never unwinds into a worker, the dispatcher or a
+//! breaker; a panicking service handler of the server is answered 500 and never ends its
+//! connection.
 
 use std::any::Any;
 use std::future::Future;
@@ -7,14 +9,13 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use crate::admission::{Decision, HookError, HookFuture};
-
-/// Calls `start` to build the hook's future and drives it, turning a panic in either step into
-/// [`HookError::Panicked`] with the panic message.
+/// Calls `start` to build a future and drives it in place, on the caller's task; a panic in
+/// either step ends the future with `Err` and the panic message, instead of unwinding into
+/// whoever polls it.
 ///
-/// A hook may panic while building its future (in `admit` itself) or while it is polled; both
-/// are caught.
-pub(crate) fn catch_panic<'a>(start: impl FnOnce() -> HookFuture<'a>) -> CatchPanic<'a> {
+/// A hook (or a service's handler) may panic while building its future (in `admit` itself,
+/// before its first `.await`) or while it is polled; both are caught. No task is spawned.
+pub(crate) fn catch_panic<F: Future + Unpin>(start: impl FnOnce() -> F) -> CatchPanic<F> {
     match catch_unwind(AssertUnwindSafe(start)) {
         Ok(inner) => CatchPanic {
             inner: Some(inner),
@@ -27,13 +28,14 @@ pub(crate) fn catch_panic<'a>(start: impl FnOnce() -> HookFuture<'a>) -> CatchPa
     }
 }
 
-/// The future [`catch_panic`] returns.
-pub(crate) struct CatchPanic<'a> {
-    inner: Option<HookFuture<'a>>,
+/// The future [`catch_panic`] returns: the inner future's output, or `Err` with the message of
+/// its panic.
+pub(crate) struct CatchPanic<F> {
+    inner: Option<F>,
     early: Option<String>,
 }
 
-impl std::fmt::Debug for CatchPanic<'_> {
+impl<F> std::fmt::Debug for CatchPanic<F> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CatchPanic")
             .field("panicked_early", &self.early)
@@ -41,28 +43,26 @@ impl std::fmt::Debug for CatchPanic<'_> {
     }
 }
 
-impl Future for CatchPanic<'_> {
-    type Output = Result<Decision, HookError>;
+impl<F: Future + Unpin> Future for CatchPanic<F> {
+    type Output = Result<F::Output, String>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         if let Some(message) = self.early.take() {
-            return Poll::Ready(Err(HookError::Panicked(message)));
+            return Poll::Ready(Err(message));
         }
         let Some(inner) = self.inner.as_mut() else {
-            return Poll::Ready(Err(HookError::Panicked(
-                "polled after completion".to_owned(),
-            )));
+            return Poll::Ready(Err("polled after completion".to_owned()));
         };
-        match catch_unwind(AssertUnwindSafe(|| inner.as_mut().poll(cx))) {
+        match catch_unwind(AssertUnwindSafe(|| Pin::new(inner).poll(cx))) {
             Ok(Poll::Pending) => Poll::Pending,
-            Ok(Poll::Ready(result)) => {
+            Ok(Poll::Ready(output)) => {
                 self.inner = None;
-                Poll::Ready(result)
+                Poll::Ready(Ok(output))
             }
             Err(payload) => {
-                // The hook's future is in an unknown state after a panic: drop it, never poll it again.
+                // The future is in an unknown state after a panic: drop it, never poll it again.
                 self.inner = None;
-                Poll::Ready(Err(HookError::Panicked(panic_message(payload.as_ref()))))
+                Poll::Ready(Err(panic_message(payload.as_ref())))
             }
         }
     }

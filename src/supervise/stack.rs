@@ -71,12 +71,12 @@ impl Supervised {
             return Err(HookError::BudgetSpent(Duration::ZERO));
         }
         let pass = self.gate.enter()?;
-        match timeout(
-            allowed,
-            catch_panic(|| self.hook.admit_within(request, allowed)),
-        )
-        .await
-        {
+        let call = async {
+            catch_panic(|| self.hook.admit_within(request, allowed))
+                .await
+                .unwrap_or_else(|message| Err(HookError::Panicked(message)))
+        };
+        match timeout(allowed, call).await {
             Some(result) => self.finished(pass, result),
             // Cut by the budget the hooks before it spent: dropping the pass counts nothing.
             None if limit.is_set_by_budget() => Err(HookError::BudgetSpent(allowed)),
