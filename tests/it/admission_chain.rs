@@ -1,7 +1,7 @@
 //! The hook chain (ADR 0100 §5, §6): order, what each hook sees, who decides, and how each call
 //! is counted.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! `ChangeRules::check` and `apply_changes` directly and, where the chain adds something (naming
 //! the hook, leaving the request as it was), through the `Chain`.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 

@@ -2,7 +2,7 @@
 //! cleaner's output, the chain as a fold of `apply_changes`, and that no change the chain accepts
 //! leaves a reserved or Kubernetes-invalid key or value on the request.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;

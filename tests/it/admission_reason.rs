@@ -1,7 +1,7 @@
 //! The reason cleaner (ADR 0100 §5): control and format characters go, then the text is cut to
 //! 512 bytes on a character boundary; the chain cleans every reason and cause it reports.
 
-mod common;
+use crate::common;
 
 use common::{FakeHook, sample_request};
 use dexaflow_admission::admission::{

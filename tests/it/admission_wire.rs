@@ -3,7 +3,7 @@
 //! (`api_version`, `uid`, `decision`, `reason`, `changes`), each decoded strictly, and the rules
 //! of an answer, each a typed error.
 
-mod common;
+use crate::common;
 
 use common::{equal_toleration, sample_request};
 use dexaflow_admission::admission::{

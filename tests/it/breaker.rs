@@ -1,7 +1,7 @@
 //! The per-hook breaker and the supervised call (ADR 0100 §5): what a breaker counts, when it
 //! opens and probes, the deadline of a call and the chain budget's cut, on tokio's paused clock.
 
-mod common;
+use crate::common;
 
 use std::collections::VecDeque;
 use std::future::Future;

@@ -3,8 +3,8 @@
 //! workload, an empty workload, output to a closed pipe or a full device, colour; and the
 //! table and summary `src/report.rs` builds for them.
 
-mod fakes;
-mod processes;
+use crate::fakes;
+use crate::processes;
 
 use std::io::Read as _;
 use std::process::{Output, Stdio};

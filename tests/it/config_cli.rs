@@ -4,7 +4,7 @@
 
 #![cfg(unix)]
 
-mod processes;
+use crate::processes;
 
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;

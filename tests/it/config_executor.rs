@@ -4,7 +4,7 @@
 
 #![cfg(unix)]
 
-mod processes;
+use crate::processes;
 
 use std::path::Path;
 use std::process::Output;

@@ -1,7 +1,7 @@
 //! The dispatch path on synchronous dispatch (`buffer_size: 0`): ADR 0100 §2, §4, §5, §6.
 
-mod common;
-mod fakes;
+use crate::common;
+use crate::fakes;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

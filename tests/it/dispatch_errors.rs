@@ -2,8 +2,8 @@
 //! each rejects the attempt and spends a dispatch attempt, the backoff doubles from 5 s, and the
 //! task fails after Dexaflow's 6 dispatch attempts with the last cause.
 
-mod common;
-mod fakes;
+use crate::common;
+use crate::fakes;
 
 use std::time::Duration;
 

@@ -2,8 +2,8 @@
 //! what Kubernetes accepts in the task's own fields, the image allowlist and the source-mode
 //! size, their order, and the request a hook is shown.
 
-mod common;
-mod fakes;
+use crate::common;
+use crate::fakes;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;

@@ -3,8 +3,8 @@
 //! the rest of the tick is handed back, and ticks after drain or during a running tick are
 //! skipped.
 
-mod common;
-mod fakes;
+use crate::common;
+use crate::fakes;
 
 use std::sync::Arc;
 use std::time::Duration;

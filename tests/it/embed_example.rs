@@ -16,7 +16,7 @@ fn example() -> PathBuf {
         .join(format!("embed{}", std::env::consts::EXE_SUFFIX));
     assert!(
         example.exists(),
-        "{} is missing: `cargo test` builds it, `cargo test --test embed_example` alone does not",
+        "{} is missing: `cargo test` builds it, `cargo test --test it embed_example::` alone does not",
         example.display()
     );
     example

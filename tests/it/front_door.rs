@@ -1,6 +1,6 @@
 //! The front door (`dexaflow_admission::Install`) as a library user drives it: public API only.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! The front door's settings and settled attempts, as a library user meets them: public API
 //! only.
 
-mod common;
+use crate::common;
 
 use common::{FakeHook, load_task, manual_install, offer_load};
 use dexaflow_admission::Install;

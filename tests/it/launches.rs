@@ -4,7 +4,7 @@
 //! process starts, then how it ended; or back to `scheduled` if it never started). On tokio's
 //! paused clock, with an executor the test scripts.
 
-mod fakes;
+use crate::fakes;
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};

@@ -1,7 +1,7 @@
 //! The events an observer is told name the hook they concern (issue 17, item 3), while the
 //! metrics stay labelled by outcome only: public API only, through the front door.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

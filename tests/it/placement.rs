@@ -1,8 +1,8 @@
 //! Placement: a dedicated pod for any attempt a warm worker cannot serve or a hook changed,
 //! judged on the execution with the hook's changes applied.
 
-mod common;
-mod fakes;
+use crate::common;
+use crate::fakes;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //! ids become, the reserved-key filter behind the built-in refusals, source mode, the dry-run
 //! directory and the executor chosen from settings.
 
-mod fakes;
+use crate::fakes;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -3,9 +3,9 @@
 //! the pod manifest the Kubernetes executor writes in its dry run, and no operator hook undoes
 //! what the policy forces.
 
-mod common;
-mod fakes;
-mod webhook_fixture;
+use crate::common;
+use crate::fakes;
+use crate::webhook_fixture;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -671,7 +671,7 @@ async fn the_example_policy_gives_the_outcomes_the_readme_shows() {
     let logs = tempfile::tempdir().expect("a temporary directory");
     let log_dir = logs.path().display().to_string();
     let config = Config::from_yaml_str(
-        include_str!("../examples/policy.yaml"),
+        include_str!("../../examples/policy.yaml"),
         [("DEXAFLOW_EXECUTOR_LITE_LOG_DIR", log_dir.as_str())],
     )
     .expect("the example config is valid");

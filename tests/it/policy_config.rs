@@ -1,7 +1,7 @@
 //! `executor.policy` in the config: strict decoding, boot errors that name their key path, no
 //! environment overrides, and the chain that puts the policy last (ADR 0063, ADR 0100 §7).
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 
@@ -31,7 +31,7 @@ fn single_error(policy: &str) -> String {
 
 #[test]
 fn every_rule_is_read_from_the_file() {
-    let config = parse(include_str!("../examples/policy.yaml"));
+    let config = parse(include_str!("../../examples/policy.yaml"));
 
     let spec = config.policy.expect("the example sets a policy");
     assert_eq!(spec.runtime_class_name.as_deref(), Some("gvisor"));

@@ -24,7 +24,7 @@
 //! Needs `prometheus` and `promtool` on PATH (Debian's `prometheus` package, which `.ci/run`
 //! installs); without them the test fails rather than passing unseen.
 
-mod serve_support;
+use crate::serve_support;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

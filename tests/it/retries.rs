@@ -2,7 +2,7 @@
 //! them: a later try of a settled task reaches the hooks with its try number, and an offer of a
 //! try already made is reported as a duplicate.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -2,8 +2,8 @@
 //! by a supervised chain of the config's hooks and a library user's Rust hooks, with the
 //! server config's own change rules, its status codes, its bearer token and its boot check.
 
-mod common;
-mod serve_support;
+use crate::common;
+use crate::serve_support;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! The `serve` subcommand's wiring: what it says when it cannot start, what it exports, what it
 //! logs.
 
-mod serve_support;
+use crate::serve_support;
 
 use std::path::Path;
 use std::process::Command;

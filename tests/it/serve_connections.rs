@@ -1,7 +1,7 @@
 //! The server's connections over real sockets: the cap on connections served at once, idle
 //! connections closed, a slow request head cut off, and an early answer that reaches the client.
 
-mod serve_support;
+use crate::serve_support;
 
 use std::time::Duration;
 

@@ -1,6 +1,6 @@
 //! `/dags/validate` over HTTPS, and its graph check on large inputs.
 
-mod serve_support;
+use crate::serve_support;
 
 use dexaflow_admission::admission::MAX_REASON_BYTES;
 use dexaflow_admission::serve::dags::{Dag, DagTask, problem};

@@ -3,7 +3,7 @@
 //! the webhook hook pointed at it over TLS with a bearer token, admits, changes, holds and
 //! refuses attempts; its table shows the server's reasons.
 
-mod serve_support;
+use crate::serve_support;
 
 use std::path::Path;
 use std::process::Command;

@@ -1,6 +1,6 @@
 //! The serve function's rules, each against a real HTTPS server on 127.0.0.1 and a real client.
 
-mod serve_support;
+use crate::serve_support;
 
 use std::time::Duration;
 

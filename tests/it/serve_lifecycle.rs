@@ -1,6 +1,6 @@
 //! Start, probes and graceful shutdown of the webhook server, and what fails the start.
 
-mod serve_support;
+use crate::serve_support;
 
 use std::sync::Arc;
 

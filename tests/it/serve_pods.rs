@@ -1,6 +1,6 @@
 //! `/pods/mutate` and `/pods/validate` with AdmissionReviews as the API server sends them.
 
-mod serve_support;
+use crate::serve_support;
 
 use base64::Engine;
 use http::StatusCode;

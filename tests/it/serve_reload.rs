@@ -1,7 +1,7 @@
 //! Hot reload: resource groups and certificates re-read while serving, a bad file never
 //! replacing a good one. Each waits for the change with a bounded poll, never a fixed sleep.
 
-mod serve_support;
+use crate::serve_support;
 
 use std::path::Path;
 

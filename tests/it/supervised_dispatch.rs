@@ -1,8 +1,8 @@
 //! Broken hooks on synchronous and on buffered dispatch, the chain budget, the full buffer,
 //! fail-open, cancellation and drain (ADR 0100 §5).
 
-mod common;
-mod fakes;
+use crate::common;
+use crate::fakes;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! The agent token: an HS256 JWT whose signature verifies with the install's key only, and
 //! whose claims name the attempt.
 
-mod fakes;
+use crate::fakes;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

@@ -6,8 +6,8 @@
 //!
 //! The sockets are real, so the clock is real: tests assert outcomes, never durations.
 
-mod fakes;
-mod webhook_fixture;
+use crate::fakes;
+use crate::webhook_fixture;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

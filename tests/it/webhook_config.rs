@@ -2,7 +2,7 @@
 //! entries, their own timeout and fail-open, and what fails at boot naming the key: a plain
 //! `http` URL to a host that is not loopback, and a file that is missing or holds nothing usable.
 
-mod webhook_fixture;
+use crate::webhook_fixture;
 
 use std::path::Path;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! `execution.admission.webhook.*`, asks a real HTTPS server on 127.0.0.1 about every attempt,
 //! and its table and JSON show the webhook's changes and its cleaned reasons.
 
-mod webhook_fixture;
+use crate::webhook_fixture;
 
 use std::path::Path;
 use std::process::Command;

@@ -1,7 +1,7 @@
 //! `loadtest --hook webhook:URL` runs the real webhook hook against a real HTTPS server on
 //! 127.0.0.1, with the files of `--webhook-ca-bundle` and `--webhook-bearer-token-file`.
 
-mod webhook_fixture;
+use crate::webhook_fixture;
 
 use std::path::PathBuf;
 

@@ -3,12 +3,12 @@
 //! gives, and refusing what the client refuses.
 //!
 //! After a change to the wire types, write the schemas again with
-//! `UPDATE_SCHEMAS=1 cargo test --test webhook_schema`.
+//! `UPDATE_SCHEMAS=1 cargo test --test it webhook_schema::`.
 
-mod common;
-mod webhook_fixture;
+use crate::common;
+use crate::webhook_fixture;
 
-#[path = "../examples/webhook_server.rs"]
+#[path = "../../examples/webhook_server.rs"]
 #[allow(dead_code)]
 mod example_server;
 
@@ -63,7 +63,7 @@ fn committed_schemas_are_the_ones_the_wire_types_generate() {
         let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
         assert!(
             on_disk == generated,
-            "schemas/{name} is stale: run UPDATE_SCHEMAS=1 cargo test --test webhook_schema"
+            "schemas/{name} is stale: run UPDATE_SCHEMAS=1 cargo test --test it webhook_schema::"
         );
     }
 }

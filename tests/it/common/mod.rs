@@ -2,8 +2,9 @@
 //! observer that records what supervision reported, and a paused clock that starts on a timer
 //! tick.
 //!
-//! Each test binary compiles this module on its own and uses only part of it, so items unused by
-//! one binary would warn there; the allow below is for that and nothing else.
+//! A module of the `it` test binary, and compiled again by `#[path]` into other binaries (the
+//! tests of their own in `tests/`, a bench), each of which uses only part of it, so items unused
+//! there would warn; the allow below is for that and nothing else.
 #![allow(dead_code)]
 
 use std::collections::VecDeque;

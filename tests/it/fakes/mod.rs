@@ -1,8 +1,9 @@
 //! Fakes for dispatch tests: an executor and a token minter that record what they were asked,
 //! and settings and tasks to build a dispatcher from.
 //!
-//! Each test binary compiles this module on its own and uses only part of it, so items unused by
-//! one binary would warn there; the allow below is for that and nothing else.
+//! A module of the `it` test binary, and compiled again by `#[path]` into other binaries (the
+//! tests of their own in `tests/`, a bench), each of which uses only part of it, so items unused
+//! there would warn; the allow below is for that and nothing else.
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;

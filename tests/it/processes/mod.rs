@@ -1,8 +1,9 @@
 //! Helpers for tests that run real processes: wait for a file a task writes, read a pid it
 //! wrote, and tell whether a process still runs. Waits are bounded polls, never fixed sleeps.
 //!
-//! Each test binary compiles this module on its own and uses only part of it, so items unused by
-//! one binary would warn there; the allow below is for that and nothing else.
+//! A module of the `it` test binary, and compiled again by `#[path]` into other binaries (the
+//! tests of their own in `tests/`, a bench), each of which uses only part of it, so items unused
+//! there would warn; the allow below is for that and nothing else.
 #![allow(dead_code)]
 
 use std::path::Path;

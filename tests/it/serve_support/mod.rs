@@ -1,7 +1,9 @@
 //! What the `serve_*` tests share: certificates made in the test, a server on 127.0.0.1 port
 //! 0, and a real HTTPS client (hyper over rustls).
 
-#![allow(dead_code)] // Each test binary uses its own part of this module.
+// A module of `it`, and compiled again by `#[path]` into the binaries of their own in `tests/`,
+// each of which uses only its own part of it.
+#![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
