@@ -7,9 +7,9 @@
 //! cargo bench --bench webhook
 //! ```
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/it/common/mod.rs"]
 mod common;
-#[path = "../tests/webhook_fixture/mod.rs"]
+#[path = "../tests/it/webhook_fixture/mod.rs"]
 mod webhook_fixture;
 
 use std::sync::Arc;

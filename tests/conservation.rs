@@ -1,6 +1,7 @@
 //! Nothing is lost: 100,000 attempts through buffered dispatch with a hook that answers at
 //! random, and a shutdown in the middle (DESIGN.md "Nothing is lost").
 
+#[path = "it/fakes/mod.rs"]
 mod fakes;
 
 use std::collections::HashMap;

@@ -1,7 +1,9 @@
 //! The executors: `lite` runs the command with the agent's environment and logs its output,
 //! `kubernetes` builds the pod and writes it in dry-run mode, `null` returns at once.
 
+#[path = "it/fakes/mod.rs"]
 mod fakes;
+#[path = "it/processes/mod.rs"]
 mod processes;
 
 use std::collections::{BTreeMap, BTreeSet};

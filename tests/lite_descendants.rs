@@ -4,6 +4,7 @@
 //! group, which the dispatcher adopts, is reaped rather than left a zombie; and a task's command
 //! does not outlive a dispatcher killed with `kill -9`, which runs no shutdown (Linux).
 
+#[path = "it/processes/mod.rs"]
 mod processes;
 
 use std::path::Path;

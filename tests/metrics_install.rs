@@ -2,6 +2,7 @@
 //! in-process rendering returned. The recorder it installs is process-wide, so this binary holds
 //! one test and installs once.
 
+#[path = "it/serve_support/mod.rs"]
 mod serve_support;
 
 use std::io::{Read, Write};

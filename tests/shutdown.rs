@@ -3,6 +3,7 @@
 //! ends at its execution timeout, and many tasks run under a small limit of open files. And
 //! `loadtest`, stopped by Ctrl-C, reports what it measured.
 
+#[path = "it/processes/mod.rs"]
 mod processes;
 
 use std::io::Read;

@@ -5,6 +5,7 @@
 //! The real clock throughout: worker threads run runtimes of their own, which a paused clock
 //! does not reach. The tests assert outcomes, never durations.
 
+#[path = "it/fakes/mod.rs"]
 mod fakes;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};

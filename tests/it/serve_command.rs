@@ -1,0 +1,151 @@
+//! The `serve` subcommand's wiring: what it says when it cannot start, what it exports, what it
+//! logs.
+
+use crate::serve_support;
+
+use std::path::Path;
+use std::process::Command;
+
+use serve_support::{Authority, Client, Serving, get};
+
+const BINARY: &str = env!("CARGO_BIN_EXE_dexaflow-admission");
+
+/// Runs `serve` with a config naming certificate files in `dir` (which may not exist) and
+/// `extra` arguments; returns the exit code and standard error.
+fn serve(dir: &std::path::Path, extra: &[&str]) -> (Option<i32>, String) {
+    let config = dir.join("config.yaml");
+    let text = format!(
+        "server:\n  listen: 127.0.0.1:0\n  tls: {{cert_file: {0}/tls.crt, key_file: {0}/tls.key}}\nmetrics: {{listen: 127.0.0.1:0}}\n",
+        dir.display()
+    );
+    std::fs::write(&config, text).expect("write the config");
+    let output = Command::new(BINARY)
+        .arg("serve")
+        .arg("--config")
+        .arg(&config)
+        .args(extra)
+        .output()
+        .expect("run the binary");
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn an_unknown_enabled_admission_path_fails_the_start_naming_the_flag() {
+    let dir = tempfile::tempdir().expect("a directory");
+    // Usable files, checked first: the path is then what is wrong.
+    Authority::new().issue().write_to(dir.path());
+    let (code, stderr) = serve(
+        dir.path(),
+        &["--enabled-admission", "/pods/mutate, /jobs/validate"],
+    );
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr
+            .contains("--enabled-admission: enabled admission \"/jobs/validate\" is not a service"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_missing_certificate_file_fails_the_start_naming_it() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let (code, stderr) = serve(dir.path(), &[]);
+    assert_eq!(code, Some(2), "{stderr}");
+    for (key, file) in [
+        ("server.tls.cert_file", "tls.crt"),
+        ("server.tls.key_file", "tls.key"),
+    ] {
+        let line = format!("{key}: reading {}: ", dir.path().join(file).display());
+        assert!(stderr.contains(&line), "{line:?} missing from\n{stderr}");
+    }
+}
+
+#[test]
+fn a_bad_tls_file_fails_the_start_before_the_metrics_exporter_listens() {
+    let dir = tempfile::tempdir().expect("a directory");
+    // Missing files, then a certificate and key that are not PEM.
+    let (code, stderr) = serve(dir.path(), &[]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(!stderr.contains("metrics: listening"), "{stderr}");
+    std::fs::write(dir.path().join("tls.crt"), "not a certificate").expect("write");
+    std::fs::write(dir.path().join("tls.key"), "not a key").expect("write");
+    let (code, stderr) = serve(dir.path(), &[]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("tls.crt"), "{stderr}");
+    assert!(!stderr.contains("metrics: listening"), "{stderr}");
+}
+
+/// Writes a `serve` config for 127.0.0.1 port 0 with a certificate of `authority` in `dir`,
+/// the exporter on port 0, and `extra` lines in the `server` section.
+fn config(authority: &Authority, dir: &Path, extra: &str) -> std::path::PathBuf {
+    let files = authority.issue().write_to(dir);
+    let path = dir.join("serve.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "server:\n  listen: 127.0.0.1:0\n  tls: {{cert_file: {}, key_file: {}{extra}}}\nmetrics: {{listen: 127.0.0.1:0}}\n",
+            files.cert_file.display(),
+            files.key_file.display(),
+        ),
+    )
+    .expect("write the config");
+    path
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_exports_the_hook_and_server_metrics_but_no_dispatch_gauges() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let serving = Serving::start(&config(&Authority::new(), dir.path(), ""));
+    let line = serving.wait_for_stderr("metrics: listening on http://");
+    let url = line
+        .trim()
+        .strip_prefix("metrics: listening on http://")
+        .expect("a URL");
+    let (address, path) = url.split_once('/').expect("a path");
+
+    let (status, scrape) = get(address.parse().expect("an address"), &format!("/{path}"))
+        .await
+        .expect("a scrape");
+
+    assert_eq!(status, http::StatusCode::OK);
+    assert!(
+        scrape.contains("dexaflow_admission_outcomes_total"),
+        "{scrape}"
+    );
+    assert!(
+        scrape.contains("dexaflow_server_requests_in_flight"),
+        "{scrape}"
+    );
+    assert!(!scrape.contains("dexaflow_dispatch_"), "{scrape}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_client_certificate_is_logged_naming_the_peer_and_the_tls_error() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let authority = Authority::new();
+    let clients = Authority::new();
+    let ca = dir.path().join("clients.pem");
+    std::fs::write(&ca, clients.pem()).expect("write the client CA");
+    let serving = Serving::start(&config(
+        &authority,
+        dir.path(),
+        &format!(", client_ca_file: {}", ca.display()),
+    ));
+    assert!(
+        !serving.stderr().contains("client certificate refused"),
+        "{}",
+        serving.stderr()
+    );
+    // A client with no certificate: the server's handshake fails.
+    let client = Client::new(serving.socket_addr(), &authority.der());
+
+    let (peer, _) = client.try_connect().await;
+
+    let line = serving.wait_for_stderr("client certificate refused");
+    assert!(line.contains("WARN"), "{line}");
+    assert!(line.contains(&peer.to_string()), "{line} names {peer}");
+    assert!(line.to_lowercase().contains("certificate"), "{line}");
+}
