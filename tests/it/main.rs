@@ -42,6 +42,7 @@ mod embed_example;
 mod front_door;
 mod front_door_settled;
 mod hooks;
+mod imports;
 mod launches;
 mod loadtest;
 mod metrics_events;
