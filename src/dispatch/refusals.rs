@@ -203,12 +203,12 @@ fn check_quantities(resources: &Resources) -> Result<(), Refusal> {
 /// on the DAG's own fields (which fields may be set, then the service account, where the
 /// default task service account and an empty one are exempt, then the priority class); the
 /// executor policy's `placement.allow_dag_placement` on the same fields; what
-/// Kubernetes accepts in the DAG's own fields ([`check_own_fields`]); limits not below
+/// Kubernetes accepts in the DAG's own fields (`check_own_fields`); limits not below
 /// requests, on the effective resources; the source-mode size when source mode applies (it is
 /// enabled and the task's image is empty or the runtime image), else the image allowlist for an
 /// image the task names itself (not an empty one) and, on the kubernetes executor, that the
 /// image is one a pod can run; and last the annotations' total with those the executor adds to
-/// the pod ([`check_pod_annotations`]). The first refusal wins. It reads only the task and the
+/// the pod (`check_pod_annotations`). The first refusal wins. It reads only the task and the
 /// settings, so it is cheap to run on every attempt and needs no hook.
 ///
 /// # Errors

@@ -57,7 +57,7 @@ pub struct TaskInstance {
     pub waiting_since: Option<Instant>,
     /// Whether an attempt is being dispatched right now (on the tick, in the buffer or on a
     /// worker), so that it is not offered twice. Set when the tick takes the row, cleared only
-    /// by [`TaskStore::hand_back`] (or [`TaskStore::defer`]), which whoever took it calls once
+    /// by [`TaskStore::hand_back`] (or `TaskStore::defer`), which whoever took it calls once
     /// the attempt is written.
     pub in_flight: bool,
     /// Where the admitted attempt runs.

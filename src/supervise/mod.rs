@@ -1,7 +1,7 @@
 //! Supervision of every hook call (ADR 0100 §5): a breaker gate, a timeout capped by the chain
 //! budget, and panic recovery, in that order, whoever drives the chain.
 //!
-//! - [`catch_panic`]: a panicking hook becomes [`crate::admission::HookError::Panicked`].
+//! - `catch_panic`: a panicking hook becomes [`crate::admission::HookError::Panicked`].
 //! - [`timeout`] and [`Limit`]: a call past its hook's timeout becomes
 //!   [`crate::admission::HookError::Elapsed`]; one that the chain budget cuts first,
 //!   [`crate::admission::HookError::BudgetSpent`].
