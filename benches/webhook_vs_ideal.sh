@@ -56,8 +56,8 @@ done
 # name -> the loadtest flags of that hook
 declare -A hooks=(
   [ideal]="--hook sleep:$DELAY"
-  [http2]="--hook webhook:https://127.0.0.1:$h2_port/admit --webhook-ca-bundle $work/h2.pem"
-  [http1]="--hook webhook:https://127.0.0.1:$h1_port/admit --webhook-ca-bundle $work/h1.pem"
+  [http2]="--hook webhook:https://127.0.0.1:$h2_port/tasks/admit --webhook-ca-bundle $work/h2.pem"
+  [http1]="--hook webhook:https://127.0.0.1:$h1_port/tasks/admit --webhook-ca-bundle $work/h1.pem"
 )
 names=(ideal http2 http1)
 

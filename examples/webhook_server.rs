@@ -1,27 +1,23 @@
-//! A `dexaflow.io/admission/v1` webhook server in a few dozen lines (ADR 0100 §8): it admits,
-//! changes, holds and refuses by tenant, over TLS with a certificate it makes at start and writes
-//! to `--ca-out` for clients to trust (their `ca_bundle`).
+//! An operator's own admission rules, written in Rust and served as a `dexaflow.io/admission/v1`
+//! webhook on `/tasks/admit` through the crate's front door (ADR 0100 §8). By tenant it admits,
+//! changes (`gpu-lab` goes to the GPU pool), holds (`finance`, for three seconds after start)
+//! and refuses (`umbrella`). It makes a self-signed certificate at start and writes it to
+//! `--ca-out` for clients to trust (their `ca_bundle`), its key beside it.
 //!
 //! ```sh
 //! cargo run --example webhook_server -- --listen 127.0.0.1:8443 --ca-out target/webhook-ca.pem
 //! cargo run -- dispatch --config examples/webhook.yaml --workload examples/workload.yaml
 //! ```
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clap::Parser;
-use dexaflow_admission::admission::{AnswerEnvelope, Changes, Decision, RequestEnvelope};
-use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::{Bytes, Incoming};
-use hyper::service::service_fn;
-use hyper::{Response, StatusCode};
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
-use rustls::pki_types::PrivateKeyDer;
+use dexaflow_admission::admission::{Changes, Decision, Hook, HookFuture, Request};
+use dexaflow_admission::serve::{Server, ServerBuilder, Settings, TlsFiles, admit};
+use tokio::time::Instant;
 
 /// How long after start the `finance` tenant is held (a quarter-end freeze).
 const FREEZE: Duration = Duration::from_secs(3);
@@ -31,10 +27,11 @@ struct Args {
     /// Where to listen.
     #[arg(long, default_value = "127.0.0.1:8443")]
     listen: SocketAddr,
-    /// Where to write the server's certificate, for clients to trust.
+    /// Where to write the server's certificate, for clients to trust (its key goes beside it,
+    /// with the extension `.key`).
     #[arg(long, default_value = "target/webhook-ca.pem")]
     ca_out: PathBuf,
-    /// How long to wait before each answer, standing for the work a real webhook does.
+    /// How long each decision takes, standing for the work a real webhook does.
     #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
     delay: Duration,
     /// Offer HTTP/1.1 only (by default HTTP/2 too, which clients prefer), to compare the two.
@@ -42,88 +39,103 @@ struct Args {
     http1_only: bool,
 }
 
-/// The answer to one call, by tenant.
-pub fn answer(call: RequestEnvelope, started: Instant) -> AnswerEnvelope {
-    let decision = match call.request.tenant.as_str() {
-        "gpu-lab" => {
-            let mut changes = Changes::default();
-            changes.node_selector.insert("pool".into(), "gpu".into());
-            changes.labels.insert("team".into(), "gpu-lab".into());
-            Decision::AdmitWith(changes)
-        }
-        "finance" if started.elapsed() < FREEZE => {
-            Decision::Hold("quarter-end close: deploys frozen".into())
-        }
-        "umbrella" => Decision::Refuse("tenant umbrella is suspended for unpaid invoices".into()),
-        _ => Decision::Admit,
-    };
-    AnswerEnvelope::new(call.uid, decision)
+/// The operator's rules: one decision per tenant.
+pub struct ByTenant {
+    frozen_until: Instant,
+    delay: Duration,
 }
 
-async fn handle(
-    request: hyper::Request<Incoming>,
-    delay: Duration,
-    started: Instant,
-) -> Result<Response<Full<Bytes>>, Infallible> {
-    let body = Limited::new(request.into_body(), 1 << 20).collect().await;
-    let call = body
-        .ok()
-        .and_then(|body| serde_json::from_slice(&body.to_bytes()).ok());
-    let (status, json) = match call {
-        Some(call) => {
-            tokio::time::sleep(delay).await;
-            (StatusCode::OK, serde_json::to_vec(&answer(call, started)))
+impl ByTenant {
+    /// The rules, `finance` frozen from now for [`FREEZE`], each decision taking `delay`.
+    pub fn new(delay: Duration) -> ByTenant {
+        ByTenant {
+            frozen_until: Instant::now() + FREEZE,
+            delay,
         }
-        None => (
-            StatusCode::BAD_REQUEST,
-            serde_json::to_vec(&"not a request"),
-        ),
-    };
-    let response = Response::builder()
-        .status(status)
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(json.unwrap_or_default())));
-    Ok(response.unwrap_or_default())
+    }
+
+    fn decide(&self, request: &Request) -> Decision {
+        match request.tenant.as_str() {
+            "gpu-lab" => {
+                let mut changes = Changes::default();
+                changes.node_selector.insert("pool".into(), "gpu".into());
+                changes.labels.insert("team".into(), "gpu-lab".into());
+                Decision::AdmitWith(changes)
+            }
+            "finance" if Instant::now() < self.frozen_until => {
+                Decision::Hold("quarter-end close: deploys frozen".into())
+            }
+            "umbrella" => {
+                Decision::Refuse("tenant umbrella is suspended for unpaid invoices".into())
+            }
+            _ => Decision::Admit,
+        }
+    }
+}
+
+impl Hook for ByTenant {
+    fn name(&self) -> &str {
+        "by-tenant"
+    }
+
+    fn admit<'a>(&'a self, request: &'a Request) -> HookFuture<'a> {
+        Box::pin(async move {
+            if !self.delay.is_zero() {
+                tokio::time::sleep(self.delay).await;
+            }
+            Ok(self.decide(request))
+        })
+    }
+
+    fn is_remote(&self) -> bool {
+        false
+    }
+}
+
+/// The server: `/tasks/admit` alone, answered by [`ByTenant`].
+pub fn server(settings: Settings, delay: Duration) -> ServerBuilder {
+    Server::builder(settings)
+        .enabled([admit::PATH])
+        .hook(Arc::new(ByTenant::new(delay)))
+}
+
+/// Writes `text` to `path`, readable by its owner only: it is a private key.
+fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?
+        .write_all(text.as_bytes())
 }
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     let made = rcgen::generate_simple_self_signed(["127.0.0.1".into(), "localhost".into()])?;
+    let key_file = args.ca_out.with_extension("key");
     std::fs::write(&args.ca_out, made.cert.pem())?;
-    let key = PrivateKeyDer::Pkcs8(made.key_pair.serialize_der().into());
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut tls = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_no_client_auth()
-        .with_single_cert(vec![made.cert.der().clone()], key)?;
-    tls.alpn_protocols = if args.http1_only {
-        vec![b"http/1.1".to_vec()]
-    } else {
-        vec![b"h2".to_vec(), b"http/1.1".to_vec()]
-    };
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
-    let listener = tokio::net::TcpListener::bind(args.listen).await?;
-    let address = listener.local_addr()?;
+    write_private(&key_file, &made.key_pair.serialize_pem())?;
+    let mut settings = Settings::new(TlsFiles {
+        cert_file: args.ca_out.clone(),
+        key_file,
+    });
+    settings.listen = args.listen;
+    settings.http2 = !args.http1_only;
+    let server = server(settings, args.delay).start().await?;
     eprintln!(
-        "https://{address}/admit (clients trust {})",
+        "https://{}{} (clients trust {})",
+        server.local_addr(),
+        admit::PATH,
         args.ca_out.display()
     );
-    let (delay, started) = (args.delay, Instant::now());
-    loop {
-        let (tcp, _) = listener.accept().await?;
-        // An answer is a few small writes: send each at once rather than wait for an ACK.
-        tcp.set_nodelay(true)?;
-        let acceptor = acceptor.clone();
-        tokio::spawn(async move {
-            let Ok(tls) = acceptor.accept(tcp).await else {
-                return;
-            };
-            let service = service_fn(move |request| handle(request, delay, started));
-            let connection = auto::Builder::new(TokioExecutor::new());
-            let _closed = connection
-                .serve_connection(TokioIo::new(tls), service)
-                .await;
-        });
-    }
+    server
+        .run_until(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await;
+    Ok(())
 }

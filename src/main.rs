@@ -19,11 +19,10 @@ use dexaflow_admission::dispatch::settings::{
 };
 use dexaflow_admission::dispatch::task::State;
 use dexaflow_admission::dispatch::{self, TaskInstance};
-use dexaflow_admission::events::ServerEvents;
 use dexaflow_admission::loadtest::{self, Amount, HookTimer, Options, Plan, WebhookFiles};
 use dexaflow_admission::metrics::{self, Metrics, ServerMetrics};
-use dexaflow_admission::serve::{self, Server, TaskAdmission};
-use dexaflow_admission::supervise::{self, BreakerSettings, ChainBuilder};
+use dexaflow_admission::serve::{self, Server};
+use dexaflow_admission::supervise::{self, BreakerSettings};
 use dexaflow_admission::{report, workload};
 
 /// Decides, for every task attempt a Dexaflow orchestrator dispatches, whether it runs, runs
@@ -572,51 +571,40 @@ fn stop_on_signal() -> dispatch::Shutdown {
 fn serve(path: PathBuf, enabled_admission: Option<String>) -> Result<(), String> {
     let (config, mut settings) = Config::load_with_server(&path, std::env::vars_os())
         .map_err(|errors| format!("{} is not valid:\n{errors}", path.display()))?;
-    let origin = match enabled_admission {
-        Some(list) => {
-            settings.enabled_admission = Some(serve::parse_enabled(&list));
-            "--enabled-admission"
-        }
-        None => "server.enabled_admission",
-    };
+    if let Some(list) = enabled_admission {
+        settings.enabled_admission = Some(serve::parse_enabled(&list));
+        settings.names.enabled_admission = "--enabled-admission";
+    }
     // Every file serve would read is checked, and each bad one reported, before anything listens.
     config::check_server_files(&settings)
         .map_err(|errors| format!("{} names files serve cannot use:\n{errors}", path.display()))?;
-    let builder = ChainBuilder::new(config.dispatch.change_rules(), config.supervise)
-        .hooks(serve::served_hooks(&config.hooks));
     // No dispatcher runs here: its gauges would only ever read 0.
     let hook_metrics = start_exporter(
         metrics::install_server,
         config.metrics_listen,
         config::METRICS_LISTEN,
     )?;
-    let builder = builder.observer(Arc::new(hook_metrics));
-    let events: Arc<dyn ServerEvents> = Arc::new(ServerMetrics::register());
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|error| format!("starting the runtime: {error}"))?;
     runtime.block_on(async {
-        let admission = TaskAdmission::start(builder)
-            .await
-            .map_err(|error| error_chain(&error))?;
-        let registry = serve::builtin(&settings, &events)
-            .and_then(|registry| registry.register(admission.into_service()))
-            .map_err(|error| error_chain(&error))?;
-        let router = registry
-            .route(settings.enabled_admission.as_deref(), events.as_ref())
-            .map_err(|error| format!("{origin}: {}", error_chain(&error)))?;
-        let server = Server::start(&settings, router, events)
+        let server = Server::builder(settings)
+            .change_rules(config.dispatch.change_rules())
+            .supervision(config.supervise)
+            .hook_specs(&config.hooks)
+            .hook_events(Arc::new(hook_metrics))
+            .events(Arc::new(ServerMetrics::register()))
+            .start()
             .await
             .map_err(|error| error_chain(&error))?;
         // Where it listens, port 0 resolved: for whoever started it (a script, a test).
-        let stop = shutdown_signal();
         let mut bound = format!("serving https://{}\n", server.local_addr());
         if let Some(probes) = server.probe_addr() {
             bound.push_str(&format!("probes http://{probes}\n"));
         }
         write_stdout(&bound)?;
-        server.run_until(stop).await;
+        server.run_until(shutdown_signal()).await;
         Ok(())
     })
 }

@@ -138,6 +138,7 @@ impl Reader {
                 listen: SERVER_LISTEN,
                 client_ca_file: SERVER_CLIENT_CA_FILE,
                 bearer_token_file: SERVER_BEARER_TOKEN_FILE,
+                enabled_admission: SERVER_ENABLED_ADMISSION,
             },
             max_connections: usize::try_from(max_connections).unwrap_or(usize::MAX),
             idle_timeout,

@@ -2,9 +2,9 @@
 //! its own binary (Dexaflow's Go webhook client, or this crate's) asks a chain run here.
 //!
 //! The chain is made by [`ChainBuilder`], as the dispatcher's is: the config's `placement`,
-//! `freeze` and `deny` hooks ([`served_hooks`]) and any Rust hooks a library user adds, with the
-//! server config's own change rules, each call supervised (timeout, panic recovery, a breaker
-//! per hook). The executor policy is never part of it: it stays the last hook of the
+//! `freeze` and `deny` hooks (every one but a `webhook`) and any Rust hooks a library user adds
+//! through [`super::ServerBuilder`], with the server config's own change rules, each call
+//! supervised (timeout, panic recovery, a breaker per hook). The executor policy is never part of it: it stays the last hook of the
 //! dispatcher's own chain (ADR 0100 §7), and what this service answers is an operator hook's
 //! change, which the caller checks again as it checks any webhook's.
 //!
@@ -44,11 +44,11 @@ use crate::admission::{
 use crate::hooks::HookSpec;
 use crate::supervise::{ChainBuilder, SupervisedChain};
 
-/// The path of [`TaskAdmission`].
+/// The path of the `/tasks/admit` service.
 pub const PATH: &str = "/tasks/admit";
 
 /// The `/tasks/admit` service: a supervised chain and the thread its breakers run on.
-pub struct TaskAdmission {
+pub(crate) struct TaskAdmission {
     /// `None` when the chain has no hook: every attempt is admitted unchanged.
     chain: Option<SupervisedChain>,
     /// Dropped with the service, which ends the breakers' thread.
@@ -69,7 +69,7 @@ impl TaskAdmission {
     /// # Errors
     /// [`ServeError::Breakers`] when the thread cannot be started, or ends before the chain is
     /// made.
-    pub async fn start(builder: ChainBuilder) -> Result<TaskAdmission, ServeError> {
+    pub(crate) async fn start(builder: ChainBuilder) -> Result<TaskAdmission, ServeError> {
         if builder.is_empty() {
             return Ok(TaskAdmission {
                 chain: None,
@@ -101,7 +101,7 @@ impl TaskAdmission {
 
     /// The service: [`PATH`], mutating (an answer may carry changes), for authenticated callers
     /// only ([`Service::authenticated`]).
-    pub fn into_service(self) -> Service {
+    pub(crate) fn into_service(self) -> Service {
         Service::new(PATH, Kind::Mutating, self).authenticated()
     }
 }
@@ -112,7 +112,7 @@ impl TaskAdmission {
 ///
 /// Relative freeze windows start counting when this is called, as with
 /// [`crate::hooks::build`]: call it once at boot.
-pub fn served_hooks(specs: &[HookSpec]) -> Vec<Arc<dyn Hook>> {
+pub(crate) fn served_hooks(specs: &[HookSpec]) -> Vec<Arc<dyn Hook>> {
     let served: Vec<HookSpec> = specs
         .iter()
         .filter(|spec| {

@@ -21,16 +21,23 @@ pub enum ServeError {
         path: String,
     },
     /// `--enabled-admission` or `server.enabled_admission` names a path no service has.
-    #[error("enabled admission {path:?} is not a service (the services are {known})")]
+    #[error("{setting}: enabled admission {path:?} is not a service (the services are {known})")]
     UnknownPath {
+        /// What the setting is called where it was written.
+        setting: &'static str,
         /// The path as given.
         path: String,
         /// Every registered path, comma-separated.
         known: String,
     },
     /// `--enabled-admission` or `server.enabled_admission` lists no path.
-    #[error("enabled admission lists no service (leave it unset to serve every service)")]
-    NothingEnabled,
+    #[error(
+        "{setting}: enabled admission lists no service (leave it unset to serve every service)"
+    )]
+    NothingEnabled {
+        /// What the setting is called where it was written.
+        setting: &'static str,
+    },
     /// A file could not be read.
     #[error("reading {}", path.display())]
     Read {

@@ -6,8 +6,8 @@
 //!
 //! | Volcano's part | here |
 //! |---|---|
-//! | `router.AdmissionService`, the `init()` registry | [`Service`], [`Registry`] (a value; a duplicate path is an error), [`Router`] |
-//! | `--enabled-admission` | [`Registry::route`] (an unknown or empty list fails the start), [`parse_enabled`] |
+//! | `router.AdmissionService`, the `init()` registry | [`Service`], given to [`ServerBuilder::service`] (a duplicate path is an error) |
+//! | `--enabled-admission` | [`Settings::enabled_admission`] or [`ServerBuilder::enabled`] (an unknown or empty list fails the start), [`parse_enabled`] |
 //! | `router.Serve` | the one serve function in `answer.rs` (method, media type, body cap, strict decoding, `?timeout=`, panics) |
 //! | `pods/mutate` | [`pods::Mutation`] with [`ResourceGroups`] |
 //! | `pods/validate` | [`pods::Validation`] |
@@ -15,9 +15,9 @@
 //! | `config.WatchAdmissionConf` | [`ResourceGroups::watch`]: a bad file keeps the last good one |
 //! | TLS read once at start | certificates re-read on change (a Secret's `..data` swap included) |
 //!
-//! Every service is a [`Handler`] registered as a value: [`builtin`] registers the built-in
-//! ones, and another is one more [`Registry::register`], as `/tasks/admit` is
-//! ([`TaskAdmission`], which needs a supervised chain and so is started apart).
+//! [`Server::builder`] is the front door: it takes the settings, the hooks `/tasks/admit`
+//! runs, a library user's own services (each a [`Handler`] registered as a value) and the
+//! observers, and starts everything.
 //!
 //! This module uses `admission`, `supervise`, `hooks` and `events`, never `dispatch`, `config`
 //! or `metrics`: settings arrive as values, and the server is observed through
@@ -26,6 +26,7 @@
 pub mod admit;
 mod answer;
 mod auth;
+mod builder;
 pub mod dags;
 mod error;
 mod groups;
@@ -38,14 +39,14 @@ mod settings;
 mod tls;
 mod watch;
 
-pub use admit::{TaskAdmission, served_hooks};
 pub use answer::{DEFAULT_TIMEOUT, MAX_TIMEOUT};
+pub use builder::ServerBuilder;
 pub use error::ServeError;
 pub use groups::{DEFAULT_ANNOTATION, Group, PodKeys, ResourceGroups, parse as parse_groups};
-pub use registry::{
-    Answer, Handler, Kind, Registry, Router, Ruling, Service, Unavailable, parse_enabled,
-};
+pub use registry::{Answer, Handler, Kind, Ruling, Service, Unavailable, parse_enabled};
 pub use server::Server;
+
+use registry::Registry;
 pub use settings::{SettingNames, Settings, SettingsFile, TlsFiles};
 
 use std::sync::Arc;
@@ -60,7 +61,7 @@ use crate::events::ServerEvents;
 /// # Errors
 /// [`ServeError::Read`] or [`ServeError::Groups`] (naming the line) when the groups file cannot
 /// be used, [`ServeError::Watch`] when it cannot be watched.
-pub fn builtin(
+pub(crate) fn builtin(
     settings: &Settings,
     events: &Arc<dyn ServerEvents>,
 ) -> Result<Registry, ServeError> {

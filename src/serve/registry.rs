@@ -181,13 +181,13 @@ impl Service {
 /// Every service the server could serve, in registration order; built in `main` (or a test)
 /// and turned into a [`Router`] at start.
 #[derive(Debug, Default, Clone)]
-pub struct Registry {
+pub(crate) struct Registry {
     services: Vec<Service>,
 }
 
 impl Registry {
     /// An empty registry.
-    pub fn new() -> Registry {
+    pub(crate) fn new() -> Registry {
         Registry::default()
     }
 
@@ -195,17 +195,12 @@ impl Registry {
     ///
     /// # Errors
     /// [`ServeError::DuplicatePath`] when a service already answers its path.
-    pub fn register(mut self, service: Service) -> Result<Registry, ServeError> {
+    pub(crate) fn register(mut self, service: Service) -> Result<Registry, ServeError> {
         if self.services.iter().any(|known| known.path == service.path) {
             return Err(ServeError::DuplicatePath { path: service.path });
         }
         self.services.push(service);
         Ok(self)
-    }
-
-    /// The registered services, in registration order.
-    pub fn services(&self) -> &[Service] {
-        &self.services
     }
 
     /// The router for the `enabled` paths, or for every service when `enabled` is `None`, with
@@ -214,14 +209,15 @@ impl Registry {
     /// # Errors
     /// [`ServeError::NothingEnabled`] for an empty list, [`ServeError::UnknownPath`] for a path
     /// no service answers.
-    pub fn route(
+    pub(crate) fn route(
         self,
         enabled: Option<&[String]>,
+        setting: &'static str,
         events: &dyn ServerEvents,
     ) -> Result<Router, ServeError> {
         let chosen: Vec<Service> = match enabled {
             None => self.services,
-            Some([]) => return Err(ServeError::NothingEnabled),
+            Some([]) => return Err(ServeError::NothingEnabled { setting }),
             Some(paths) => {
                 let mut chosen = Vec::new();
                 for path in paths {
@@ -233,6 +229,7 @@ impl Registry {
                             .map(|known| known.path.as_str())
                             .collect();
                         return Err(ServeError::UnknownPath {
+                            setting,
                             path: path.clone(),
                             known: known.join(", "),
                         });
@@ -261,7 +258,7 @@ impl Registry {
 }
 
 /// The services being served, by path; immutable once built.
-pub struct Router {
+pub(crate) struct Router {
     routes: HashMap<String, Route>,
 }
 
@@ -275,7 +272,7 @@ impl std::fmt::Debug for Router {
 
 impl Router {
     /// The served paths, sorted, with their kinds.
-    pub fn paths(&self) -> Vec<(&str, Kind)> {
+    pub(crate) fn paths(&self) -> Vec<(&str, Kind)> {
         let mut paths: Vec<(&str, Kind)> = self
             .routes
             .iter()
@@ -290,7 +287,7 @@ impl Router {
     }
 
     /// The served paths that take authenticated callers only, sorted.
-    pub fn authenticated_paths(&self) -> Vec<&str> {
+    pub(crate) fn authenticated_paths(&self) -> Vec<&str> {
         let mut paths: Vec<&str> = self
             .routes
             .iter()

@@ -62,7 +62,7 @@ impl Server {
     /// Any [`ServeError`]: a bad certificate, key, CA bundle or token file, an address that
     /// cannot be bound, or [`ServeError::Unauthenticated`] when a service for authenticated
     /// callers would answer anyone.
-    pub async fn start(
+    pub(crate) async fn start(
         settings: &Settings,
         router: Router,
         events: Arc<dyn ServerEvents>,

@@ -62,6 +62,8 @@ pub struct SettingNames {
     pub client_ca_file: &'static str,
     /// [`Settings::bearer_token_file`].
     pub bearer_token_file: &'static str,
+    /// [`Settings::enabled_admission`].
+    pub enabled_admission: &'static str,
 }
 
 impl Default for SettingNames {
@@ -70,6 +72,7 @@ impl Default for SettingNames {
             listen: "listen",
             client_ca_file: "client_ca_file",
             bearer_token_file: "bearer_token_file",
+            enabled_admission: "enabled_admission",
         }
     }
 }

@@ -39,6 +39,7 @@ mod dispatch_refusals;
 mod docs;
 mod drain;
 mod embed_example;
+mod example_servers;
 mod front_door;
 mod front_door_settled;
 mod hooks;

@@ -14,11 +14,7 @@ use dexaflow_admission::admission::{
     AnswerEnvelope, Changes, Decision, Hook, HookError, Request, RequestEnvelope,
 };
 use dexaflow_admission::config::Config;
-use dexaflow_admission::events::{Ignore, ServerEvents};
-use dexaflow_admission::serve::{
-    self, Registry, ServeError, Server, Settings, TaskAdmission, admit,
-};
-use dexaflow_admission::supervise::ChainBuilder;
+use dexaflow_admission::serve::{ServeError, Server, ServerBuilder, Settings, admit};
 use http::StatusCode;
 use http_body_util::Full;
 use hyper::body::Bytes;
@@ -31,13 +27,18 @@ fn config() -> String {
     format!("execution_allowlist:\n  priority_classes: [batch]\n{SERVED_HOOKS}")
 }
 
-/// The `/tasks/admit` service of `yaml`'s hooks and change rules, then `extra` hooks.
-async fn admission(yaml: &str, extra: Vec<Arc<dyn Hook>>) -> TaskAdmission {
+/// The builder's `/tasks/admit` chain: `yaml`'s hooks and change rules, then `extra` hooks.
+fn admission(yaml: &str, extra: Vec<Arc<dyn Hook>>) -> impl FnOnce(ServerBuilder) -> ServerBuilder {
     let config = Config::from_yaml_str(yaml, Vec::<(String, String)>::new()).expect("a config");
-    let builder = ChainBuilder::new(config.dispatch.change_rules(), config.supervise)
-        .hooks(serve::served_hooks(&config.hooks))
-        .hooks(extra);
-    TaskAdmission::start(builder).await.expect("the chain")
+    move |builder: ServerBuilder| {
+        extra.into_iter().fold(
+            builder
+                .change_rules(config.dispatch.change_rules())
+                .supervision(config.supervise)
+                .hook_specs(&config.hooks),
+            ServerBuilder::hook,
+        )
+    }
 }
 
 /// A server with the built-in services and `/tasks/admit` of `yaml` and `extra`.
@@ -46,17 +47,7 @@ async fn serve_admission(
     extra: Vec<Arc<dyn Hook>>,
     configure: impl FnOnce(&mut Settings, &Path),
 ) -> Running {
-    let admission = admission(yaml, extra).await;
-    start_with(
-        configure,
-        |registry: Registry| {
-            registry
-                .register(admission.into_service())
-                .expect("a new path")
-        },
-        None,
-    )
-    .await
+    start_with(configure, admission(yaml, extra), None).await
 }
 
 fn envelope(uid: &str, tenant: &str) -> Value {
@@ -398,14 +389,9 @@ async fn server_without_auth_refuses_to_start_admit_on_an_address_other_than_loo
     .expect("write the config");
     let (_, settings) =
         Config::load_with_server(&path, Vec::<(String, String)>::new()).expect("a valid config");
-    let events: Arc<dyn ServerEvents> = Arc::new(Ignore);
-    let router = Registry::new()
-        .register(admission(&config(), Vec::new()).await.into_service())
-        .expect("a new path")
-        .route(None, events.as_ref())
-        .expect("the router");
-
-    let error = Server::start(&settings, router, events)
+    let error = admission(&config(), Vec::new())(Server::builder(settings))
+        .enabled([admit::PATH])
+        .start()
         .await
         .expect_err("no auth on 0.0.0.0");
 
@@ -423,18 +409,12 @@ async fn server_without_auth_refuses_to_start_admit_on_an_address_other_than_loo
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admit_outcomes_are_counted_by_service_including_held_and_unavailable() {
     let recorder = recorder();
-    let admission = admission(
-        &config(),
-        vec![FakeHook::failing("flaky", HookError::Failed("down".into())).shared()],
-    )
-    .await;
     let running = start_with(
         |_, _| {},
-        |registry: Registry| {
-            registry
-                .register(admission.into_service())
-                .expect("a new path")
-        },
+        admission(
+            &config(),
+            vec![FakeHook::failing("flaky", HookError::Failed("down".into())).shared()],
+        ),
         Some(&recorder),
     )
     .await;

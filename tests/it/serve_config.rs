@@ -68,6 +68,7 @@ server:
             listen: "server.listen",
             client_ca_file: "server.tls.client_ca_file",
             bearer_token_file: "server.auth.bearer_token_file",
+            enabled_admission: "server.enabled_admission",
         },
     };
     assert_eq!(settings, expected);

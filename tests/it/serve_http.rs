@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dexaflow_admission::events::RequestOutcome;
-use dexaflow_admission::serve::{Answer, Handler, Kind, Registry, Ruling, Service, Unavailable};
+use dexaflow_admission::serve::{
+    Answer, Handler, Kind, Ruling, ServerBuilder, Service, Unavailable,
+};
 use http::{Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
@@ -427,17 +429,14 @@ impl Handler for Misbehaving {
     }
 }
 
-fn with_misbehaving(registry: Registry) -> Registry {
-    registry
-        .register(Service::new("/test/mutate", Kind::Mutating, Misbehaving))
-        .and_then(|registry| {
-            registry.register(Service::new(
-                "/test/validate",
-                Kind::Validating,
-                Misbehaving,
-            ))
-        })
-        .expect("free paths")
+fn with_misbehaving(builder: ServerBuilder) -> ServerBuilder {
+    builder
+        .service(Service::new("/test/mutate", Kind::Mutating, Misbehaving))
+        .service(Service::new(
+            "/test/validate",
+            Kind::Validating,
+            Misbehaving,
+        ))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

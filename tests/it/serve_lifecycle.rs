@@ -4,9 +4,8 @@ use crate::serve_support;
 
 use std::sync::Arc;
 
-use dexaflow_admission::events::{Ignore, ServerEvents};
 use dexaflow_admission::serve::{
-    self, Answer, Handler, Kind, Registry, Ruling, ServeError, Server, Service, Unavailable,
+    self, Answer, Handler, Kind, Ruling, ServeError, Server, Service, Unavailable,
 };
 use http::StatusCode;
 use serde::{Deserialize, Serialize};
@@ -81,11 +80,7 @@ async fn shutdown_turns_unready_stops_accepting_and_lets_requests_in_flight_fini
     };
     let running = start_with(
         |_, _| {},
-        move |registry| {
-            registry
-                .register(Service::new("/test/gate", Kind::Validating, gate))
-                .expect("a free path")
-        },
+        move |builder| builder.service(Service::new("/test/gate", Kind::Validating, gate)),
         None,
     )
     .await;
@@ -138,74 +133,73 @@ async fn shutdown_turns_unready_stops_accepting_and_lets_requests_in_flight_fini
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_duplicate_path_is_an_error() {
-    let events: Arc<dyn ServerEvents> = Arc::new(Ignore);
-    let dir = tempfile::tempdir().expect("a directory");
-    let settings = settings(Authority::new().issue().write_to(dir.path()));
-    let registry = serve::builtin(&settings, &events).expect("the built-in services");
-    let error = registry
-        .register(Service::new(
-            serve::dags::PATH,
-            Kind::Validating,
-            serve::dags::DagValidation,
-        ))
-        .expect_err("a duplicate path");
+    let error = start_error_with(
+        |_, _| {},
+        |builder| {
+            builder.service(Service::new(
+                serve::dags::PATH,
+                Kind::Validating,
+                serve::dags::DagValidation,
+            ))
+        },
+    )
+    .await;
     assert!(matches!(&error, ServeError::DuplicatePath { path } if path == "/dags/validate"));
 }
 
-fn builtin() -> (Registry, Arc<dyn ServerEvents>, tempfile::TempDir) {
-    let events: Arc<dyn ServerEvents> = Arc::new(Ignore);
-    let dir = tempfile::tempdir().expect("a directory");
-    let settings = settings(Authority::new().issue().write_to(dir.path()));
-    let registry = serve::builtin(&settings, &events).expect("the built-in services");
-    (registry, events, dir)
+/// Whether `path` has a service on `running`: a path without one is answered 404, whatever
+/// the body.
+async fn is_served(running: &serve_support::Running, path: &str) -> bool {
+    running.client.post_json(path, &json!({})).await.status != StatusCode::NOT_FOUND
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn enabled_admission_serves_only_the_listed_paths() {
-    let (registry, events, _dir) = builtin();
     let enabled = serve::parse_enabled(" /pods/validate , ,/dags/validate ");
     assert_eq!(enabled, ["/pods/validate", "/dags/validate"]);
-    let router = registry
-        .route(Some(&enabled), events.as_ref())
-        .expect("known paths");
-    let paths: Vec<&str> = router.paths().into_iter().map(|(path, _)| path).collect();
-    assert_eq!(paths, ["/dags/validate", "/pods/validate"]);
+    let running = start_with(|_, _| {}, |builder| builder.enabled(enabled), None).await;
+    assert!(is_served(&running, "/pods/validate").await);
+    assert!(is_served(&running, "/dags/validate").await);
+    assert!(!is_served(&running, "/pods/mutate").await);
+    assert!(!is_served(&running, "/tasks/admit").await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unset_enabled_admission_serves_every_service() {
-    let (registry, events, _dir) = builtin();
-    let router = registry
-        .route(None, events.as_ref())
-        .expect("every service");
+    let running = start().await;
+    for path in [
+        "/dags/validate",
+        "/pods/mutate",
+        "/pods/validate",
+        "/tasks/admit",
+    ] {
+        assert!(is_served(&running, path).await, "{path}");
+    }
+    assert!(!is_served(&running, "/jobs/validate").await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_enabled_admission_fails_naming_it_and_every_service() {
+    let error = start_error_with(
+        |_, _| {},
+        |builder| builder.enabled(serve::parse_enabled("/pods/mutate,/jobs/validate")),
+    )
+    .await;
     assert_eq!(
-        router.paths(),
-        [
-            ("/dags/validate", Kind::Validating),
-            ("/pods/mutate", Kind::Mutating),
-            ("/pods/validate", Kind::Validating)
-        ]
+        error.to_string(),
+        "enabled_admission: enabled admission \"/jobs/validate\" is not a service (the services are /pods/mutate, /pods/validate, /dags/validate, /tasks/admit)"
     );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unknown_or_empty_enabled_admission_fails_naming_it() {
-    let (registry, events, _dir) = builtin();
-    let error = registry
-        .clone()
-        .route(
-            Some(&serve::parse_enabled("/pods/mutate,/jobs/validate")),
-            events.as_ref(),
-        )
-        .expect_err("an unknown path");
-    assert_eq!(
-        error.to_string(),
-        "enabled admission \"/jobs/validate\" is not a service (the services are /pods/mutate, /pods/validate, /dags/validate)"
+async fn an_empty_enabled_admission_fails_naming_the_setting() {
+    let error =
+        start_error(|settings, _| settings.enabled_admission = Some(serve::parse_enabled(" , ")))
+            .await;
+    assert!(
+        matches!(error, ServeError::NothingEnabled { setting } if setting == "enabled_admission"),
+        "{error}"
     );
-    let error = registry
-        .route(Some(&serve::parse_enabled(" , ")), events.as_ref())
-        .expect_err("no path");
-    assert!(matches!(error, ServeError::NothingEnabled));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -224,14 +218,18 @@ async fn a_disabled_service_is_not_found() {
 }
 
 async fn start_error(configure: impl FnOnce(&mut serve::Settings, &std::path::Path)) -> ServeError {
+    start_error_with(configure, |builder| builder).await
+}
+
+async fn start_error_with(
+    configure: impl FnOnce(&mut serve::Settings, &std::path::Path),
+    build: impl FnOnce(serve::ServerBuilder) -> serve::ServerBuilder,
+) -> ServeError {
     let dir = tempfile::tempdir().expect("a directory");
     let mut settings = settings(Authority::new().issue().write_to(dir.path()));
     configure(&mut settings, dir.path());
-    let events: Arc<dyn ServerEvents> = Arc::new(Ignore);
-    let router = Registry::new()
-        .route(None, events.as_ref())
-        .expect("an empty router");
-    Server::start(&settings, router, events)
+    build(Server::builder(settings))
+        .start()
         .await
         .expect_err("the start fails")
 }

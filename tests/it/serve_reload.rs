@@ -44,7 +44,7 @@ async fn pool(client: &serve_support::Client) -> Option<String> {
 
 /// A server whose groups file holds the `gpu` group, its metrics in `recorder`.
 async fn start_with_gpu_group(
-    recorder: &metrics_exporter_prometheus::PrometheusRecorder,
+    recorder: &std::sync::Arc<metrics_exporter_prometheus::PrometheusRecorder>,
 ) -> serve_support::Running {
     start_with(
         |settings, dir| {
@@ -205,9 +205,9 @@ async fn a_broken_groups_file_at_start_fails_the_start_naming_the_line() {
     assert!(text.contains("line 4"), "{text}");
     let mut settings = serve_support::settings(Authority::new().issue().write_to(dir.path()));
     settings.resource_groups_file = Some(path);
-    let events: std::sync::Arc<dyn dexaflow_admission::events::ServerEvents> =
-        std::sync::Arc::new(dexaflow_admission::events::Ignore);
-    let started = dexaflow_admission::serve::builtin(&settings, &events);
+    let started = dexaflow_admission::serve::Server::builder(settings)
+        .start()
+        .await;
     assert!(matches!(
         started,
         Err(dexaflow_admission::serve::ServeError::Groups { .. })

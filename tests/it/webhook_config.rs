@@ -409,6 +409,6 @@ fn example_webhook_config_is_valid_once_the_example_server_wrote_its_certificate
     let config = parse(&text.replace("../target/webhook-ca.pem", &certs.ca.display().to_string()));
 
     let webhook = webhook_of(&config, "webhook");
-    assert_eq!(webhook.url, "https://127.0.0.1:8443/admit");
+    assert_eq!(webhook.url, "https://127.0.0.1:8443/tasks/admit");
     assert_eq!(config.hooks.len(), 1);
 }

@@ -17,7 +17,7 @@ use dexaflow_admission::events::{
     Ignore, RequestOutcome, ServerEvents, ServiceEvents, WatchedFile,
 };
 use dexaflow_admission::metrics::ServerMetrics;
-use dexaflow_admission::serve::{self, Registry, Server, Settings, TlsFiles};
+use dexaflow_admission::serve::{Server, ServerBuilder, Settings, TlsFiles};
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Bytes};
@@ -154,88 +154,84 @@ pub struct Running {
     pub authority: Authority,
 }
 
-/// Starts a server with the built-in services, `extra` registered after them, its metrics in
-/// `recorder` when given (so that the test can read them), observed by nobody otherwise.
+/// Starts a server through the front door with the built-in services, `extra` applied to the
+/// builder (hooks, services, the enabled paths), its metrics in `recorder` when given (so that
+/// the test can read them), observed by nobody otherwise.
 pub async fn start_with(
     configure: impl FnOnce(&mut Settings, &Path),
-    extra: impl FnOnce(Registry) -> Registry,
-    recorder: Option<&PrometheusRecorder>,
+    extra: impl FnOnce(ServerBuilder) -> ServerBuilder,
+    recorder: Option<&Arc<PrometheusRecorder>>,
 ) -> Running {
-    match recorder {
-        // The metrics' handles are built with the router, so under the test's recorder.
-        Some(recorder) => {
-            metrics::with_local_recorder(recorder, || {
-                let events: Arc<dyn ServerEvents> = Arc::new(ServerMetrics::register());
-                prepare(configure, extra, events)
-            })
-            .start()
-            .await
-        }
-        None => prepare(configure, extra, Arc::new(Ignore)).start().await,
-    }
+    let events: Arc<dyn ServerEvents> = match recorder {
+        Some(recorder) => Arc::new(UnderRecorder::register(Arc::clone(recorder))),
+        None => Arc::new(Ignore),
+    };
+    start_observed(configure, extra, events).await
 }
 
-/// Starts a server with the built-in services, `extra` registered after them, observed by
-/// `events`.
+/// Starts a server through the front door with the built-in services, `extra` applied to the
+/// builder, observed by `events`.
 pub async fn start_observed(
     configure: impl FnOnce(&mut Settings, &Path),
-    extra: impl FnOnce(Registry) -> Registry,
+    extra: impl FnOnce(ServerBuilder) -> ServerBuilder,
     events: Arc<dyn ServerEvents>,
 ) -> Running {
-    prepare(configure, extra, events).start().await
-}
-
-/// A server's files, settings and router, not started yet.
-struct Prepared {
-    dir: tempfile::TempDir,
-    authority: Authority,
-    settings: Settings,
-    router: serve::Router,
-    events: Arc<dyn ServerEvents>,
-}
-
-fn prepare(
-    configure: impl FnOnce(&mut Settings, &Path),
-    extra: impl FnOnce(Registry) -> Registry,
-    events: Arc<dyn ServerEvents>,
-) -> Prepared {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let authority = Authority::new();
     let files = authority.issue().write_to(dir.path());
     let mut settings = settings(files);
     configure(&mut settings, dir.path());
-    let registry = extra(serve::builtin(&settings, &events).expect("the built-in services"));
-    let router = registry
-        .route(settings.enabled_admission.as_deref(), events.as_ref())
-        .expect("the enabled services");
-    Prepared {
+    let server = extra(Server::builder(settings).events(events))
+        .start()
+        .await
+        .expect("the server starts");
+    let client = Client::new(server.local_addr(), &authority.der());
+    Running {
+        server,
+        client,
         dir,
         authority,
-        settings,
-        router,
-        events,
     }
 }
 
-impl Prepared {
-    async fn start(self) -> Running {
-        let Prepared {
-            dir,
-            authority,
-            settings,
-            router,
-            events,
-        } = self;
-        let server = Server::start(&settings, router, events)
-            .await
-            .expect("the server starts");
-        let client = Client::new(server.local_addr(), &authority.der());
-        Running {
-            server,
-            client,
-            dir,
-            authority,
-        }
+/// The server's own metrics, kept in a test's recorder rather than the process-wide one: the
+/// handles of each service are made when the server routes, so under the recorder from then
+/// on too.
+struct UnderRecorder {
+    recorder: Arc<PrometheusRecorder>,
+    metrics: ServerMetrics,
+}
+
+impl UnderRecorder {
+    fn register(recorder: Arc<PrometheusRecorder>) -> UnderRecorder {
+        let metrics = metrics::with_local_recorder(recorder.as_ref(), ServerMetrics::register);
+        UnderRecorder { recorder, metrics }
+    }
+}
+
+impl ServerEvents for UnderRecorder {
+    fn service(&self, path: &str) -> Arc<dyn ServiceEvents> {
+        metrics::with_local_recorder(self.recorder.as_ref(), || self.metrics.service(path))
+    }
+
+    fn request_not_found(&self) {
+        self.metrics.request_not_found();
+    }
+
+    fn connection_opened(&self) {
+        self.metrics.connection_opened();
+    }
+
+    fn connection_closed(&self) {
+        self.metrics.connection_closed();
+    }
+
+    fn connection_waited(&self) {
+        self.metrics.connection_waited();
+    }
+
+    fn reloaded(&self, file: WatchedFile, ok: bool) {
+        self.metrics.reloaded(file, ok);
     }
 }
 
@@ -518,8 +514,8 @@ impl ServiceEvents for RecordingService {
 }
 
 /// A Prometheus recorder of the test's own, with no exporter.
-pub fn recorder() -> PrometheusRecorder {
-    metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder()
+pub fn recorder() -> Arc<PrometheusRecorder> {
+    Arc::new(metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder())
 }
 
 /// The directory a test keeps its files in.
