@@ -23,13 +23,15 @@
 //! - [`config`]: the YAML config, its validation and `DEXAFLOW_` overrides.
 //! - [`workload`] and [`report`]: what the `dispatch` command reads and prints.
 //! - [`serve`]: the webhook server behind the `serve` subcommand (§8 and Volcano's webhook
-//!   manager): pod mutation by resource groups, pod and DAG validation, over HTTPS.
+//!   manager): pod mutation by resource groups, pod and DAG validation, over HTTPS; its front
+//!   door is [`serve::Server::builder`].
 //! - [`loadtest`]: the load-test harness behind the `loadtest` subcommand: synthetic hooks, an
 //!   open-loop driver of the real dispatcher, conservation, the report and its charts.
 //!
 //! - [`install`]: the front door for a program that embeds the dispatch path: settings, hooks,
 //!   an executor and an observer in, a running dispatcher [`Handle`] out. The `dispatch` command
 //!   assembles its dispatcher there too.
+//! - `listen` (crate-private): the one accept loop every listener runs.
 //!
 //! # Example: the front door
 //! A hook of the program's own, after the config's hooks, under the install's own change rules
@@ -116,6 +118,7 @@ pub mod dispatch;
 pub mod events;
 pub mod hooks;
 pub mod install;
+mod listen;
 pub mod loadtest;
 pub mod metrics;
 pub mod report;

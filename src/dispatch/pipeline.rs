@@ -111,16 +111,16 @@ impl Settled {
 }
 
 /// How one offer ended, before it is sent as [`Settled`].
-struct Ending {
+struct Settling {
     disposition: Disposition,
     try_number: Option<u32>,
     reason: Option<Reason>,
     changed_by: Vec<String>,
 }
 
-impl From<Disposition> for Ending {
-    fn from(disposition: Disposition) -> Ending {
-        Ending {
+impl From<Disposition> for Settling {
+    fn from(disposition: Disposition) -> Settling {
+        Settling {
             disposition,
             try_number: None,
             reason: None,
@@ -191,7 +191,7 @@ pub(crate) enum Turn {
 
 /// What a step of [`Pipeline::steps`] leaves for the next one, or, as `Err`, how the attempt
 /// ended at that step.
-type Onward<T> = Result<T, Ending>;
+type Onward<T> = Result<T, Settling>;
 
 /// The fields an admitted attempt runs with, and whether a hook or the policy changed them.
 struct Admission {
@@ -211,8 +211,8 @@ impl Admission {
     }
 }
 
-// Each step's `Err` is the attempt's ending, returned at once: boxing it would allocate on
-// every early ending.
+// Each step's `Err` is how the attempt settles, returned at once: boxing it would allocate on
+// every early end.
 #[allow(clippy::result_large_err)]
 impl Pipeline {
     /// Assembles the pipeline.
@@ -286,15 +286,15 @@ impl Pipeline {
         self.followers.idle().await;
     }
 
-    fn send(&self, key: &TaskKey, ending: Ending) {
+    fn send(&self, key: &TaskKey, settling: Settling) {
         if let Some(events) = &self.events {
             // A listener that went away wants no more events.
             let _ = events.send(Settled {
                 key: key.clone(),
-                disposition: ending.disposition,
-                try_number: ending.try_number,
-                reason: ending.reason,
-                changed_by: ending.changed_by,
+                disposition: settling.disposition,
+                try_number: settling.try_number,
+                reason: settling.reason,
+                changed_by: settling.changed_by,
             });
         }
     }
@@ -329,31 +329,31 @@ impl Pipeline {
             store: &self.store,
             key,
         };
-        let ending = self.run(key, task, shutdown).await;
+        let settling = self.run(key, task, shutdown).await;
         drop(in_flight);
-        let disposition = ending.disposition;
-        self.send(key, ending);
+        let disposition = settling.disposition;
+        self.send(key, settling);
         disposition
     }
 
-    async fn run(&self, key: &TaskKey, task: &Arc<Task>, shutdown: &Shutdown) -> Ending {
+    async fn run(&self, key: &TaskKey, task: &Arc<Task>, shutdown: &Shutdown) -> Settling {
         // 1. Resolve: the epoch is consumed even if a later check refuses.
         let Some((try_number, epoch)) = self.store.resolve(key) else {
             return Disposition::Superseded.into();
         };
-        let ending = match self.steps(key, task, shutdown, try_number, epoch).await {
-            Ok(ending) | Err(ending) => ending,
+        let settling = match self.steps(key, task, shutdown, try_number, epoch).await {
+            Ok(settling) | Err(settling) => settling,
         };
-        Ending {
+        Settling {
             try_number: Some(try_number),
-            ..ending
+            ..settling
         }
     }
 
     /// Steps 2 to 8 of an attempt resolved as try `try_number`, epoch `epoch`, in ADR 0100's
     /// order: the built-in refusals and effective values, admission (refuse, hold or an
     /// unavailable hook end it there), the changes, the token, placement and the launch. Each
-    /// step that ends the attempt returns its ending as `Err`.
+    /// step that ends the attempt returns its settling as `Err`.
     async fn steps(
         &self,
         key: &TaskKey,
@@ -361,7 +361,7 @@ impl Pipeline {
         shutdown: &Shutdown,
         try_number: u32,
         epoch: u64,
-    ) -> Onward<Ending> {
+    ) -> Onward<Settling> {
         let effective = self.refuse_before_token(key, task)?;
         let (admission, changed_by) =
             match self.admit(task, &effective, try_number, shutdown).await? {
@@ -535,7 +535,7 @@ impl Pipeline {
         admitted: Admitted,
         epoch: u64,
         changed_by: Vec<String>,
-    ) -> Ending {
+    ) -> Settling {
         let launched = match self.executor.execute(&admitted).await {
             Ok(launched) => launched,
             Err(error) => {
@@ -569,17 +569,17 @@ impl Pipeline {
         if let Some(follower) = follower {
             tokio::spawn(follower.follow());
         }
-        Ending {
+        Settling {
             changed_by,
             ..Disposition::Executed.into()
         }
     }
 
-    fn refuse(&self, key: &TaskKey, reason: Reason) -> Ending {
+    fn refuse(&self, key: &TaskKey, reason: Reason) -> Settling {
         tracing::debug!(task = %key, %reason, "dispatch refused; failing task");
         let kept = self.is_listened().then(|| reason.clone());
         match self.store.fail_refused(key, reason) {
-            Write::Applied => Ending {
+            Write::Applied => Settling {
                 reason: kept,
                 ..Disposition::Refused.into()
             },
@@ -587,7 +587,7 @@ impl Pipeline {
         }
     }
 
-    fn wait(&self, key: &TaskKey, reason: Reason) -> Ending {
+    fn wait(&self, key: &TaskKey, reason: Reason) -> Settling {
         let disposition =
             match self
                 .store
@@ -599,13 +599,13 @@ impl Pipeline {
             };
         // The store may keep an earlier cause or wrap it as the retry window spent: what it
         // recorded is what this offer settled with.
-        Ending {
+        Settling {
             reason: self.recorded_reason(key),
             ..disposition.into()
         }
     }
 
-    fn back_off(&self, key: &TaskKey) -> Ending {
+    fn back_off(&self, key: &TaskKey) -> Settling {
         match self.store.record_dispatch_backpressure(key, Instant::now()) {
             Write::Applied => Disposition::Backpressure,
             Write::Superseded => Disposition::Superseded,
@@ -613,7 +613,7 @@ impl Pipeline {
         .into()
     }
 
-    fn reject(&self, key: &TaskKey, cause: Reason) -> Ending {
+    fn reject(&self, key: &TaskKey, cause: Reason) -> Settling {
         let disposition = match self
             .store
             .record_dispatch_failure(key, cause, Instant::now())
@@ -624,7 +624,7 @@ impl Pipeline {
         };
         // The last attempt wraps the cause as `dispatch_failed`: what the store recorded is
         // what this offer settled with.
-        Ending {
+        Settling {
             reason: self.recorded_reason(key),
             ..disposition.into()
         }

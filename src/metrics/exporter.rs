@@ -6,13 +6,12 @@ use std::time::Duration;
 
 use http::header::{CONTENT_TYPE, HeaderValue};
 use http_body_util::Full;
-use hyper::body::{Bytes, Incoming};
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper::{Request, Response};
-use hyper_util::rt::TokioIo;
+use hyper::Response;
+use hyper::body::Bytes;
 use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
 use thiserror::Error;
+
+use crate::listen;
 
 use super::{
     CHAIN_DURATION_SECONDS, DURATION_SECONDS, LATENCY_BUCKETS, Metrics, SERVER_DURATION_SECONDS,
@@ -157,11 +156,8 @@ fn install_with(listen: SocketAddr, register: fn() -> Metrics) -> Result<Install
     })
 }
 
-/// How long the exporter waits after a failed accept before it tries again.
-const ACCEPT_RETRY: Duration = Duration::from_millis(100);
-
-/// Answers every connection on `listener` with the rendered metrics, and runs the recorder's
-/// upkeep between scrapes; never returns.
+/// Answers every request on `listener`, whatever its path, with the rendered metrics, and runs
+/// the recorder's upkeep between scrapes; never returns.
 async fn serve(listener: tokio::net::TcpListener, handle: PrometheusHandle) {
     let upkeep = handle.clone();
     tokio::spawn(async move {
@@ -171,36 +167,15 @@ async fn serve(listener: tokio::net::TcpListener, handle: PrometheusHandle) {
             upkeep.run_upkeep();
         }
     });
-    loop {
-        let stream = match listener.accept().await {
-            Ok((stream, _)) => stream,
-            Err(error) => {
-                // Out of file descriptors, say: a later accept may succeed, once a connection
-                // elsewhere has closed; without the pause the loop would spin on the error.
-                tracing::warn!("metrics exporter cannot accept a connection: {error}");
-                tokio::time::sleep(ACCEPT_RETRY).await;
-                continue;
-            }
-        };
-        let handle = handle.clone();
-        tokio::spawn(async move {
-            let scrape = service_fn(move |_request: Request<Incoming>| {
-                let body = Full::new(Bytes::from(handle.render()));
-                let mut response = Response::new(body);
-                response.headers_mut().insert(
-                    CONTENT_TYPE,
-                    HeaderValue::from_static("text/plain; version=0.0.4"),
-                );
-                std::future::ready(Ok::<_, std::convert::Infallible>(response))
-            });
-            if let Err(error) = http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), scrape)
-                .await
-            {
-                tracing::debug!("metrics scrape connection ended: {error}");
-            }
-        });
-    }
+    listen::serve_plain(listener, "metrics exporter", move |_path| {
+        let mut response = Response::new(Full::new(Bytes::from(handle.render())));
+        response.headers_mut().insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; version=0.0.4"),
+        );
+        response
+    })
+    .await;
 }
 
 #[cfg(test)]

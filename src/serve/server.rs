@@ -26,6 +26,7 @@ use super::registry::Router;
 use super::settings::Settings;
 use super::tls::{Certificates, server_config};
 use crate::events::ServerEvents;
+use crate::listen;
 
 /// How long a client may take to complete the TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -240,15 +241,7 @@ async fn accept(
     loop {
         let (stream, peer) = tokio::select! {
             _ = stopped.changed() => break,
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(error) => {
-                    // Out of file descriptors, say: back off a little instead of spinning.
-                    tracing::warn!("accepting a connection: {error}");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
+            accepted = listen::next(&listener, "webhook server") => accepted,
         };
         let place = match Arc::clone(&places).try_acquire_owned() {
             Ok(place) => place,
@@ -378,28 +371,10 @@ impl Sampled {
 /// Serves `/healthz` (always 200 while the process runs) and `/readyz` (200 when ready, 503
 /// otherwise) over plain HTTP/1.1.
 async fn serve_probes(listener: TcpListener, ready: Arc<AtomicBool>) {
-    loop {
-        let stream = match listener.accept().await {
-            Ok((stream, _)) => stream,
-            Err(error) => {
-                tracing::warn!("accepting a probe connection: {error}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let ready = Arc::clone(&ready);
-        tokio::spawn(async move {
-            let service = service_fn(move |request: Request<Incoming>| {
-                let ready = ready.load(Ordering::SeqCst);
-                async move { Ok::<_, Infallible>(probe(request.uri().path(), ready)) }
-            });
-            let _ = hyper::server::conn::http1::Builder::new()
-                // hyper's default header read timeout, 30 s, needs only the timer.
-                .timer(TokioTimer::new())
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-        });
-    }
+    listen::serve_plain(listener, "probes", move |path| {
+        probe(path, ready.load(Ordering::SeqCst))
+    })
+    .await;
 }
 
 fn probe(path: &str, ready: bool) -> Response<Full<Bytes>> {

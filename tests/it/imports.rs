@@ -13,6 +13,8 @@ use std::path::{Path, PathBuf};
 const MAY_USE: &[(&str, &[&str])] = &[
     ("admission", &[]),
     ("sync", &[]),
+    // The one accept loop, for every listener.
+    ("listen", &[]),
     ("events", &["admission"]),
     ("supervise", &["admission", "events", "sync"]),
     ("dispatch", &["admission", "supervise", "events", "sync"]),
@@ -29,9 +31,10 @@ const MAY_USE: &[(&str, &[&str])] = &[
             "volcano",
             "cluster",
             "sync",
+            "listen",
         ],
     ),
-    ("metrics", &["events", "sync"]),
+    ("metrics", &["events", "sync", "listen"]),
     // Config reads YAML into each room's own settings, so it may name their types; it never
     // runs their actors or opens their sockets.
     (
