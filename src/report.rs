@@ -83,7 +83,7 @@ pub fn json(instances: &[TaskInstance]) -> serde_json::Result<String> {
 /// The task instances as an aligned text table with a header; nothing when there are none, so
 /// that the [`summary`] alone says so.
 ///
-/// Every cell is printed through [`escape_controls`], so that no id or reason can end its line
+/// Every cell is printed through `escape_controls`, so that no id or reason can end its line
 /// or rewrite the terminal, and padded by the columns it takes on a terminal (a CJK character or
 /// an emoji takes two), so that the columns line up whatever the ids are written in.
 pub fn table(instances: &[TaskInstance]) -> String {

@@ -244,7 +244,7 @@ impl<'c> ChainRun<'c> {
     ///
     /// # Panics
     /// As [`Self::record`].
-    pub fn record_failing_open(
+    pub(crate) fn record_failing_open(
         &mut self,
         result: Result<Decision, HookError>,
         fail_open: bool,

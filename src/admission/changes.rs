@@ -260,7 +260,11 @@ impl ChangeRules {
     ///
     /// # Errors
     /// [`ChangeError::RemoteServiceAccount`].
-    pub fn check_remote(&self, changes: &Changes, request: &Request) -> Result<(), ChangeError> {
+    pub(crate) fn check_remote(
+        &self,
+        changes: &Changes,
+        request: &Request,
+    ) -> Result<(), ChangeError> {
         match &changes.service_account {
             Some(name)
                 if self.service_accounts.is_none()
@@ -364,7 +368,10 @@ pub fn apply_changes(request: &mut Request, changes: &Changes) {
 ///
 /// # Errors
 /// The first entry, in key order, that Kubernetes would reject.
-pub fn check_entries(field: Field, entries: &BTreeMap<String, String>) -> Result<(), ChangeError> {
+pub(crate) fn check_entries(
+    field: Field,
+    entries: &BTreeMap<String, String>,
+) -> Result<(), ChangeError> {
     for (key, value) in entries {
         if field != Field::NodeSelector && is_reserved_key(key) {
             return Err(ChangeError::ReservedKey {
@@ -401,7 +408,7 @@ pub fn check_entries(field: Field, entries: &BTreeMap<String, String>) -> Result
 
 /// The bytes annotations take as Kubernetes counts them toward [`MAX_ANNOTATIONS_BYTES`]: every
 /// key and every value.
-pub fn annotations_bytes<'a>(
+pub(crate) fn annotations_bytes<'a>(
     annotations: impl IntoIterator<Item = (&'a String, &'a String)>,
 ) -> usize {
     annotations
@@ -415,7 +422,7 @@ pub fn annotations_bytes<'a>(
 ///
 /// # Errors
 /// [`ChangeError::AnnotationsTooLarge`] above [`MAX_ANNOTATIONS_BYTES`].
-pub fn check_annotations_size(bytes: usize) -> Result<(), ChangeError> {
+pub(crate) fn check_annotations_size(bytes: usize) -> Result<(), ChangeError> {
     if bytes > MAX_ANNOTATIONS_BYTES {
         return Err(ChangeError::AnnotationsTooLarge { bytes });
     }
@@ -429,7 +436,7 @@ pub fn check_annotations_size(bytes: usize) -> Result<(), ChangeError> {
 /// # Errors
 /// [`ChangeError::InvalidToleration`] for the first that fails, by its position in
 /// `tolerations`.
-pub fn check_tolerations(tolerations: &[Toleration]) -> Result<(), ChangeError> {
+pub(crate) fn check_tolerations(tolerations: &[Toleration]) -> Result<(), ChangeError> {
     for (index, toleration) in tolerations.iter().enumerate() {
         if let Some(problem) = toleration_problem(toleration) {
             return Err(ChangeError::InvalidToleration {
@@ -447,7 +454,7 @@ pub fn check_tolerations(tolerations: &[Toleration]) -> Result<(), ChangeError> 
 ///
 /// # Errors
 /// [`ChangeError::InvalidName`] naming the field and the name.
-pub fn check_name(field: &'static str, name: &str) -> Result<(), ChangeError> {
+pub(crate) fn check_name(field: &'static str, name: &str) -> Result<(), ChangeError> {
     match subdomain_problem(name) {
         Some(problem) => Err(ChangeError::InvalidName {
             field,

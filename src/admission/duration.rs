@@ -20,7 +20,7 @@ use std::time::Duration;
 
 /// Which texts a duration may be written as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Grammar {
+pub(crate) enum Grammar {
     /// Go's `time.ParseDuration`, exactly: for values a Go program wrote (the wire).
     Go,
     /// Go's grammar with blanks and longer unit names allowed: for values people wrote.
@@ -96,7 +96,7 @@ fn unit(name: &str, grammar: Grammar) -> Option<u64> {
     }
 }
 
-/// The length of time `text` says, in the [`Grammar::Human`] grammar: what a config key, a
+/// The length of time `text` says, in the `Grammar::Human` grammar: what a config key, a
 /// hook spec or a flag takes.
 ///
 /// # Errors
@@ -115,7 +115,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
 /// # Errors
 /// A [`DurationError`] wherever Go returns an error (or, with [`Grammar::Human`], where Go
 /// would return one for the text without its blanks and longer unit names).
-pub fn parse_nanos(text: &str, grammar: Grammar) -> Result<i64, DurationError> {
+pub(crate) fn parse_nanos(text: &str, grammar: Grammar) -> Result<i64, DurationError> {
     let human = grammar == Grammar::Human;
     let mut rest = if human { text.trim() } else { text }.as_bytes();
     let mut negative = false;

@@ -100,7 +100,7 @@ pub trait Hook: Send + Sync {
     ///
     /// A remote hook may change the service account only when
     /// `execution_allowlist.service_accounts` is set (ADR 0100 §8; see
-    /// [`super::ChangeRules::check_remote`]), so that whoever controls the endpoint cannot move
+    /// `super::ChangeRules::check_remote`), so that whoever controls the endpoint cannot move
     /// a task onto any service account of the namespace. The method has no default so that no
     /// hook is taken for local by omission: every implementation states which it is. Answering
     /// `true` only narrows what the hook may change; when in doubt, answer `true`.
@@ -177,16 +177,7 @@ impl HookError {
     /// The reason of an attempt that `hook` gave no decision for, in ADR 0100's words:
     /// `admission hook unavailable: <hook>: <cause>`, the cause [`HookError::cleaned`]. The
     /// dispatcher records it and the webhook server answers it, so both say it alike.
-    ///
-    /// ```
-    /// use dexaflow_admission::admission::HookError;
-    /// let error = HookError::Failed("quota service down".into());
-    /// assert_eq!(
-    ///     error.unavailable_reason("quota"),
-    ///     "admission hook unavailable: quota: quota service down"
-    /// );
-    /// ```
-    pub fn unavailable_reason(&self, hook: &str) -> String {
+    pub(crate) fn unavailable_reason(&self, hook: &str) -> String {
         format!("admission hook unavailable: {hook}: {}", self.cleaned())
     }
 }
@@ -197,5 +188,19 @@ fn budget_cut(allowed: Duration) -> String {
         "not called".to_owned()
     } else {
         format!("cut after {}", display_duration(allowed))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_unavailable_reason_names_the_hook_and_its_cleaned_cause() {
+        let error = HookError::Failed("quota service down".into());
+        assert_eq!(
+            error.unavailable_reason("quota"),
+            "admission hook unavailable: quota: quota service down"
+        );
     }
 }

@@ -10,12 +10,12 @@
 //! | §1 the contract | [`Request`], [`Decision`], [`Changes`], [`Toleration`], [`Hook`] |
 //! | §3, §4, §7 what a hook may change | [`ChangeRules`], [`ChangeError`], [`apply_changes`], [`Privilege`] |
 //! | §4 the image allowlist rule | [`image_allowed`] |
-//! | §4 what Kubernetes accepts (a hook's changes and a DAG's own fields) | [`check_entries`], [`check_tolerations`], [`check_name`], [`check_annotations_size`] |
-//! | §5 reasons | [`clean_reason`], and [`escape_controls`] for ids and text printed on a line |
+//! | §4 what Kubernetes accepts (a hook's changes and a DAG's own fields) | `check_entries`, `check_tolerations`, `check_name`, `check_annotations_size` |
+//! | §5 reasons | [`clean_reason`], and `escape_controls` for ids and text printed on a line |
 //! | §6 the chain | [`Chain`], [`ChainRun`], [`Verdict`] |
-//! | §7 the executor policy's refusals | [`PolicyRefusal`], [`PolicyRule`], [`refuse_dag_placement`] |
-//! | durations in config, specs, flags and `?timeout=` | [`parse_duration`], [`parse_nanos`] |
-//! | §8 the webhook's wire format | [`RequestEnvelope`], [`AnswerEnvelope`], [`request_schema`], [`answer_schema`], [`is_json_content_type`] |
+//! | §7 the executor policy's refusals | [`PolicyRefusal`], [`PolicyRule`], `refuse_dag_placement` |
+//! | durations in config, specs, flags and `?timeout=` | [`parse_duration`], `parse_nanos` |
+//! | §8 the webhook's wire format | [`RequestEnvelope`], [`AnswerEnvelope`], [`request_schema`], [`answer_schema`], `is_json_content_type` |
 
 mod chain;
 mod changes;
@@ -33,28 +33,34 @@ mod toleration;
 mod wire;
 
 pub use chain::{Chain, ChainRun, Recorded, Verdict};
-pub use changes::{
-    ChangeError, ChangeRules, Field, MAX_ANNOTATIONS_BYTES, Unit, annotations_bytes, apply_changes,
-    check_annotations_size, check_entries, check_name, check_tolerations,
-};
+pub(crate) use changes::annotations_bytes;
+pub(crate) use changes::check_annotations_size;
+pub(crate) use changes::check_entries;
+pub(crate) use changes::check_name;
+pub(crate) use changes::check_tolerations;
+pub use changes::{ChangeError, ChangeRules, Field, MAX_ANNOTATIONS_BYTES, Unit, apply_changes};
 pub use decision::{Changes, Decision};
-pub use duration::{DurationError, Grammar, parse_duration, parse_nanos};
+pub(crate) use duration::Grammar;
+pub(crate) use duration::parse_nanos;
+pub use duration::{DurationError, parse_duration};
 pub use hook::{Hook, HookError, HookFuture, Privilege};
 pub use image::{image_allowed, image_repository};
-pub use names::{
-    MAX_NAME, dns_label_problem, env_name_problem, is_reserved_key, label_value_problem,
-    qualified_name_problem, subdomain_problem,
-};
+pub(crate) use names::dns_label_problem;
+pub(crate) use names::env_name_problem;
+pub(crate) use names::subdomain_problem;
+pub use names::{MAX_NAME, is_reserved_key, label_value_problem, qualified_name_problem};
 pub use outcome::Outcome;
-pub use policy::{PolicyRefusal, PolicyRule, refuse_dag_placement};
-pub use quantity::{QuantityError, cpu_quantity, is_below, memory_quantity, parse_milli};
-pub use reason::{
-    MAX_REASON_BYTES, clean_reason, display_duration, error_chain, error_lines, escape_controls,
-    is_control_or_format,
-};
+pub(crate) use policy::refuse_dag_placement;
+pub use policy::{PolicyRefusal, PolicyRule};
+pub(crate) use quantity::is_below;
+pub use quantity::{QuantityError, cpu_quantity, memory_quantity, parse_milli};
+pub(crate) use reason::display_duration;
+pub(crate) use reason::error_lines;
+pub(crate) use reason::escape_controls;
+pub use reason::{MAX_REASON_BYTES, clean_reason, error_chain, is_control_or_format};
 pub use request::{API_VERSION, Execution, Request, ResourceList, Resources};
 pub use toleration::{TaintEffect, Toleration, TolerationOperator};
+pub(crate) use wire::is_json_content_type;
 pub use wire::{
-    AnswerEnvelope, AnswerError, DecisionKind, RequestEnvelope, answer_schema,
-    is_json_content_type, request_schema,
+    AnswerEnvelope, AnswerError, DecisionKind, RequestEnvelope, answer_schema, request_schema,
 };

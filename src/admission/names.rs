@@ -56,7 +56,7 @@ pub fn label_value_problem(value: &str) -> Option<String> {
 /// Why `name` is not a DNS label (RFC 1123), or `None`.
 ///
 /// Namespaces and pod names are DNS labels: one part of a DNS subdomain, at most 63 characters.
-pub fn dns_label_problem(name: &str) -> Option<String> {
+pub(crate) fn dns_label_problem(name: &str) -> Option<String> {
     if name.contains('.') {
         return Some("must not contain '.'".to_owned());
     }
@@ -69,7 +69,7 @@ pub fn dns_label_problem(name: &str) -> Option<String> {
 /// Why `name` is not a DNS subdomain (RFC 1123), or `None`.
 ///
 /// Service accounts, priority classes, runtime classes and key prefixes are DNS subdomains.
-pub fn subdomain_problem(name: &str) -> Option<String> {
+pub(crate) fn subdomain_problem(name: &str) -> Option<String> {
     if name.is_empty() {
         return Some("must not be empty".to_owned());
     }
@@ -96,7 +96,7 @@ pub fn subdomain_problem(name: &str) -> Option<String> {
 ///
 /// Since Kubernetes 1.34 (the relaxed rule, on by default since 1.32) a name is any non-empty
 /// run of printable ASCII characters other than `=`.
-pub fn env_name_problem(name: &str) -> Option<String> {
+pub(crate) fn env_name_problem(name: &str) -> Option<String> {
     if name.is_empty() {
         return Some("must not be empty".to_owned());
     }

@@ -87,7 +87,7 @@ pub enum PolicyRule {
 ///
 /// # Errors
 /// [`PolicyRule::DagPlacement`] naming the first placement field set.
-pub fn refuse_dag_placement(set_fields: &[&str]) -> Result<(), PolicyRefusal> {
+pub(crate) fn refuse_dag_placement(set_fields: &[&str]) -> Result<(), PolicyRefusal> {
     match DAG_PLACEMENT_FIELDS
         .into_iter()
         .find(|field| set_fields.contains(field))

@@ -144,7 +144,7 @@ fn decimal_quantity(whole: u128) -> String {
 
 /// Whether the quantity `limit` is below the quantity `request`, as Kubernetes refuses a limit
 /// below its request; false when either does not parse (each is refused on its own).
-pub fn is_below(limit: &str, request: &str) -> bool {
+pub(crate) fn is_below(limit: &str, request: &str) -> bool {
     match (parse_milli(limit), parse_milli(request)) {
         (Ok(limit), Ok(request)) => limit < request,
         _ => false,

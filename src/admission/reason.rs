@@ -35,13 +35,7 @@ pub fn clean_reason(text: &str) -> String {
 /// borrowed as it is.
 ///
 /// Unlike [`clean_reason`], nothing is dropped: what was there stays visible.
-///
-/// ```
-/// use dexaflow_admission::admission::escape_controls;
-/// assert_eq!(escape_controls("load\n\u{1b}[31m"), "load\\u{a}\\u{1b}[31m");
-/// assert_eq!(escape_controls("load"), "load");
-/// ```
-pub fn escape_controls(text: &str) -> Cow<'_, str> {
+pub(crate) fn escape_controls(text: &str) -> Cow<'_, str> {
     if !text.chars().any(is_control_or_format) {
         return Cow::Borrowed(text);
     }
@@ -86,7 +80,7 @@ pub fn error_chain(error: &dyn std::error::Error) -> String {
 
 /// Errors one a line, each with its causes as [`error_chain`] joins them: how a list of every
 /// problem in a file (a config, a workload) is shown.
-pub fn error_lines<E: std::error::Error>(errors: &[E]) -> String {
+pub(crate) fn error_lines<E: std::error::Error>(errors: &[E]) -> String {
     errors
         .iter()
         .map(|error| error_chain(error))
@@ -97,16 +91,7 @@ pub fn error_lines<E: std::error::Error>(errors: &[E]) -> String {
 /// A duration as a person reads it in a reason or a log line: rounded to the millisecond from a
 /// millisecond up, to the microsecond below. A deadline measured on a clock ends some
 /// nanoseconds off (`1.999999699s`), which tells a reader nothing.
-///
-/// ```
-/// use std::time::Duration;
-/// use dexaflow_admission::admission::display_duration;
-/// assert_eq!(display_duration(Duration::from_nanos(1_999_999_699)), "2s");
-/// assert_eq!(display_duration(Duration::from_nanos(479_999_800)), "480ms");
-/// assert_eq!(display_duration(Duration::from_millis(1_500)), "1.5s");
-/// assert_eq!(display_duration(Duration::from_nanos(250_400)), "250µs");
-/// ```
-pub fn display_duration(duration: Duration) -> String {
+pub(crate) fn display_duration(duration: Duration) -> String {
     let unit: u128 = if duration >= Duration::from_millis(1) {
         1_000_000
     } else if duration >= Duration::from_micros(1) {
@@ -120,4 +105,24 @@ pub fn display_duration(duration: Duration) -> String {
         u32::try_from(nanos % 1_000_000_000).unwrap_or(0),
     );
     format!("{rounded:?}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_duration_is_shown_rounded_to_the_millisecond_or_microsecond() {
+        use std::time::Duration;
+        assert_eq!(display_duration(Duration::from_nanos(1_999_999_699)), "2s");
+        assert_eq!(display_duration(Duration::from_nanos(479_999_800)), "480ms");
+        assert_eq!(display_duration(Duration::from_millis(1_500)), "1.5s");
+        assert_eq!(display_duration(Duration::from_nanos(250_400)), "250µs");
+    }
+
+    #[test]
+    fn control_characters_are_escaped_and_plain_text_is_kept() {
+        assert_eq!(escape_controls("load\n\u{1b}[31m"), "load\\u{a}\\u{1b}[31m");
+        assert_eq!(escape_controls("load"), "load");
+    }
 }

@@ -83,7 +83,7 @@ impl Resources {
     /// The first resource whose limit is below its request, which Kubernetes refuses, as
     /// `(resource, limit, request)`; `None` when every limit is at or above its request (or one
     /// of the two is unset).
-    pub fn limit_below_request(&self) -> Option<(&'static str, &str, &str)> {
+    pub(crate) fn limit_below_request(&self) -> Option<(&'static str, &str, &str)> {
         self.limits.set().find_map(|(resource, limit)| {
             let request = self.requests.get(resource)?;
             is_below(limit, request).then_some((resource, limit, request))

@@ -45,13 +45,7 @@ use super::{API_VERSION, Changes, Decision, Request};
 /// Whether a `Content-Type` value is `application/json`, in any case, with any parameters
 /// (`charset=utf-8`) and spaces around the media type: the one check of a webhook's answer and
 /// of a request to the server.
-///
-/// ```
-/// use dexaflow_admission::admission::is_json_content_type;
-/// assert!(is_json_content_type("application/json; charset=utf-8"));
-/// assert!(!is_json_content_type("application/json-patch+json"));
-/// ```
-pub fn is_json_content_type(value: &str) -> bool {
+pub(crate) fn is_json_content_type(value: &str) -> bool {
     value
         .split(';')
         .next()
@@ -459,6 +453,12 @@ pub fn answer_schema() -> Schema {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_content_types_are_recognised_with_parameters_and_others_are_not() {
+        assert!(is_json_content_type("application/json; charset=utf-8"));
+        assert!(!is_json_content_type("application/json-patch+json"));
+    }
 
     #[test]
     fn json_content_type_may_carry_parameters_any_case_and_spaces() {

@@ -137,9 +137,9 @@ pub(super) const LEAVES: &[&str] = &[
 
 /// Dexaflow's variable naming its config file. `dexaflow-admission` takes `--config` instead and
 /// never reads it, but accepts it in its environment, where a Dexaflow install sets it.
-pub const CONFIG_VARIABLE: &str = "DEXAFLOW_CONFIG";
+pub(crate) const CONFIG_VARIABLE: &str = "DEXAFLOW_CONFIG";
 
-/// The documented `DEXAFLOW_` variables that are no config key: [`CONFIG_VARIABLE`] and every
+/// The documented `DEXAFLOW_` variables that are no config key: `CONFIG_VARIABLE` and every
 /// variable an executor sets for its tasks ([`TASK_VARIABLES`]). Any other `DEXAFLOW_` variable
 /// that names no key is an error.
 pub fn non_config_variables() -> impl Iterator<Item = &'static str> {

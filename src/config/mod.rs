@@ -91,7 +91,7 @@ use crate::hooks::{HookSpec, PolicyError, PolicySpec, SpecError};
 use crate::{dispatch, supervise};
 
 pub(crate) use execution::BREAKER_FAILURE_COUNTS;
-pub use keys::{CONFIG_VARIABLE, METRICS_LISTEN, non_config_variables};
+pub use keys::{METRICS_LISTEN, non_config_variables};
 pub use metrics::BATCH_LISTEN;
 pub(crate) use scheduler::{BUFFER_SIZES, WORKER_COUNTS, WORKER_THREAD_COUNTS};
 pub use server::check_server_files;

@@ -92,7 +92,7 @@ impl DedicatedReason {
     }
 
     /// The reason in words, for a table column: `placement fields`, `no warm pool`...
-    pub fn describe(self) -> &'static str {
+    pub(crate) fn describe(self) -> &'static str {
         match self {
             DedicatedReason::NoWarmPool => "no warm pool",
             DedicatedReason::SourceMode => "source mode",

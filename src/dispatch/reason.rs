@@ -71,7 +71,7 @@ pub enum Reason {
 impl Reason {
     /// Whether the attempt was refused, by a built-in check or a hook: the task failed at once,
     /// without retries.
-    pub fn is_refusal(&self) -> bool {
+    pub(crate) fn is_refusal(&self) -> bool {
         matches!(
             self,
             Reason::Refused(_) | Reason::ChangesRefused(_) | Reason::RefusedByHook { .. }

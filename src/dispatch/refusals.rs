@@ -8,7 +8,7 @@
 //! first refusal wins. An attempt that passes gets its [`Effective`] values
 //! ([`effective`](super::effective)), which the hook's request is built from.
 //!
-//! The Kubernetes checks are the ones a hook's changes pass ([`crate::admission::check_entries`]
+//! The Kubernetes checks are the ones a hook's changes pass (`crate::admission::check_entries`
 //! and its siblings), and they run on every executor: a task that a pod could not carry is
 //! refused the same way on lite.
 

@@ -16,13 +16,13 @@ pub const DEFAULT_LOOP_INTERVAL_MS: u64 = 1_000;
 /// dispatch), as Dexaflow does without ADR 0100's buffer.
 pub const DEFAULT_BUFFER_SIZE: usize = 0;
 
-/// The default `scheduler.dispatch.workers` as written: 0, which [`effective_workers`] takes
+/// The default `scheduler.dispatch.workers` as written: 0, which `effective_workers` takes
 /// as 1.
 pub const DEFAULT_WORKERS: usize = 0;
 
 /// The admission workers `scheduler.dispatch.workers` stands for: at least one, so that a
 /// buffer is always drained.
-pub fn effective_workers(workers: usize) -> usize {
+pub(crate) fn effective_workers(workers: usize) -> usize {
     workers.max(1)
 }
 
@@ -46,7 +46,7 @@ pub const DEFAULT_LOG_DIR: &str = "dexaflow-logs";
 
 /// The fewest bytes `auth.agent_token_secret` may have: an HS256 key should be as long as the
 /// hash (RFC 7518 §3.2). A generated secret has this many.
-pub const MIN_SECRET_BYTES: usize = 32;
+pub(crate) const MIN_SECRET_BYTES: usize = 32;
 
 /// The largest `scheduler.dispatch.buffer_size`.
 ///
@@ -281,7 +281,7 @@ impl TokenSettings {
     ///
     /// # Errors
     /// The generator's error, where the system has none.
-    pub fn random_secret() -> Result<Vec<u8>, getrandom::Error> {
+    pub(crate) fn random_secret() -> Result<Vec<u8>, getrandom::Error> {
         let mut secret = vec![0; MIN_SECRET_BYTES];
         getrandom::fill(&mut secret)?;
         Ok(secret)

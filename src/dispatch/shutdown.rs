@@ -32,7 +32,7 @@ impl Trigger {
 
 impl Shutdown {
     /// Whether the signal has fired.
-    pub fn is_fired(&self) -> bool {
+    pub(crate) fn is_fired(&self) -> bool {
         *self.fired.borrow()
     }
 
@@ -40,7 +40,7 @@ impl Shutdown {
     ///
     /// # Cancel safety
     /// Cancel safe: it only waits.
-    pub async fn triggered(&self) {
+    pub(crate) async fn triggered(&self) {
         let mut fired = self.fired.clone();
         if fired.wait_for(|fired| *fired).await.is_err() {
             std::future::pending::<()>().await;

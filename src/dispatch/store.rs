@@ -443,7 +443,7 @@ impl TaskStore {
 
     /// Fails a refused task at once, without retries (Dexaflow's `FailDispatchExhausted` with a
     /// `dispatch refused: ` reason). `reason` is one of the refusals
-    /// ([`Reason::is_refusal`]).
+    /// (`Reason::is_refusal`).
     pub fn fail_refused(&self, key: &TaskKey, reason: Reason) -> Write {
         let mut rows = self.shard(key);
         match rows.get_mut(key) {
@@ -667,7 +667,7 @@ impl TaskStore {
     ///
     /// Each shard's lock is held while its rows are visited: `visit` must not call the store.
     /// Rows written meanwhile are seen as they were when their shard was visited.
-    pub fn for_each(&self, mut visit: impl FnMut(&TaskInstance)) {
+    pub(crate) fn for_each(&self, mut visit: impl FnMut(&TaskInstance)) {
         self.each_shard(|shard| shard.iter().for_each(&mut visit));
     }
 

@@ -44,7 +44,7 @@ impl TaskKey {
 const TASK_INSTANCE_ID_SEPARATOR: &str = ".";
 
 /// `tenant/dag/run/task`, each id with its control and format characters escaped
-/// ([`escape_controls`]), so that a key in a log line or an error cannot forge another line.
+/// (`escape_controls`), so that a key in a log line or an error cannot forge another line.
 impl fmt::Display for TaskKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
@@ -130,7 +130,7 @@ pub struct TaskExecution {
 
 impl Task {
     /// The keys a task may have in a workload file, in declaration order.
-    pub const FIELDS: [&'static str; 14] = [
+    pub(crate) const FIELDS: [&'static str; 14] = [
         "tenant",
         "dag_id",
         "run_id",
@@ -249,7 +249,7 @@ impl TaskExecution {
     /// The names of the execution fields the author set, as `execution_allowlist.fields` names
     /// them: `node_selector`, `tolerations`, `service_account`, `priority_class_name`, `labels`,
     /// `annotations`.
-    pub fn set_fields(&self) -> Vec<&'static str> {
+    pub(crate) fn set_fields(&self) -> Vec<&'static str> {
         let mut fields = Vec::new();
         if !self.node_selector.is_empty() {
             fields.push("node_selector");

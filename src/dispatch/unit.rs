@@ -83,7 +83,7 @@ pub enum UnitError {
 }
 
 /// The task's declared size: `pool_slots`, with 0 meaning 1.
-pub fn declared_size(task: &Task) -> u32 {
+pub(crate) fn declared_size(task: &Task) -> u32 {
     task.pool_slots.max(1)
 }
 

@@ -168,7 +168,7 @@ pub trait Clock: Send + Sync + fmt::Debug {
 
 /// The system's wall clock, [`SystemTime::now`].
 #[derive(Debug, Clone, Copy, Default)]
-pub struct SystemClock;
+pub(crate) struct SystemClock;
 
 impl Clock for SystemClock {
     fn now(&self) -> SystemTime {
@@ -231,7 +231,7 @@ impl Freeze {
     }
 
     /// Whether the window is open now.
-    pub fn is_frozen(&self) -> bool {
+    pub(crate) fn is_frozen(&self) -> bool {
         match self.window {
             Armed::Relative { start, end } => {
                 let now = Instant::now();

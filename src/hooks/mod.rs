@@ -48,7 +48,8 @@ mod spec;
 pub mod webhook;
 
 pub use deny::{Deny, DenySpec};
-pub use freeze::{Clock, Freeze, FreezeSpec, SystemClock, Window};
+pub(crate) use freeze::SystemClock;
+pub use freeze::{Clock, Freeze, FreezeSpec, Window};
 pub use matcher::Matcher;
 pub use placement::{Placement, PlacementSpec, ResourceGroup};
 pub use policy::{

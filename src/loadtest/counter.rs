@@ -22,7 +22,7 @@ const SHARDS: usize = 16;
 /// calling thread, so that admission workers on threads of their own (`--worker-threads`) do
 /// not all take one lock for every call.
 #[derive(Debug)]
-pub struct Counter {
+pub(crate) struct Counter {
     // Per shard, one histogram per hook-call outcome, in the order of `Outcome::ALL`, made on
     // the outcome's first call in the shard (a histogram is a few hundred KiB).
     calls: Box<[Mutex<Vec<Option<Latencies>>>]>,
@@ -40,7 +40,7 @@ impl Default for Counter {
 
 impl Counter {
     /// A counter with nothing counted.
-    pub fn new() -> Counter {
+    pub(crate) fn new() -> Counter {
         Counter {
             calls: (0..SHARDS)
                 .map(|_| Mutex::new(Outcome::ALL.iter().map(|_| None).collect()))
@@ -53,7 +53,7 @@ impl Counter {
     }
 
     /// Hook calls by outcome, with their latency, for the outcomes that happened.
-    pub fn hook_calls(&self) -> Vec<(Outcome, Latencies)> {
+    pub(crate) fn hook_calls(&self) -> Vec<(Outcome, Latencies)> {
         let mut merged: Vec<Latencies> = Outcome::ALL.iter().map(|_| Latencies::new()).collect();
         for shard in &self.calls {
             let shard = lock(shard);
@@ -72,7 +72,7 @@ impl Counter {
     }
 
     /// How often breakers moved to each state.
-    pub fn breaker_transitions(&self) -> BreakerTransitions {
+    pub(crate) fn breaker_transitions(&self) -> BreakerTransitions {
         BreakerTransitions {
             open: self.opened.load(Ordering::Relaxed),
             half_open: self.half_opened.load(Ordering::Relaxed),
@@ -81,7 +81,7 @@ impl Counter {
     }
 
     /// How many attempts found the buffer full.
-    pub fn deferred_at_capacity(&self) -> u64 {
+    pub(crate) fn deferred_at_capacity(&self) -> u64 {
         self.deferred.load(Ordering::Relaxed)
     }
 }

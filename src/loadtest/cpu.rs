@@ -12,7 +12,7 @@ const TICKS_PER_SECOND: u64 = 100;
 /// User plus system CPU time of this process (every thread) so far, read from
 /// `/proc/self/stat` with a resolution of 10 ms; `None` where that file does not exist (any OS
 /// but Linux) or cannot be read.
-pub fn process_cpu_time() -> Option<Duration> {
+pub(crate) fn process_cpu_time() -> Option<Duration> {
     cpu_time_in(Path::new("/proc/self/stat"))
 }
 

@@ -37,7 +37,7 @@
 //! (the SPEC grammar and the synthetic hooks), [`timer`] (the hooks' timer thread),
 //! `harness` (a run from start to report: [`run`], [`run_blocking`]), `driver` (offering and ticking, the open
 //! loop), `accounting` (what was offered and settled, and conservation), [`report`] (the table
-//! and JSON), [`chart`] (the SVG charts of `--report DIR`), [`Counter`] (the harness's own
+//! and JSON), [`chart`] (the SVG charts of `--report DIR`), `Counter` (the harness's own
 //! observer).
 
 mod accounting;
@@ -52,13 +52,11 @@ pub mod report;
 pub mod spec;
 pub mod timer;
 
-pub use counter::Counter;
-pub use cpu::process_cpu_time;
 pub use error::LoadTestError;
 pub use harness::{Options, run, run_blocking};
 pub use plan::{Amount, Plan, attempt};
 pub use report::{
     AttemptOutcome, BreakerTransitions, Latencies, Report, Throughput, check_report_dir,
 };
-pub use spec::{HookFlag, HookFlagError, Synthetic, WebhookFiles, parse_all};
+pub use spec::{HookFlag, HookFlagError, WebhookFiles, parse_all};
 pub use timer::{HookTimer, TimerThread};

@@ -218,7 +218,7 @@ impl Plan {
     }
 
     /// One line saying what is run.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let amount = match self.amount {
             Amount::Attempts(attempts) => format!("{attempts} attempts"),
             Amount::For(duration) => format!("for {}", humantime::format_duration(duration)),
@@ -286,7 +286,7 @@ impl Plan {
     /// The dispatcher settings of the run: the plan's buffer and workers, the `null` executor,
     /// a zero retry window, so that a held or unavailable attempt fails at its first offer, and
     /// a token secret drawn from the seed; every other field as [`Settings::default`] has it.
-    pub fn dispatch_settings(&self) -> Settings {
+    pub(crate) fn dispatch_settings(&self) -> Settings {
         let mut rng = fastrand::Rng::with_seed(self.seed);
         let defaults = Settings::default();
         Settings {
@@ -313,7 +313,7 @@ impl Plan {
     ///
     /// # Panics
     /// When the operating system cannot start the thread.
-    pub fn hook_timer_thread(&self) -> Option<TimerThread> {
+    pub(crate) fn hook_timer_thread(&self) -> Option<TimerThread> {
         let waits = self
             .hooks
             .iter()
@@ -324,7 +324,7 @@ impl Plan {
     /// The hooks of the plan, in chain order: the synthetic ones each seeded from the plan's
     /// seed, with `sleep` and `jitter` waiting on `timer` (or on tokio's timer without one), and
     /// the webhooks with the plan's files.
-    pub fn synthetic_hooks(&self, timer: Option<&TimerThread>) -> Vec<Arc<dyn Hook>> {
+    pub(crate) fn synthetic_hooks(&self, timer: Option<&TimerThread>) -> Vec<Arc<dyn Hook>> {
         self.hooks
             .iter()
             .enumerate()

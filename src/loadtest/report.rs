@@ -178,12 +178,12 @@ impl Throughput {
     }
 
     /// Attempts settled per second in each slice.
-    pub fn settled_per_second(&self) -> Vec<f64> {
+    pub(crate) fn settled_per_second(&self) -> Vec<f64> {
         self.per_second(&self.settled)
     }
 
     /// Attempts due per second in each slice.
-    pub fn due_per_second(&self) -> Vec<f64> {
+    pub(crate) fn due_per_second(&self) -> Vec<f64> {
         self.per_second(&self.due)
     }
 
@@ -507,7 +507,7 @@ fn latency_table(out: &mut String, title: &str, rows: &[(&str, &Latencies)], tot
 }
 
 /// A latency as people read it, to three significant digits: `850µs`, `12.3ms`, `1.50s`.
-pub fn human(latency: Duration) -> String {
+pub(crate) fn human(latency: Duration) -> String {
     let micros = latency.as_micros();
     let three = |value: f64, unit: &str| {
         if value < 10.0 {

@@ -32,7 +32,7 @@ use crate::sync::lock;
 
 /// The node-selector key and the label key a `change:P` hook sets; a launched attempt that
 /// carries the label was admitted with changes.
-pub const CHANGED_KEY: &str = "loadtest.example.com/changed";
+pub(crate) const CHANGED_KEY: &str = "loadtest.example.com/changed";
 
 /// One hook of a load test, as `--hook SPEC` describes it: synthetic, or a webhook.
 #[derive(Debug, Clone, PartialEq)]
@@ -230,7 +230,7 @@ impl HookFlag {
 
     /// The name of the hook this SPEC makes at `position` of the chain: `<kind>#<position>`
     /// (`error#0`), so that reasons and breaker reports say which hook of the chain it was.
-    pub fn hook_name(&self, position: usize) -> String {
+    pub(crate) fn hook_name(&self, position: usize) -> String {
         format!("{}#{position}", self.kind())
     }
 }
@@ -272,7 +272,7 @@ pub fn parse_all<S: AsRef<str>>(specs: &[S]) -> Result<Vec<HookFlag>, HookFlagEr
 /// The hook a [`HookFlag`] describes, answering from its own seeded random generator, named
 /// as [`HookFlag::hook_name`] says.
 #[derive(Debug)]
-pub struct Synthetic {
+pub(crate) struct Synthetic {
     name: String,
     spec: HookFlag,
     rng: Mutex<fastrand::Rng>,
@@ -283,7 +283,7 @@ pub struct Synthetic {
 impl Synthetic {
     /// The hook at `position` in the chain, drawing from a generator seeded from `seed` and the
     /// position.
-    pub fn new(spec: HookFlag, position: usize, seed: u64) -> Synthetic {
+    pub(crate) fn new(spec: HookFlag, position: usize, seed: u64) -> Synthetic {
         // Spread the positions apart so that two hooks of one run never draw the same sequence.
         let seed = seed
             .wrapping_mul(0x9e37_79b9_7f4a_7c15)
@@ -298,7 +298,7 @@ impl Synthetic {
 
     /// The same hook waiting on `timer` instead of tokio's timer (see [`super::timer`]).
     #[must_use]
-    pub fn waiting_on(self, timer: TimerThread) -> Synthetic {
+    pub(crate) fn waiting_on(self, timer: TimerThread) -> Synthetic {
         Synthetic {
             timer: Some(timer),
             ..self

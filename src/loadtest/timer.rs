@@ -10,10 +10,10 @@
 //!
 //! A run sized on either would be sized wrong: 64 workers behind a 1 ms hook would look like 30
 //! or 58 thousand attempts per second where the dispatcher can do 64. The [`TimerThread`]
-//! parks until [`SPIN`] before the earliest deadline and spins through the rest, so a wait ends
+//! parks until `SPIN` before the earliest deadline and spins through the rest, so a wait ends
 //! within microseconds of its deadline and never before it. The spinning costs up to one core
 //! while waits are pending; that core stands for the hooks' own machines, so the harness leaves
-//! it out of the CPU time it reports ([`TimerThread::cpu_time`]).
+//! it out of the CPU time it reports (`TimerThread::cpu_time`).
 //!
 //! It follows the wall clock, not tokio's: a paused tokio clock does not reach it, so tests that
 //! pause the clock use [`HookTimer::Tokio`].
@@ -35,7 +35,7 @@ use crate::sync::lock;
 
 /// How long before the earliest deadline the thread stops parking and starts spinning: longer
 /// than a parked thread is late on the machines the harness runs on.
-pub const SPIN: Duration = Duration::from_micros(200);
+pub(crate) const SPIN: Duration = Duration::from_micros(200);
 
 /// Which timer the synthetic hooks wait on.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -254,7 +254,7 @@ impl TimerThread {
 
     /// The CPU time the thread has used so far, spinning included; `None` where `/proc` does
     /// not tell (any OS but Linux).
-    pub fn cpu_time(&self) -> Option<Duration> {
+    pub(crate) fn cpu_time(&self) -> Option<Duration> {
         cpu_time_in(self.handle.stat.as_ref()?)
     }
 }

@@ -99,7 +99,7 @@ impl Metrics {
     /// Like [`Metrics::register`] without the `dexaflow_dispatch_*` metrics: for a process that
     /// runs hooks but no dispatcher (`serve`), where they would only ever read 0. Buffer events
     /// reported to it are dropped.
-    pub fn register_hooks() -> Metrics {
+    pub(crate) fn register_hooks() -> Metrics {
         describe();
         Metrics {
             outcomes: Outcome::ALL

@@ -116,7 +116,7 @@ pub fn install(listen: SocketAddr) -> Result<Installed, MetricsError> {
 }
 
 /// [`install`] for a process without a dispatcher (`serve`): its [`Installed::metrics`] are
-/// [`Metrics::register_hooks`]'s, so that no `dexaflow_dispatch_*` metric is exported there.
+/// `Metrics::register_hooks`'s, so that no `dexaflow_dispatch_*` metric is exported there.
 ///
 /// # Errors
 /// As [`install`].

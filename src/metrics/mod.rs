@@ -47,7 +47,7 @@
 //! | file | job |
 //! |---|---|
 //! | `dispatch.rs` | the hook and dispatch metrics' names and [`Metrics`] |
-//! | `server.rs` | the webhook server's names, [`ServerMetrics`] and [`ServiceMetrics`] |
+//! | `server.rs` | the webhook server's names, [`ServerMetrics`] and `ServiceMetrics` |
 //! | `exporter.rs` | [`install`], the exporter's listener, [`Exporter`] |
 //!
 //! ```
@@ -79,7 +79,7 @@ pub use exporter::{
 pub use server::{
     CERTIFICATE_RELOADS_TOTAL, GROUP_RELOADS_TOTAL, NO_SERVICE, RESULT_LABEL,
     SERVER_CONNECTIONS_OPEN, SERVER_CONNECTIONS_WAITED_TOTAL, SERVER_DURATION_SECONDS,
-    SERVER_IN_FLIGHT, SERVER_REQUESTS_TOTAL, SERVICE_LABEL, ServerMetrics, ServiceMetrics,
+    SERVER_IN_FLIGHT, SERVER_REQUESTS_TOTAL, SERVICE_LABEL, ServerMetrics,
 };
 
 /// What the unit tests of every file share: a recorder of their own, and one series read back.

@@ -36,7 +36,7 @@ pub const NO_SERVICE: &str = "none";
 
 /// The webhook server's cached metric handles, reported to as its [`ServerEvents`]: the
 /// in-flight and connection gauges, the reload counters and, through
-/// [`ServerEvents::service`], each service's own [`ServiceMetrics`].
+/// [`ServerEvents::service`], each service's own `ServiceMetrics`.
 ///
 /// Build it under the recorder in effect, like [`super::Metrics::register`]; without one every
 /// handle is a no-op.
@@ -53,7 +53,7 @@ pub struct ServerMetrics {
 /// One service's handles: a counter per outcome, its latency histogram and the server's
 /// in-flight gauge, built once per served path so that a request costs no lookup.
 #[derive(Debug, Clone)]
-pub struct ServiceMetrics {
+pub(crate) struct ServiceMetrics {
     /// Indexed by [`RequestOutcome::index`].
     outcomes: [Counter; RequestOutcome::ALL.len()],
     duration: Histogram,
@@ -86,7 +86,7 @@ impl ServerMetrics {
 
     /// The handles of the service at `path`, every outcome at zero from here on. Call it under
     /// the recorder [`ServerMetrics::register`] ran under.
-    pub fn service_metrics(&self, path: &str) -> ServiceMetrics {
+    pub(crate) fn service_metrics(&self, path: &str) -> ServiceMetrics {
         ServiceMetrics {
             outcomes: RequestOutcome::ALL.map(|outcome| {
                 counter!(

@@ -162,11 +162,6 @@ impl Service {
         self
     }
 
-    /// Whether only authenticated callers are served.
-    pub fn is_authenticated(&self) -> bool {
-        self.authenticated
-    }
-
     /// The path it answers, such as `/pods/mutate`.
     pub fn path(&self) -> &str {
         &self.path

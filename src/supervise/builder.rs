@@ -62,7 +62,7 @@ impl ChainBuilder {
     /// A builder of `chain` as it is: for a chain the crate assembled with its privileged last
     /// hook (the executor policy, `crate::hooks::chain`), to which more hooks may still be added
     /// before that last one.
-    pub fn from_chain(chain: Chain, settings: Settings) -> ChainBuilder {
+    pub(crate) fn from_chain(chain: Chain, settings: Settings) -> ChainBuilder {
         ChainBuilder {
             chain,
             settings,

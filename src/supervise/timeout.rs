@@ -37,7 +37,7 @@ impl Limit {
 
     /// Whether what is left of the chain budget, not the hook's own timeout, ends the call: the
     /// hooks before it spent part of the budget, so running out is not the hook's failure.
-    pub fn is_set_by_budget(self) -> bool {
+    pub(crate) fn is_set_by_budget(self) -> bool {
         self.budget_left < self.timeout
     }
 }

@@ -147,7 +147,7 @@ async fn write_private(path: &std::path::Path, contents: &[u8]) -> std::io::Resu
 /// They count toward the 256 KiB Kubernetes allows all annotations of a pod together, so the
 /// built-in refusals count them too. `V` is each value itself (`&str`) where the pod is built,
 /// or its length (`usize`) where only the size counts, so that counting allocates nothing.
-pub fn own_annotations<V>(
+pub(crate) fn own_annotations<V>(
     task_instance_id: V,
     source: Option<V>,
 ) -> impl Iterator<Item = (&'static str, V)> {
@@ -159,7 +159,7 @@ pub fn own_annotations<V>(
 ///
 /// - Name `dexaflow-<dag>-<task>-<try>-<8 random hex>`, a DNS label of at most 63 characters.
 /// - Labels `dexaflow.io/{dag-id,task-id,run-id,try-number,attempt-epoch,tenant-id}` (see
-///   [`label_value`]), merged over the execution labels; [`own_annotations`] merged over the
+///   [`label_value`]), merged over the execution labels; `own_annotations` merged over the
 ///   execution annotations. The executor's keys win, and execution keys under the reserved
 ///   `leoflow.io/` and `dexaflow.io/` prefixes are dropped.
 /// - The execution's node selector, tolerations, priority class, service account and runtime

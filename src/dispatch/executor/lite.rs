@@ -166,7 +166,7 @@ impl Lite {
     /// `<log_dir>/<tenant>/<dag>/<run>/<task>/try-<try>-attempt-<epoch>.log`.
     ///
     /// Each id becomes one path component by an encoding that gives distinct ids distinct
-    /// components ([`path_component`]), so that no two task instances share a log and no id
+    /// components (`path_component`), so that no two task instances share a log and no id
     /// can leave `log_dir`; the attempt epoch tells two attempts of one try apart.
     pub fn log_path(&self, attempt: &Admitted) -> PathBuf {
         let key = &attempt.task.key;
@@ -649,15 +649,7 @@ fn write_error(path: &Path, source: std::io::Error) -> ExecutorError {
 /// other byte of the id's UTF-8 is written `%XX`. An empty id is `%`, which no other id gives.
 /// An encoding longer than 200 bytes keeps its first 120 and adds `~` and the SHA-256 of the
 /// id in hex (`~` is always escaped otherwise, so a cut component never equals a whole one).
-///
-/// ```
-/// use dexaflow_admission::dispatch::executor::lite::path_component;
-/// assert_eq!(path_component("a/b"), "a%2Fb");
-/// assert_eq!(path_component("a_b"), "a_b");
-/// assert_eq!(path_component(".."), "%2E.");
-/// assert_eq!(path_component(""), "%");
-/// ```
-pub fn path_component(id: &str) -> String {
+pub(crate) fn path_component(id: &str) -> String {
     if id.is_empty() {
         return "%".to_owned();
     }
@@ -688,4 +680,17 @@ pub fn path_component(id: &str) -> String {
         let _ = write!(component, "{byte:02x}");
     }
     component
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_id_becomes_one_path_component_that_cannot_climb_or_split() {
+        assert_eq!(path_component("a/b"), "a%2Fb");
+        assert_eq!(path_component("a_b"), "a_b");
+        assert_eq!(path_component(".."), "%2E.");
+        assert_eq!(path_component(""), "%");
+    }
 }

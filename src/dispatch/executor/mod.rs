@@ -238,7 +238,7 @@ pub type ExecuteFuture<'a> =
     Pin<Box<dyn Future<Output = Result<Launched, ExecutorError>> + Send + 'a>>;
 
 /// The future [`Executor::shutdown`] returns.
-pub type ShutdownFuture<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+pub(crate) type ShutdownFuture<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
 
 /// Runs admitted attempts.
 pub trait Executor: Send + Sync {
