@@ -16,6 +16,8 @@
 //! - [`ServerEvents`] and [`ServiceEvents`]: the webhook server's connections, reloads and,
 //!   per service, requests started and answered with their [`RequestOutcome`]. Apart from
 //!   [`Observer`], so that no reporter is handed methods it never calls.
+//! - [`ClusterEvents`]: the caches of cluster objects the server reads, synced, updated, or
+//!   failing to list or watch.
 //!
 //! Every method has a no-op default and is called on the hot path: keep an implementation to a
 //! few atomic operations. [`Ignore`] is the observer that wants none of it.
@@ -120,6 +122,7 @@ impl BreakerEvents for Ignore {}
 impl BufferEvents for Ignore {}
 impl ServerEvents for Ignore {}
 impl ServiceEvents for Ignore {}
+impl ClusterEvents for Ignore {}
 
 /// Tells every observer in turn: the metrics exporter and a load test's own counts, say.
 #[derive(Clone, Default)]
@@ -312,6 +315,27 @@ pub trait ServerEvents: Send + Sync {
     /// `file` changed and was read again: taken in (`ok`), or refused, the previous value kept.
     fn reloaded(&self, file: WatchedFile, ok: bool) {
         let _ = (file, ok);
+    }
+}
+
+/// The caches of cluster objects the webhook server reads (Volcano's queues), each named by
+/// its resource (`queues`).
+pub trait ClusterEvents: Send + Sync {
+    /// The cache of `resource` holds a complete list from the API server: from the first time
+    /// on, reviews that read it are answered.
+    fn cache_synced(&self, resource: &str) {
+        let _ = resource;
+    }
+
+    /// An object of `resource` was added, changed or deleted in the cache (a relist included).
+    fn cache_updated(&self, resource: &str) {
+        let _ = resource;
+    }
+
+    /// Listing or watching `resource` failed; it is tried again after a backoff, and the cache
+    /// keeps what it held.
+    fn watch_failed(&self, resource: &str) {
+        let _ = resource;
     }
 }
 

@@ -31,6 +31,8 @@
 //! - [`install`]: the front door for a program that embeds the dispatch path: settings, hooks,
 //!   an executor and an observer in, a running dispatcher [`Handle`] out. The `dispatch` command
 //!   assembles its dispatcher there too.
+//! - [`cluster`]: the cluster reads of Volcano's services through kube-rs: a watched cache of
+//!   queues, a namespace's annotation within a deadline.
 //! - `listen` (crate-private): the one accept loop every listener runs.
 //!
 //! # Example: the front door
@@ -113,6 +115,7 @@
 #![forbid(unsafe_code)]
 
 pub mod admission;
+pub mod cluster;
 pub mod config;
 pub mod dispatch;
 pub mod events;

@@ -20,7 +20,7 @@ const MAY_USE: &[(&str, &[&str])] = &[
     ("dispatch", &["admission", "supervise", "events", "sync"]),
     ("hooks", &["admission", "sync"]),
     ("volcano", &["admission"]),
-    ("cluster", &["volcano", "events", "sync"]),
+    ("cluster", &["admission", "volcano", "events", "sync"]),
     (
         "serve",
         &[

@@ -14,6 +14,7 @@
 //! (they swap the process-wide panic hook to keep their deliberate panics quiet, which would
 //! hide the failures of tests running beside them).
 
+mod apiserver;
 mod common;
 mod fakes;
 mod processes;
@@ -26,6 +27,7 @@ mod admission_properties;
 mod admission_reason;
 mod admission_wire;
 mod breaker;
+mod cluster;
 mod commands;
 mod config;
 mod config_cli;

@@ -1,0 +1,181 @@
+//! A cache of one kind of cluster object, kept by listing then watching it (kube-rs's watcher:
+//! resource versions, bookmarks, a relist when the watch breaks or its version expires).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
+
+use futures::StreamExt;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use serde::de::DeserializeOwned;
+
+use crate::events::ClusterEvents;
+
+/// A kind of cluster-scoped object to cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resource {
+    /// The API group, such as `scheduling.volcano.sh`.
+    pub group: &'static str,
+    /// The version, such as `v1beta1`.
+    pub version: &'static str,
+    /// The kind, such as `Queue`.
+    pub kind: &'static str,
+    /// The plural in the URL, such as `queues`; also the name logs and events give the cache.
+    pub plural: &'static str,
+}
+
+/// Volcano's queues, `scheduling.volcano.sh/v1beta1`, cluster-scoped.
+pub const QUEUES: Resource = Resource {
+    group: "scheduling.volcano.sh",
+    version: "v1beta1",
+    kind: "Queue",
+    plural: "queues",
+};
+
+/// The objects of one kind by name, as last listed and watched, decoded as `T`.
+///
+/// A lookup takes a read lock that an update holds only to insert or remove one object, or to
+/// swap in a whole relisted map built beside it.
+#[derive(Debug)]
+pub struct Cache<T> {
+    resource: Resource,
+    objects: RwLock<HashMap<String, Arc<T>>>,
+    synced: AtomicBool,
+}
+
+/// The task keeping a [`Cache`]; dropping it stops the watch (the cache keeps what it holds).
+#[derive(Debug)]
+pub struct Watching(tokio::task::JoinHandle<()>);
+
+impl Drop for Watching {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl<T> Cache<T> {
+    /// The object named `name`, if the cache holds one.
+    pub fn get(&self, name: &str) -> Option<Arc<T>> {
+        self.read().get(name).cloned()
+    }
+
+    /// Every object the cache holds, in no particular order.
+    pub fn all(&self) -> Vec<Arc<T>> {
+        self.read().values().cloned().collect()
+    }
+
+    /// Whether the cache has held a complete list at least once: until then its answers would
+    /// be guesses, and no review reads it.
+    pub fn is_synced(&self) -> bool {
+        self.synced.load(Ordering::Acquire)
+    }
+
+    /// What it caches.
+    pub fn resource(&self) -> Resource {
+        self.resource
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Arc<T>>> {
+        // A panic while holding the lock leaves a map that is whole after every statement.
+        self.objects.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<String, Arc<T>>> {
+        self.objects.write().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl<T: DeserializeOwned + Send + Sync + 'static> Cache<T> {
+    /// Starts listing and watching `resource` with `client` on the current tokio runtime, and
+    /// returns the cache (empty and not synced until the first list is whole) and the task
+    /// keeping it. A failed list or watch is logged, told to `events`, and tried again after
+    /// kube-rs's backoff (0.8 s doubling to 30 s); an object that does not decode as `T` is
+    /// logged and left out.
+    pub fn watch(
+        client: kube::Client,
+        resource: Resource,
+        events: Arc<dyn ClusterEvents>,
+    ) -> (Arc<Cache<T>>, Watching) {
+        let cache = Arc::new(Cache {
+            resource,
+            objects: RwLock::new(HashMap::new()),
+            synced: AtomicBool::new(false),
+        });
+        let api_resource = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk(resource.group, resource.version, resource.kind),
+            resource.plural,
+        );
+        let api: Api<DynamicObject> = Api::all_with(client, &api_resource);
+        let kept = Arc::clone(&cache);
+        let task = tokio::spawn(async move {
+            let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
+            let mut stream = std::pin::pin!(stream);
+            let mut relisted: Option<HashMap<String, Arc<T>>> = None;
+            while let Some(event) = stream.next().await {
+                match event {
+                    Ok(Event::Init) => relisted = Some(HashMap::new()),
+                    Ok(Event::InitApply(object)) => {
+                        if let (Some(map), Some((name, value))) =
+                            (relisted.as_mut(), kept.decode(object))
+                        {
+                            map.insert(name, value);
+                        }
+                    }
+                    Ok(Event::InitDone) => {
+                        if let Some(map) = relisted.take() {
+                            let count = map.len();
+                            *kept.write() = map;
+                            if !kept.synced.swap(true, Ordering::AcqRel) {
+                                tracing::info!(resource = resource.plural, count, "cache synced");
+                                events.cache_synced(resource.plural);
+                            }
+                        }
+                        events.cache_updated(resource.plural);
+                    }
+                    Ok(Event::Apply(object)) => {
+                        if let Some((name, value)) = kept.decode(object) {
+                            kept.write().insert(name, value);
+                            events.cache_updated(resource.plural);
+                        }
+                    }
+                    Ok(Event::Delete(object)) => {
+                        if let Some(name) = object.metadata.name {
+                            kept.write().remove(&name);
+                            events.cache_updated(resource.plural);
+                        }
+                    }
+                    Err(error) => {
+                        tracing::warn!(
+                            resource = resource.plural,
+                            synced = kept.is_synced(),
+                            "listing or watching failed, trying again: {}",
+                            crate::admission::error_chain(&error)
+                        );
+                        events.watch_failed(resource.plural);
+                    }
+                }
+            }
+        });
+        (cache, Watching(task))
+    }
+
+    /// The object's name and its value as `T`; `None`, logged, when it has no name or does not
+    /// decode.
+    fn decode(&self, object: DynamicObject) -> Option<(String, Arc<T>)> {
+        let name = object.metadata.name.clone()?;
+        let decoded = serde_json::to_value(&object).and_then(serde_json::from_value::<T>);
+        match decoded {
+            Ok(value) => Some((name, Arc::new(value))),
+            Err(error) => {
+                tracing::warn!(
+                    resource = self.resource.plural,
+                    name,
+                    "left out of the cache: {error}"
+                );
+                None
+            }
+        }
+    }
+}

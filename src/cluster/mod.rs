@@ -1,0 +1,107 @@
+//! The cluster reads Volcano's admission services need, through the Kubernetes client (kube-rs):
+//! a watched cache of an object kind ([`Cache`], for Volcano's queues) and a read of one
+//! namespace's annotation within a deadline ([`Namespaces`]).
+//!
+//! The client is found the standard way ([`connect`]): the kubeconfig file the settings name
+//! when they name one, else the files of `KUBECONFIG`, else the pod's service account (in
+//! cluster). A token and a CA from the kubeconfig are used as kubectl would use them.
+//!
+//! No review waits on the cluster without a deadline, and none is answered from a cache that
+//! never synced: [`Cache::is_synced`] says whether it did.
+
+mod cache;
+mod namespaces;
+
+pub use cache::{Cache, QUEUES, Resource, Watching};
+pub use namespaces::{NamespaceError, Namespaces};
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
+
+/// Why no client could be made for the cluster.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// A kubeconfig file could not be read or parsed.
+    #[error("kubeconfig {}", path.display())]
+    Kubeconfig {
+        /// The file.
+        path: PathBuf,
+        /// Why not.
+        #[source]
+        source: KubeconfigError,
+    },
+    /// The kubeconfig was read but names no usable cluster, user or context.
+    #[error("kubeconfig from {origin}: not usable")]
+    Unusable {
+        /// Where it came from: a path, or `KUBECONFIG`.
+        origin: String,
+        /// Why not.
+        #[source]
+        source: KubeconfigError,
+    },
+    /// No kubeconfig was given and the process does not run in a pod (no service account).
+    #[error("no kubeconfig (set server.kubeconfig or KUBECONFIG) and not running in a cluster")]
+    InCluster(#[source] kube::config::InClusterError),
+    /// The client could not be built from the configuration (its TLS settings, say).
+    #[error("building the Kubernetes client")]
+    Client(#[source] kube::Error),
+}
+
+/// Makes the Kubernetes client: from `kubeconfig` when given, else from the files listed in
+/// `kubeconfig_env` (the value of `KUBECONFIG`, paths joined as the platform joins `PATH`),
+/// else from the pod's service account.
+///
+/// # Errors
+/// [`ClusterError`], naming the file or the source that could not be used.
+pub async fn connect(
+    kubeconfig: Option<&Path>,
+    kubeconfig_env: Option<OsString>,
+) -> Result<kube::Client, ClusterError> {
+    let options = KubeConfigOptions::default();
+    let config = match (kubeconfig, kubeconfig_env.filter(|value| !value.is_empty())) {
+        (Some(path), _) => {
+            let file = read(path)?;
+            kube::Config::from_custom_kubeconfig(file, &options)
+                .await
+                .map_err(|source| ClusterError::Unusable {
+                    origin: path.display().to_string(),
+                    source,
+                })?
+        }
+        (None, Some(list)) => {
+            let mut merged: Option<Kubeconfig> = None;
+            for path in std::env::split_paths(&list) {
+                let file = read(&path)?;
+                merged = Some(match merged {
+                    None => file,
+                    Some(first) => {
+                        first
+                            .merge(file)
+                            .map_err(|source| ClusterError::Kubeconfig {
+                                path: path.clone(),
+                                source,
+                            })?
+                    }
+                });
+            }
+            let merged = merged.unwrap_or_default();
+            kube::Config::from_custom_kubeconfig(merged, &options)
+                .await
+                .map_err(|source| ClusterError::Unusable {
+                    origin: "KUBECONFIG".to_owned(),
+                    source,
+                })?
+        }
+        (None, None) => kube::Config::incluster().map_err(ClusterError::InCluster)?,
+    };
+    kube::Client::try_from(config).map_err(ClusterError::Client)
+}
+
+fn read(path: &Path) -> Result<Kubeconfig, ClusterError> {
+    Kubeconfig::read_from(path).map_err(|source| ClusterError::Kubeconfig {
+        path: path.to_owned(),
+        source,
+    })
+}

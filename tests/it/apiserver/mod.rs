@@ -1,0 +1,331 @@
+//! A Kubernetes API server on 127.0.0.1 for what `serve` reads: list and watch of Volcano's
+//! queues (resource versions, bookmarks, a watch the test can break), get of namespaces, a
+//! bearer token, `Status` bodies for 401, 403 and 404. Real HTTP on a real socket, so that the
+//! real client (kube-rs) talks to it as to a cluster.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http::{Request, Response, StatusCode};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::{Bytes, Frame, Incoming};
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+const QUEUES_PATH: &str = "/apis/scheduling.volcano.sh/v1beta1/queues";
+const NAMESPACES_PATH: &str = "/api/v1/namespaces/";
+
+/// The server's state, shared with its connections.
+#[derive(Default)]
+struct State {
+    token: String,
+    resource_version: AtomicU64,
+    queues: Mutex<BTreeMap<String, Value>>,
+    namespaces: Mutex<BTreeMap<String, Value>>,
+    /// The open watches, and every event sent so far with its resource version, so that a
+    /// watch started from a version gets what came after it, as from a real API server.
+    watchers: Mutex<Watchers>,
+    forbidden: AtomicBool,
+    namespace_delay: Mutex<Option<Duration>>,
+    requests: Mutex<Vec<String>>,
+}
+
+#[derive(Default)]
+struct Watchers {
+    open: Vec<mpsc::UnboundedSender<Bytes>>,
+    sent: Vec<(u64, Bytes)>,
+}
+
+/// A running API server; it stops with the test's runtime.
+pub struct ApiServer {
+    address: SocketAddr,
+    state: Arc<State>,
+}
+
+impl ApiServer {
+    /// Starts the server on a free port; it accepts `token` only.
+    pub async fn start(token: &str) -> ApiServer {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a free port");
+        let address = listener.local_addr().expect("bound");
+        let state = Arc::new(State {
+            token: token.to_owned(),
+            resource_version: AtomicU64::new(100),
+            ..State::default()
+        });
+        let served = Arc::clone(&state);
+        tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let state = Arc::clone(&served);
+                tokio::spawn(async move {
+                    let service = service_fn(move |request| {
+                        let state = Arc::clone(&state);
+                        async move { Ok::<_, Infallible>(answer(&state, request).await) }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        ApiServer { address, state }
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.address)
+    }
+
+    /// Writes a kubeconfig for this server with `token` into `dir`, and returns its path.
+    pub fn kubeconfig(&self, dir: &Path, token: &str) -> PathBuf {
+        let path = dir.join("kubeconfig");
+        std::fs::write(
+            &path,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster: {{server: \"{}\"}}\n\
+                 users:\n- name: test\n  user: {{token: {token}}}\ncontexts:\n- name: test\n  \
+                 context: {{cluster: test, user: test}}\ncurrent-context: test\n",
+                self.url()
+            ),
+        )
+        .expect("write the kubeconfig");
+        path
+    }
+
+    /// Adds or replaces the queue `name` with `spec`, telling every watch.
+    pub fn put_queue(&self, name: &str, spec: Value) {
+        let version = self.next_version();
+        let queue = json!({
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "Queue",
+            "metadata": {"name": name, "resourceVersion": version.to_string()},
+            "spec": spec,
+            "status": {"state": "Open"},
+        });
+        let added = self
+            .state
+            .queues
+            .lock()
+            .expect("queues")
+            .insert(name.to_owned(), queue.clone())
+            .is_none();
+        self.tell(
+            version,
+            json!({"type": if added { "ADDED" } else { "MODIFIED" }, "object": queue}),
+        );
+    }
+
+    /// Deletes the queue `name`, telling every watch.
+    pub fn delete_queue(&self, name: &str) {
+        let removed = self.state.queues.lock().expect("queues").remove(name);
+        if let Some(mut queue) = removed {
+            let version = self.next_version();
+            queue["metadata"]["resourceVersion"] = json!(version.to_string());
+            self.tell(version, json!({"type": "DELETED", "object": queue}));
+        }
+    }
+
+    /// Sends every watch a bookmark at the current resource version.
+    pub fn bookmark(&self) {
+        let version = self.state.resource_version.load(Ordering::SeqCst);
+        self.tell(
+            version,
+            json!({"type": "BOOKMARK", "object": {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "Queue",
+                "metadata": {"resourceVersion": version.to_string()},
+            }}),
+        );
+    }
+
+    /// Ends every watch stream now, as a restarted API server or a cut connection would.
+    pub fn break_watches(&self) {
+        self.state.watchers.lock().expect("watchers").open.clear();
+    }
+
+    /// How many watch streams are open.
+    pub fn watches(&self) -> usize {
+        let mut watchers = self.state.watchers.lock().expect("watchers");
+        watchers.open.retain(|watcher| !watcher.is_closed());
+        watchers.open.len()
+    }
+
+    /// Answers 403 to every request from now on (`false`: serves again).
+    pub fn forbid(&self, forbidden: bool) {
+        self.state.forbidden.store(forbidden, Ordering::SeqCst);
+    }
+
+    /// Adds the namespace `name` with `annotations`.
+    pub fn put_namespace(&self, name: &str, annotations: Value) {
+        self.state.namespaces.lock().expect("namespaces").insert(
+            name.to_owned(),
+            json!({
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": name, "annotations": annotations},
+            }),
+        );
+    }
+
+    /// Delays every namespace answer by `delay`.
+    pub fn delay_namespaces(&self, delay: Duration) {
+        *self.state.namespace_delay.lock().expect("delay") = Some(delay);
+    }
+
+    /// The requests served so far: `METHOD path?query`.
+    pub fn requests(&self) -> Vec<String> {
+        self.state.requests.lock().expect("requests").clone()
+    }
+
+    fn next_version(&self) -> u64 {
+        self.state.resource_version.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    fn tell(&self, version: u64, event: Value) {
+        let mut line = event.to_string();
+        line.push('\n');
+        let bytes = Bytes::from(line);
+        let mut watchers = self.state.watchers.lock().expect("watchers");
+        watchers.sent.push((version, bytes.clone()));
+        watchers
+            .open
+            .retain(|watcher| watcher.send(bytes.clone()).is_ok());
+    }
+}
+
+type Body = BoxBody<Bytes, Infallible>;
+
+async fn answer(state: &State, request: Request<Incoming>) -> Response<Body> {
+    let uri = request.uri().clone();
+    state
+        .requests
+        .lock()
+        .expect("requests")
+        .push(format!("{} {uri}", request.method()));
+    let presented = request
+        .headers()
+        .get(http::header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok());
+    if presented != Some(&format!("Bearer {}", state.token)) {
+        return status(StatusCode::UNAUTHORIZED, "Unauthorized", "Unauthorized");
+    }
+    if state.forbidden.load(Ordering::SeqCst) {
+        return status(
+            StatusCode::FORBIDDEN,
+            "Forbidden",
+            "queues.scheduling.volcano.sh is forbidden: User \"system:serviceaccount:test\" cannot list resource",
+        );
+    }
+    let path = uri.path();
+    let query = uri.query().unwrap_or("");
+    if path == QUEUES_PATH {
+        if query
+            .split('&')
+            .any(|pair| pair == "watch=true" || pair == "watch=1")
+        {
+            let since: u64 = query
+                .split('&')
+                .find_map(|pair| pair.strip_prefix("resourceVersion="))
+                .and_then(|version| version.parse().ok())
+                .unwrap_or(0);
+            let (sender, receiver) = mpsc::unbounded_channel();
+            let mut watchers = state.watchers.lock().expect("watchers");
+            for (_, line) in watchers.sent.iter().filter(|(version, _)| *version > since) {
+                let _ = sender.send(line.clone());
+            }
+            watchers.open.push(sender);
+            drop(watchers);
+            let stream = futures::stream::unfold(receiver, |mut receiver| async move {
+                receiver
+                    .recv()
+                    .await
+                    .map(|line| (Ok::<_, Infallible>(Frame::data(line)), receiver))
+            });
+            return json_response(StatusCode::OK, StreamBody::new(stream).boxed());
+        }
+        let items: Vec<Value> = state
+            .queues
+            .lock()
+            .expect("queues")
+            .values()
+            .cloned()
+            .collect();
+        let version = state.resource_version.load(Ordering::SeqCst);
+        let list = json!({
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "QueueList",
+            "metadata": {"resourceVersion": version.to_string()},
+            "items": items,
+        });
+        return json_response(StatusCode::OK, full(list));
+    }
+    if let Some(name) = path.strip_prefix(NAMESPACES_PATH) {
+        let delay = *state.namespace_delay.lock().expect("delay");
+        if let Some(delay) = delay {
+            tokio::time::sleep(delay).await;
+        }
+        let found = state
+            .namespaces
+            .lock()
+            .expect("namespaces")
+            .get(name)
+            .cloned();
+        return match found {
+            Some(namespace) => json_response(StatusCode::OK, full(namespace)),
+            None => status(
+                StatusCode::NOT_FOUND,
+                "NotFound",
+                &format!("namespaces \"{name}\" not found"),
+            ),
+        };
+    }
+    status(
+        StatusCode::NOT_FOUND,
+        "NotFound",
+        "the server could not find the requested resource",
+    )
+}
+
+fn full(value: Value) -> Body {
+    Full::new(Bytes::from(value.to_string())).boxed()
+}
+
+fn json_response(code: StatusCode, body: Body) -> Response<Body> {
+    let mut response = Response::new(body);
+    *response.status_mut() = code;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// A `metav1.Status` failure, as the API server answers one.
+fn status(code: StatusCode, reason: &str, message: &str) -> Response<Body> {
+    json_response(
+        code,
+        full(json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": message,
+            "reason": reason,
+            "code": code.as_u16(),
+        })),
+    )
+}

@@ -1,0 +1,318 @@
+//! The cluster reads through the real Kubernetes client against an API server on 127.0.0.1:
+//! the queue cache (list, watch, bookmarks, a broken watch, 401 and 403) and a namespace's
+//! annotation (found, missing, too slow), and how the client is found.
+
+use crate::apiserver::ApiServer;
+use crate::serve_support::eventually;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use dexaflow_admission::cluster::{
+    self, Cache, ClusterError, NamespaceError, Namespaces, QUEUES, Watching,
+};
+use dexaflow_admission::events::ClusterEvents;
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+const TOKEN: &str = "s3cret-token";
+
+/// Counts what the cache reports.
+#[derive(Default)]
+struct Counted {
+    synced: AtomicUsize,
+    updated: AtomicUsize,
+    failed: AtomicUsize,
+}
+
+impl ClusterEvents for Counted {
+    fn cache_synced(&self, resource: &str) {
+        assert_eq!(resource, "queues");
+        self.synced.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn cache_updated(&self, _resource: &str) {
+        self.updated.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn watch_failed(&self, _resource: &str) {
+        self.failed.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// A client of `server` with `token`, through a kubeconfig file.
+async fn client(server: &ApiServer, token: &str) -> (kube::Client, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("a directory");
+    let path = server.kubeconfig(dir.path(), token);
+    let client = cluster::connect(Some(&path), None)
+        .await
+        .expect("a client from the kubeconfig");
+    (client, dir)
+}
+
+struct Watched {
+    cache: Arc<Cache<Value>>,
+    events: Arc<Counted>,
+    _watching: Watching,
+    _dir: tempfile::TempDir,
+}
+
+async fn watch(server: &ApiServer, token: &str) -> Watched {
+    let (client, dir) = client(server, token).await;
+    let events = Arc::new(Counted::default());
+    let (cache, watching) = Cache::<Value>::watch(client, QUEUES, events.clone());
+    Watched {
+        cache,
+        events,
+        _watching: watching,
+        _dir: dir,
+    }
+}
+
+async fn until_synced(watched: &Watched) {
+    let cache = Arc::clone(&watched.cache);
+    eventually("the queue cache synced", move || {
+        let synced = cache.is_synced();
+        async move { synced.then_some(()) }
+    })
+    .await;
+}
+
+async fn until_present(watched: &Watched, name: &str, present: bool) {
+    let cache = Arc::clone(&watched.cache);
+    let name = name.to_owned();
+    eventually("the queue in the cache", move || {
+        let found = cache.get(&name).is_some();
+        async move { (found == present).then_some(()) }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listed_queues_are_found_by_name_once_the_cache_synced() {
+    let server = ApiServer::start(TOKEN).await;
+    server.put_queue("default", json!({"weight": 1}));
+    server.put_queue("research", json!({"weight": 4}));
+
+    let watched = watch(&server, TOKEN).await;
+    until_synced(&watched).await;
+
+    let research = watched.cache.get("research").expect("listed");
+    assert_eq!(research["spec"]["weight"], 4);
+    assert!(watched.cache.get("absent").is_none());
+    assert_eq!(watched.cache.all().len(), 2);
+    assert_eq!(watched.events.synced.load(Ordering::SeqCst), 1);
+    assert_eq!(watched.events.failed.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queues_added_changed_and_deleted_after_the_list_reach_the_cache_through_the_watch() {
+    let server = ApiServer::start(TOKEN).await;
+    server.put_queue("default", json!({"weight": 1}));
+    let watched = watch(&server, TOKEN).await;
+    until_synced(&watched).await;
+
+    server.put_queue("later", json!({"weight": 2}));
+    until_present(&watched, "later", true).await;
+    server.bookmark();
+    server.put_queue("later", json!({"weight": 7}));
+    let cache = Arc::clone(&watched.cache);
+    eventually("the changed weight", move || {
+        let weight = cache
+            .get("later")
+            .map(|queue| queue["spec"]["weight"].clone());
+        async move { (weight == Some(json!(7))).then_some(()) }
+    })
+    .await;
+    server.delete_queue("default");
+    until_present(&watched, "default", false).await;
+
+    assert!(
+        watched.cache.get("later").is_some(),
+        "the bookmark removed nothing"
+    );
+    let lists = server
+        .requests()
+        .iter()
+        .filter(|request| !request.contains("watch="))
+        .count();
+    assert_eq!(
+        lists,
+        1,
+        "one list, then only the watch: {:?}",
+        server.requests()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_broken_mid_stream_is_resumed_and_sees_later_changes() {
+    let server = ApiServer::start(TOKEN).await;
+    server.put_queue("default", json!({"weight": 1}));
+    let watched = watch(&server, TOKEN).await;
+    until_synced(&watched).await;
+    let watching = || async { (server.watches() > 0).then_some(()) };
+    eventually("a watch open", watching).await;
+
+    server.break_watches();
+    server.put_queue("after-the-break", json!({"weight": 3}));
+
+    until_present(&watched, "after-the-break", true).await;
+    assert!(
+        watched.cache.is_synced(),
+        "still synced: the cache kept what it held"
+    );
+    assert!(watched.cache.get("default").is_some());
+    assert_eq!(watched.events.synced.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forbidden_list_is_reported_and_the_cache_stays_unsynced_until_allowed() {
+    let server = ApiServer::start(TOKEN).await;
+    server.put_queue("default", json!({"weight": 1}));
+    server.forbid(true);
+    let watched = watch(&server, TOKEN).await;
+
+    let events = Arc::clone(&watched.events);
+    eventually("a failed list reported", move || {
+        let failed = events.failed.load(Ordering::SeqCst);
+        async move { (failed > 0).then_some(()) }
+    })
+    .await;
+    assert!(!watched.cache.is_synced());
+    assert!(
+        watched.cache.get("default").is_none(),
+        "nothing from a list never made"
+    );
+
+    server.forbid(false);
+    until_synced(&watched).await;
+    assert!(watched.cache.get("default").is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_token_is_refused_and_the_cache_never_syncs() {
+    let server = ApiServer::start(TOKEN).await;
+    server.put_queue("default", json!({"weight": 1}));
+    let watched = watch(&server, "not-the-token").await;
+
+    let events = Arc::clone(&watched.events);
+    eventually("a refused list reported", move || {
+        let failed = events.failed.load(Ordering::SeqCst);
+        async move { (failed > 0).then_some(()) }
+    })
+    .await;
+
+    assert!(!watched.cache.is_synced());
+    assert_eq!(watched.events.synced.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_annotation_is_read_and_an_absent_one_is_none() {
+    let server = ApiServer::start(TOKEN).await;
+    server.put_namespace(
+        "team-a",
+        json!({"scheduling.volcano.sh/queue-name": "research"}),
+    );
+    let (client, _dir) = client(&server, TOKEN).await;
+    let namespaces = Namespaces::new(client);
+    let deadline = Instant::now() + Duration::from_secs(10);
+
+    let queue = namespaces
+        .annotation("team-a", "scheduling.volcano.sh/queue-name", deadline)
+        .await
+        .expect("read");
+    let other = namespaces
+        .annotation("team-a", "example.com/other", deadline)
+        .await
+        .expect("read");
+
+    assert_eq!(queue.as_deref(), Some("research"));
+    assert_eq!(other, None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_namespace_is_not_found_naming_it() {
+    let server = ApiServer::start(TOKEN).await;
+    let (client, _dir) = client(&server, TOKEN).await;
+
+    let error = Namespaces::new(client)
+        .annotation(
+            "ghost",
+            "scheduling.volcano.sh/queue-name",
+            Instant::now() + Duration::from_secs(10),
+        )
+        .await
+        .expect_err("no such namespace");
+
+    assert!(matches!(&error, NamespaceError::NotFound { namespace } if namespace == "ghost"));
+    assert_eq!(error.to_string(), "namespace \"ghost\" not found");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_read_the_api_server_answers_too_late_gives_up_at_the_deadline() {
+    let server = ApiServer::start(TOKEN).await;
+    server.put_namespace("team-a", json!({}));
+    server.delay_namespaces(Duration::from_secs(30));
+    let (client, _dir) = client(&server, TOKEN).await;
+
+    let error = Namespaces::new(client)
+        .annotation(
+            "team-a",
+            "scheduling.volcano.sh/queue-name",
+            Instant::now() + Duration::from_millis(100),
+        )
+        .await
+        .expect_err("too late");
+
+    assert!(matches!(error, NamespaceError::TimedOut { .. }), "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubeconfig_that_does_not_parse_is_named_in_the_error() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let path = dir.path().join("kubeconfig");
+    std::fs::write(&path, "clusters: [unclosed").expect("write");
+
+    let Err(error) = cluster::connect(Some(&path), None).await else {
+        panic!("not YAML, yet a client was made");
+    };
+
+    assert!(matches!(&error, ClusterError::Kubeconfig { path: named, .. } if *named == path));
+    assert!(error.to_string().contains(&path.display().to_string()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_kubeconfig_env_list_is_read_when_no_path_is_set() {
+    let server = ApiServer::start(TOKEN).await;
+    server.put_queue("default", json!({"weight": 1}));
+    let dir = tempfile::tempdir().expect("a directory");
+    let path = server.kubeconfig(dir.path(), TOKEN);
+
+    let client = cluster::connect(None, Some(path.into_os_string()))
+        .await
+        .expect("a client from KUBECONFIG");
+    let (cache, _watching) = Cache::<Value>::watch(client, QUEUES, Arc::new(Counted::default()));
+    let synced = Arc::clone(&cache);
+    eventually("the cache synced", move || {
+        let done = synced.is_synced();
+        async move { done.then_some(()) }
+    })
+    .await;
+
+    assert!(cache.get("default").is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_kubeconfig_file_is_named_in_the_error() {
+    let path = std::path::PathBuf::from("/nonexistent/kubeconfig");
+
+    let Err(error) = cluster::connect(Some(&path), None).await else {
+        panic!("no such file, yet a client was made");
+    };
+
+    assert!(
+        error.to_string().contains("/nonexistent/kubeconfig"),
+        "{error}"
+    );
+}
