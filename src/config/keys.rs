@@ -67,6 +67,12 @@ pub(super) const SERVER_HTTP2: &str = "server.http2";
 pub(super) const SERVER_SHUTDOWN_GRACE: &str = "server.shutdown_grace";
 pub(super) const SERVER_MAX_CONNECTIONS: &str = "server.max_connections";
 pub(super) const SERVER_IDLE_TIMEOUT: &str = "server.idle_timeout";
+pub(super) const SERVER_KUBECONFIG: &str = "server.kubeconfig";
+pub(super) const SERVER_VOLCANO_MAX_QUEUE_DEPTH: &str = "server.volcano.max_queue_depth";
+pub(super) const SERVER_VOLCANO_ALLOCATED_PODS_CHECK: &str =
+    "server.volcano.enable_queue_allocated_pods_check";
+pub(super) const SERVER_VOLCANO_ROOT_QUEUE_PROTECTION: &str =
+    "server.volcano.enable_root_queue_protection";
 /// The key of the Prometheus exporter's address, for `main` to name in an error when the
 /// address cannot be bound.
 pub const METRICS_LISTEN: &str = "metrics.listen";
@@ -133,6 +139,10 @@ pub(super) const LEAVES: &[&str] = &[
     SERVER_SHUTDOWN_GRACE,
     SERVER_MAX_CONNECTIONS,
     SERVER_IDLE_TIMEOUT,
+    SERVER_KUBECONFIG,
+    SERVER_VOLCANO_MAX_QUEUE_DEPTH,
+    SERVER_VOLCANO_ALLOCATED_PODS_CHECK,
+    SERVER_VOLCANO_ROOT_QUEUE_PROTECTION,
 ];
 
 /// Dexaflow's variable naming its config file. `dexaflow-admission` takes `--config` instead and

@@ -29,9 +29,11 @@ use serde_yaml_ng::Value;
 use super::document::describe;
 use super::keys::{
     SERVER_BEARER_TOKEN_FILE, SERVER_CERT_FILE, SERVER_CLIENT_CA_FILE, SERVER_ENABLED_ADMISSION,
-    SERVER_HTTP2, SERVER_IDLE_TIMEOUT, SERVER_KEY_FILE, SERVER_LISTEN, SERVER_MAX_BODY_BYTES,
-    SERVER_MAX_CONNECTIONS, SERVER_PROBE_LISTEN, SERVER_RESOURCE_GROUPS_FILE,
-    SERVER_SCHEDULER_NAMES, SERVER_SHUTDOWN_GRACE, SERVER_TRUSTED_USERS,
+    SERVER_HTTP2, SERVER_IDLE_TIMEOUT, SERVER_KEY_FILE, SERVER_KUBECONFIG, SERVER_LISTEN,
+    SERVER_MAX_BODY_BYTES, SERVER_MAX_CONNECTIONS, SERVER_PROBE_LISTEN,
+    SERVER_RESOURCE_GROUPS_FILE, SERVER_SCHEDULER_NAMES, SERVER_SHUTDOWN_GRACE,
+    SERVER_TRUSTED_USERS, SERVER_VOLCANO_ALLOCATED_PODS_CHECK, SERVER_VOLCANO_MAX_QUEUE_DEPTH,
+    SERVER_VOLCANO_ROOT_QUEUE_PROTECTION,
 };
 use super::reader::{Problem, Raw, Reader, expected};
 use super::{ConfigError, ConfigErrors, Key, Server};
@@ -40,6 +42,9 @@ use crate::serve::{self, SettingNames, SettingsFile, TlsFiles};
 /// The most `server.max_connections` takes: past it the cap no longer bounds anything a
 /// machine can hold.
 const MAX_CONNECTIONS: u64 = 1_000_000;
+/// The most `server.volcano.max_queue_depth` takes: a hierarchy deeper than this is a mistake,
+/// and every check walks it.
+const MAX_QUEUE_DEPTH: u64 = 100;
 /// The least `server.idle_timeout` takes: less would close connections between a request and
 /// the next one the same caller sends at once.
 const MIN_IDLE_TIMEOUT: Duration = Duration::from_millis(10);
@@ -106,6 +111,20 @@ impl Reader {
                 humantime::format_duration(idle_timeout).to_string(),
             );
         }
+        let kubeconfig = self.path(SERVER_KUBECONFIG, "a file path");
+        let volcano = serve::VolcanoSettings {
+            max_queue_depth: self
+                .integer(
+                    SERVER_VOLCANO_MAX_QUEUE_DEPTH,
+                    u64::from(serve::VolcanoSettings::DEFAULT_MAX_QUEUE_DEPTH),
+                    1..=MAX_QUEUE_DEPTH,
+                )
+                .try_into()
+                .unwrap_or(serve::VolcanoSettings::DEFAULT_MAX_QUEUE_DEPTH),
+            enable_queue_allocated_pods_check: self
+                .flag(SERVER_VOLCANO_ALLOCATED_PODS_CHECK, false),
+            enable_root_queue_protection: self.flag(SERVER_VOLCANO_ROOT_QUEUE_PROTECTION, true),
+        };
         for (key, file) in [(SERVER_CERT_FILE, &cert_file), (SERVER_KEY_FILE, &key_file)] {
             if server == Server::Required && file.is_none() && !self.is_bad(key) {
                 self.errors.push(ConfigError::Required {
@@ -142,6 +161,8 @@ impl Reader {
             },
             max_connections: usize::try_from(max_connections).unwrap_or(usize::MAX),
             idle_timeout,
+            kubeconfig,
+            volcano,
         })
     }
 }

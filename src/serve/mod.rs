@@ -47,7 +47,7 @@ pub use registry::{Answer, Handler, Kind, Ruling, Service, Unavailable, parse_en
 pub use server::Server;
 
 use registry::Registry;
-pub use settings::{SettingNames, Settings, SettingsFile, TlsFiles};
+pub use settings::{SettingNames, Settings, SettingsFile, TlsFiles, VolcanoSettings};
 
 use std::sync::Arc;
 

@@ -48,8 +48,42 @@ pub struct Settings {
     /// How long a connection may wait for a request's head: idle between requests, or a head
     /// arriving slowly. Past it the server closes the connection.
     pub idle_timeout: Duration,
+    /// The kubeconfig file of the cluster Volcano's services read (queues, namespaces); `None`
+    /// takes `KUBECONFIG`, else the pod's service account. Read only when an enabled service
+    /// reads the cluster.
+    pub kubeconfig: Option<PathBuf>,
+    /// Volcano's admission flags, with Volcano's defaults.
+    pub volcano: VolcanoSettings,
     /// What an error calls these settings, so that it names what its reader wrote.
     pub names: SettingNames,
+}
+
+/// The flags of Volcano's `vc-webhook-manager` that change its verdicts, with its defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VolcanoSettings {
+    /// The deepest a queue hierarchy may go (`--max-queue-depth`, 5).
+    pub max_queue_depth: u32,
+    /// Whether deleting a queue that still has allocated pods is refused
+    /// (`--enable-queue-allocated-pods-check`, off).
+    pub enable_queue_allocated_pods_check: bool,
+    /// Whether the `root` queue is kept from being changed or deleted
+    /// (`--enable-root-queue-protection`, on).
+    pub enable_root_queue_protection: bool,
+}
+
+impl VolcanoSettings {
+    /// Volcano's default hierarchy depth.
+    pub const DEFAULT_MAX_QUEUE_DEPTH: u32 = 5;
+}
+
+impl Default for VolcanoSettings {
+    fn default() -> VolcanoSettings {
+        VolcanoSettings {
+            max_queue_depth: VolcanoSettings::DEFAULT_MAX_QUEUE_DEPTH,
+            enable_queue_allocated_pods_check: false,
+            enable_root_queue_protection: true,
+        }
+    }
 }
 
 /// What the server's errors call the settings they ask to change: [`Settings`]' field names by
@@ -190,6 +224,8 @@ impl Settings {
             poll_interval: Settings::DEFAULT_POLL_INTERVAL,
             max_connections: Settings::DEFAULT_MAX_CONNECTIONS,
             idle_timeout: Settings::DEFAULT_IDLE_TIMEOUT,
+            kubeconfig: None,
+            volcano: VolcanoSettings::default(),
             names: SettingNames::default(),
         }
     }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use dexaflow_admission::config::{Config, check_server_files};
-use dexaflow_admission::serve::{SettingNames, Settings, TlsFiles};
+use dexaflow_admission::serve::{SettingNames, Settings, TlsFiles, VolcanoSettings};
 
 const NO_ENV: [(String, String); 0] = [];
 
@@ -41,6 +41,11 @@ server:
   shutdown_grace: 20s
   max_connections: 100
   idle_timeout: 2m
+  kubeconfig: /etc/kube/config
+  volcano:
+    max_queue_depth: 8
+    enable_queue_allocated_pods_check: true
+    enable_root_queue_protection: false
 "#,
         &[],
     )
@@ -64,6 +69,12 @@ server:
         poll_interval: Settings::DEFAULT_POLL_INTERVAL,
         max_connections: 100,
         idle_timeout: Duration::from_secs(120),
+        kubeconfig: Some(PathBuf::from("/etc/kube/config")),
+        volcano: VolcanoSettings {
+            max_queue_depth: 8,
+            enable_queue_allocated_pods_check: true,
+            enable_root_queue_protection: false,
+        },
         names: SettingNames {
             listen: "server.listen",
             client_ca_file: "server.tls.client_ca_file",
@@ -183,6 +194,46 @@ fn a_zero_or_absurd_connection_cap_or_idle_timeout_is_refused_naming_its_key() {
     .expect("valid");
     assert_eq!(settings.max_connections, 64);
     assert_eq!(settings.idle_timeout, Duration::from_millis(500));
+}
+
+#[test]
+fn volcano_flags_take_volcano_s_defaults_and_their_variables_and_a_bad_depth_is_named() {
+    let defaults = load("server: {tls: {cert_file: c.pem, key_file: k.pem}}", &[])
+        .expect("valid")
+        .volcano;
+    let overridden = load(
+        "server: {tls: {cert_file: c.pem, key_file: k.pem}}",
+        &[
+            ("DEXAFLOW_SERVER_VOLCANO_MAX_QUEUE_DEPTH", "3"),
+            (
+                "DEXAFLOW_SERVER_VOLCANO_ENABLE_ROOT_QUEUE_PROTECTION",
+                "false",
+            ),
+            ("DEXAFLOW_SERVER_KUBECONFIG", "/etc/kube/config"),
+        ],
+    )
+    .expect("valid");
+    let errors = load(
+        "server: {tls: {cert_file: c.pem, key_file: k.pem}, volcano: {max_queue_depth: 0}}",
+        &[],
+    )
+    .expect_err("a depth of 0");
+
+    assert_eq!(defaults, VolcanoSettings::default());
+    assert_eq!(defaults.max_queue_depth, 5);
+    assert!(!defaults.enable_queue_allocated_pods_check);
+    assert!(defaults.enable_root_queue_protection);
+    assert_eq!(overridden.volcano.max_queue_depth, 3);
+    assert!(!overridden.volcano.enable_root_queue_protection);
+    assert!(!overridden.volcano.enable_queue_allocated_pods_check);
+    assert_eq!(
+        overridden.kubeconfig,
+        Some(PathBuf::from("/etc/kube/config"))
+    );
+    assert!(
+        errors.contains("server.volcano.max_queue_depth: expected an integer from 1 to 100, got 0"),
+        "{errors}"
+    );
 }
 
 #[test]
