@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::admit::{TaskAdmission, served_hooks};
 use super::registry::Service;
-use super::server::Server;
+use super::server::{ReadyCondition, Server};
 use super::{ServeError, Settings, builtin};
 use crate::admission::{ChangeRules, Hook};
 use crate::events::{Ignore, ServerEvents, SupervisionEvents};
@@ -68,6 +68,7 @@ pub struct ServerBuilder {
     hook_events: Option<Arc<dyn SupervisionEvents>>,
     services: Vec<Service>,
     events: Arc<dyn ServerEvents>,
+    conditions: Vec<ReadyCondition>,
 }
 
 impl std::fmt::Debug for ServerBuilder {
@@ -97,6 +98,7 @@ impl Server {
             hook_events: None,
             services: Vec::new(),
             events: Arc::new(Ignore),
+            conditions: Vec::new(),
         }
     }
 }
@@ -150,6 +152,21 @@ impl ServerBuilder {
         self
     }
 
+    /// Keeps `/readyz` at 503 while `holds` returns false (a cache a service of yours reads
+    /// has not synced, say), its body saying `not ready: waiting for <what>`. Checked on each
+    /// probe: keep it to an atomic load.
+    pub fn ready_when(
+        mut self,
+        what: impl Into<String>,
+        holds: impl Fn() -> bool + Send + Sync + 'static,
+    ) -> ServerBuilder {
+        self.conditions.push(ReadyCondition {
+            name: what.into(),
+            holds: Arc::new(holds),
+        });
+        self
+    }
+
     /// Tells `events` of requests, connections and reloads.
     pub fn events(mut self, events: Arc<dyn ServerEvents>) -> ServerBuilder {
         self.events = events;
@@ -173,6 +190,7 @@ impl ServerBuilder {
             hook_events,
             services,
             events,
+            conditions,
         } = self;
         let mut chain = ChainBuilder::new(rules, supervision).hooks(hooks);
         if let Some(observer) = hook_events {
@@ -188,6 +206,6 @@ impl ServerBuilder {
             settings.names.enabled_admission,
             events.as_ref(),
         )?;
-        Server::start(&settings, router, events).await
+        Server::start(&settings, router, events, conditions).await
     }
 }

@@ -67,6 +67,7 @@ impl Server {
         settings: &Settings,
         router: Router,
         events: Arc<dyn ServerEvents>,
+        conditions: Vec<ReadyCondition>,
     ) -> Result<Server, ServeError> {
         let bearer_token = settings
             .bearer_token_file
@@ -116,7 +117,7 @@ impl Server {
                     address: listen,
                     source,
                 })?;
-                let task = tokio::spawn(serve_probes(listener, Arc::clone(&ready)));
+                let task = tokio::spawn(serve_probes(listener, Arc::clone(&ready), conditions));
                 (Some(task), Some(bound))
             }
             None => (None, None),
@@ -368,23 +369,48 @@ impl Sampled {
     }
 }
 
-/// Serves `/healthz` (always 200 while the process runs) and `/readyz` (200 when ready, 503
-/// otherwise) over plain HTTP/1.1.
-async fn serve_probes(listener: TcpListener, ready: Arc<AtomicBool>) {
+/// Something besides the listener that must hold before the server is ready, such as a cache
+/// that has synced: its name, as `/readyz` shows it while it does not hold, and the check.
+#[derive(Clone)]
+pub(crate) struct ReadyCondition {
+    pub(crate) name: String,
+    pub(crate) holds: Arc<dyn Fn() -> bool + Send + Sync>,
+}
+
+/// Serves `/healthz` (always 200 while the process runs) and `/readyz` (200 when ready and
+/// every condition holds, 503 naming the first that does not otherwise) over plain HTTP/1.1.
+async fn serve_probes(
+    listener: TcpListener,
+    ready: Arc<AtomicBool>,
+    conditions: Vec<ReadyCondition>,
+) {
     listen::serve_plain(listener, "probes", move |path| {
-        probe(path, ready.load(Ordering::SeqCst))
+        // Readiness goes false only when shutdown begins.
+        let unready = if !ready.load(Ordering::SeqCst) {
+            Some("shutting down".to_owned())
+        } else {
+            conditions
+                .iter()
+                .find(|condition| !(condition.holds)())
+                .map(|condition| format!("waiting for {}", condition.name))
+        };
+        probe(path, unready.as_deref())
     })
     .await;
 }
 
-fn probe(path: &str, ready: bool) -> Response<Full<Bytes>> {
-    let (status, text) = match path {
-        "/healthz" => (StatusCode::OK, "ok\n"),
-        "/readyz" if ready => (StatusCode::OK, "ready\n"),
-        "/readyz" => (StatusCode::SERVICE_UNAVAILABLE, "not ready\n"),
-        _ => (StatusCode::NOT_FOUND, "not found\n"),
+/// The answer to a probe of `path`; `unready` says why the server is not ready, if it is not.
+fn probe(path: &str, unready: Option<&str>) -> Response<Full<Bytes>> {
+    let (status, text) = match (path, unready) {
+        ("/healthz", _) => (StatusCode::OK, Bytes::from_static(b"ok\n")),
+        ("/readyz", None) => (StatusCode::OK, Bytes::from_static(b"ready\n")),
+        ("/readyz", Some(why)) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Bytes::from(format!("not ready: {why}\n")),
+        ),
+        _ => (StatusCode::NOT_FOUND, Bytes::from_static(b"not found\n")),
     };
-    let mut response = Response::new(Full::new(Bytes::from_static(text.as_bytes())));
+    let mut response = Response::new(Full::new(text));
     *response.status_mut() = status;
     response.headers_mut().insert(
         http::header::CONTENT_TYPE,
@@ -396,6 +422,19 @@ fn probe(path: &str, ready: bool) -> Response<Full<Bytes>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn an_unready_probe_names_what_readiness_waits_for() {
+        let response = probe("/readyz", Some("waiting for the queue cache"));
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        let body = http_body_util::BodyExt::collect(response.into_body())
+            .await
+            .expect("a full body")
+            .to_bytes();
+        assert_eq!(&body[..], b"not ready: waiting for the queue cache\n");
+        assert_eq!(probe("/readyz", None).status(), StatusCode::OK);
+        assert_eq!(probe("/healthz", Some("anything")).status(), StatusCode::OK);
+    }
 
     #[tokio::test(start_paused = true)]
     async fn one_line_per_period_passes_and_the_rest_are_counted_into_the_next() {

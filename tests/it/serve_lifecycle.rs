@@ -26,6 +26,31 @@ async fn probes_answer_on_plain_http_once_started() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_waits_for_a_condition_given_to_the_front_door() {
+    let synced = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = Arc::clone(&synced);
+    let running = start_with(
+        |_, _| {},
+        move |builder| {
+            builder.ready_when("the queue cache", move || {
+                flag.load(std::sync::atomic::Ordering::SeqCst)
+            })
+        },
+        None,
+    )
+    .await;
+    let address = running.server.probe_addr().expect("a probe listener");
+
+    assert_eq!(
+        probe(address, "/readyz").await,
+        Some(StatusCode::SERVICE_UNAVAILABLE)
+    );
+    assert_eq!(probe(address, "/healthz").await, Some(StatusCode::OK));
+    synced.store(true, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(probe(address, "/readyz").await, Some(StatusCode::OK));
+}
+
 /// A service whose requests wait until the test lets them go, telling the test they arrived.
 #[derive(Clone)]
 struct Gate {
