@@ -10,7 +10,7 @@ use metrics::{
 };
 
 use super::OUTCOME_LABEL;
-use crate::events::{RequestOutcome, ServerEvents, ServiceEvents, WatchedFile};
+use crate::events::{ClusterEvents, RequestOutcome, ServerEvents, ServiceEvents, WatchedFile};
 
 /// `dexaflow_server_requests_total{service,outcome}`: requests the webhook server answered.
 pub const SERVER_REQUESTS_TOTAL: &str = "dexaflow_server_requests_total";
@@ -27,6 +27,17 @@ pub const SERVER_CONNECTIONS_WAITED_TOTAL: &str = "dexaflow_server_connections_w
 pub const GROUP_RELOADS_TOTAL: &str = "dexaflow_server_resource_group_reloads_total";
 /// `dexaflow_server_certificate_reloads_total{result}`: certificate pairs taken in or not.
 pub const CERTIFICATE_RELOADS_TOTAL: &str = "dexaflow_server_certificate_reloads_total";
+/// `dexaflow_server_cache_synced{resource}`: 1 once the cache of cluster objects has held a
+/// complete list, 0 before.
+pub const CACHE_SYNCED: &str = "dexaflow_server_cache_synced";
+/// `dexaflow_server_cache_last_update_timestamp_seconds{resource}`: when the cache last took in
+/// a change (Unix seconds); `time() - ` it is the cache's age.
+pub const CACHE_LAST_UPDATE: &str = "dexaflow_server_cache_last_update_timestamp_seconds";
+/// `dexaflow_server_cache_watch_failures_total{resource}`: lists and watches of the cache's
+/// objects that failed (each tried again after a backoff).
+pub const CACHE_WATCH_FAILURES_TOTAL: &str = "dexaflow_server_cache_watch_failures_total";
+/// The label naming a cache's objects (`queues`).
+pub const RESOURCE_LABEL: &str = "resource";
 /// The label naming the served path.
 pub const SERVICE_LABEL: &str = "service";
 /// The label of the reload counters: `ok` or `error`.
@@ -131,6 +142,25 @@ impl ServerEvents for ServerMetrics {
     }
 }
 
+/// The caches are few and change rarely: each report registers its handle, so that a cache
+/// named only when the server starts needs nothing built before.
+impl ClusterEvents for ServerMetrics {
+    fn cache_synced(&self, resource: &str) {
+        gauge!(CACHE_SYNCED, RESOURCE_LABEL => resource.to_owned()).set(1.0);
+    }
+
+    fn cache_updated(&self, resource: &str) {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        gauge!(CACHE_LAST_UPDATE, RESOURCE_LABEL => resource.to_owned()).set(now.as_secs_f64());
+    }
+
+    fn watch_failed(&self, resource: &str) {
+        counter!(CACHE_WATCH_FAILURES_TOTAL, RESOURCE_LABEL => resource.to_owned()).increment(1);
+    }
+}
+
 impl ServiceEvents for ServiceMetrics {
     fn request_started(&self) {
         self.in_flight.increment(1.0);
@@ -178,6 +208,21 @@ fn describe_server() {
         Unit::Count,
         "Resource group files the webhook server read after a change, by result (ok or error: the previous groups stay)"
     );
+    describe_gauge!(
+        CACHE_SYNCED,
+        Unit::Count,
+        "1 once the webhook server's cache of cluster objects (by resource) has held a complete list"
+    );
+    describe_gauge!(
+        CACHE_LAST_UPDATE,
+        Unit::Seconds,
+        "When the webhook server's cache of cluster objects (by resource) last took in a change, Unix seconds"
+    );
+    describe_counter!(
+        CACHE_WATCH_FAILURES_TOTAL,
+        Unit::Count,
+        "Lists and watches of cluster objects (by resource) that failed, each tried again after a backoff"
+    );
     describe_counter!(
         CERTIFICATE_RELOADS_TOTAL,
         Unit::Count,
@@ -190,6 +235,45 @@ mod tests {
     use super::*;
     use crate::events::Ruling;
     use crate::metrics::testing::{recorder, sample};
+
+    #[test]
+    fn a_cache_reports_synced_its_last_update_and_its_failures_by_resource() {
+        let recorder = recorder();
+        let metrics = metrics::with_local_recorder(&recorder, ServerMetrics::register);
+        metrics::with_local_recorder(&recorder, || {
+            metrics.watch_failed("queues");
+            metrics.watch_failed("queues");
+            metrics.cache_synced("queues");
+            metrics.cache_updated("queues");
+        });
+        let scrape = recorder.handle().render();
+        assert_eq!(
+            sample(
+                &scrape,
+                r#"dexaflow_server_cache_synced{resource="queues"}"#
+            ),
+            Some(1.0)
+        );
+        assert_eq!(
+            sample(
+                &scrape,
+                r#"dexaflow_server_cache_watch_failures_total{resource="queues"}"#
+            ),
+            Some(2.0)
+        );
+        let updated = sample(
+            &scrape,
+            r#"dexaflow_server_cache_last_update_timestamp_seconds{resource="queues"}"#,
+        )
+        .expect("a last update");
+        assert!(updated > 1.7e9, "a Unix time, got {updated}");
+        for name in [CACHE_SYNCED, CACHE_LAST_UPDATE, CACHE_WATCH_FAILURES_TOTAL] {
+            assert!(
+                scrape.contains(&format!("# HELP {name} ")),
+                "{name}\n{scrape}"
+            );
+        }
+    }
 
     #[test]
     fn server_requests_count_by_service_and_outcome_and_reloads_by_result() {
