@@ -275,3 +275,71 @@ fn every_webhook_leaves_out_the_namespaces_the_server_needs_to_come_back() {
     }
     assert_eq!(webhooks, 2, "the mutating and the validating webhook");
 }
+
+#[test]
+fn the_cluster_role_grants_the_server_only_reads_of_queues_and_namespaces() {
+    let objects = applied_objects();
+    let of_kind = |kind: &str| {
+        objects
+            .iter()
+            .find(|object| string_at(object, &["kind"]) == Some(kind))
+            .unwrap_or_else(|| panic!("a {kind} is applied"))
+    };
+    let role = of_kind("ClusterRole");
+    let binding = of_kind("ClusterRoleBinding");
+    let account = of_kind("ServiceAccount");
+
+    let rules: Vec<(String, String, Vec<String>)> = role["rules"]
+        .as_sequence()
+        .expect("rules")
+        .iter()
+        .flat_map(|rule| {
+            let groups = rule["apiGroups"].as_sequence().expect("apiGroups").clone();
+            let resources = rule["resources"].as_sequence().expect("resources").clone();
+            let verbs: Vec<String> = rule["verbs"]
+                .as_sequence()
+                .expect("verbs")
+                .iter()
+                .map(|verb| verb.as_str().expect("a verb").to_owned())
+                .collect();
+            groups.into_iter().flat_map(move |group| {
+                let verbs = verbs.clone();
+                resources.clone().into_iter().map(move |resource| {
+                    (
+                        group.as_str().expect("a group").to_owned(),
+                        resource.as_str().expect("a resource").to_owned(),
+                        verbs.clone(),
+                    )
+                })
+            })
+        })
+        .collect();
+    assert_eq!(
+        rules,
+        [
+            (
+                "scheduling.volcano.sh".to_owned(),
+                "queues".to_owned(),
+                vec!["get".to_owned(), "list".to_owned(), "watch".to_owned()]
+            ),
+            (
+                "".to_owned(),
+                "namespaces".to_owned(),
+                vec!["get".to_owned()]
+            ),
+        ]
+    );
+    assert_eq!(
+        string_at(binding, &["roleRef", "name"]),
+        string_at(role, &["metadata", "name"])
+    );
+    let subject = &binding["subjects"][0];
+    assert_eq!(
+        string_at(subject, &["name"]),
+        string_at(account, &["metadata", "name"])
+    );
+    assert_eq!(
+        string_at(subject, &["namespace"]),
+        string_at(account, &["metadata", "namespace"])
+    );
+}
