@@ -47,8 +47,9 @@ fn application_json() -> HeaderValue {
 /// says which ([`WebhookError`]).
 ///
 /// The hook keeps [`CONNECTION_LANES`] connection pools for all its calls, made when it is
-/// built; no call sets up a client or TLS settings. Under supervision the call's deadline bounds the whole exchange (connect, TLS,
-/// request, answer: the supervisor drops the call at its limit) and is sent as `?timeout=`.
+/// built; no call sets up a client or TLS settings. Under supervision the call's deadline
+/// bounds the whole exchange (connect, TLS, request, answer: the supervisor drops the call at
+/// its limit) and is sent as `?timeout=`.
 ///
 /// It is a remote hook ([`Hook::is_remote`]): it may change the service account only when
 /// `execution_allowlist.service_accounts` is set.
@@ -199,6 +200,7 @@ impl Webhook {
         let outgoing = outgoing
             .body(Full::new(Bytes::from(body)))
             .expect("a request of a checked URI and typed headers always builds");
+        // Held until the answer is read: the exchange is in flight on the lane until then.
         let held = ready.hold_lane();
         let answer = held
             .lane
