@@ -28,6 +28,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use json_patch::jsonptr::PointerBuf;
+use json_patch::{AddOperation, PatchOperation, ReplaceOperation};
 use k8s_openapi::api::core::v1::{Affinity, Toleration};
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
@@ -62,7 +64,7 @@ pub struct Group {
     /// Appended to the pod's tolerations, skipping those it already has (compared as
     /// Kubernetes compares them: an omitted operator is `Equal`, null is absent).
     #[serde(default, deserialize_with = "tolerations")]
-    tolerations: Vec<Toleration>,
+    tolerations: Vec<GroupToleration>,
     /// Merged into the pod's node selector; the group's values win.
     #[serde(default, deserialize_with = "labels")]
     labels: BTreeMap<String, String>,
@@ -87,6 +89,13 @@ enum ObjectKey {
     Namespace,
     Annotation,
     Label,
+}
+
+/// A toleration a group adds: as read, to compare, and as JSON, made once for every patch.
+#[derive(Debug, Clone, PartialEq)]
+struct GroupToleration {
+    typed: Toleration,
+    json: Value,
 }
 
 /// What a group is compared with: a pod's namespace (its own, else the request's), labels and
@@ -130,54 +139,129 @@ impl Group {
 
     /// Puts the group's fields on `pod`, a pod object as JSON: the node selector merged, the
     /// tolerations appended, the affinity set when the pod has none, the scheduler name set.
+    /// The same change as [`Group::patch`] describes.
     pub fn apply(&self, pod: &mut Value) {
-        let Some(object) = pod.as_object_mut() else {
-            return;
+        let patch = self.patch(pod);
+        // Each operation names a place `patch` found in this very pod, or a new key or the end
+        // of an array there, so it applies; json_patch leaves the pod as it was if one did not.
+        let _ = json_patch::patch(pod, &patch);
+    }
+
+    /// The JSON Patch that puts the group's fields on `pod` (see [`Group::apply`]), with one
+    /// operation for each field that changes and none for a field the pod already has as the
+    /// group sets it; empty when nothing changes or `pod` is no object. Made from the pod as it
+    /// is, without copying or comparing it whole.
+    pub fn patch(&self, pod: &Value) -> json_patch::Patch {
+        let mut operations = Vec::new();
+        let Some(object) = pod.as_object() else {
+            return json_patch::Patch(operations);
         };
-        let spec = object
-            .entry("spec")
-            .or_insert_with(|| Value::Object(Map::new()));
-        let Some(spec) = spec.as_object_mut() else {
-            return;
+        let spec = match object.get("spec") {
+            Some(Value::Object(spec)) => spec,
+            // A spec that is there but no object is left alone, as nothing can be put in it.
+            Some(_) => return json_patch::Patch(operations),
+            None => {
+                // Against an empty spec every change is a whole field.
+                let mut spec = Map::new();
+                self.patch_spec(&Map::new(), &mut |path, value| {
+                    spec.insert(path.join("/"), value);
+                });
+                operations.push(PatchOperation::Add(AddOperation {
+                    path: PointerBuf::from_tokens(["spec"]),
+                    value: Value::Object(spec),
+                }));
+                return json_patch::Patch(operations);
+            }
         };
+        self.patch_spec(spec, &mut |path, value| {
+            let existed = match path {
+                [field] => spec.get(*field).is_some(),
+                [field, key] => spec.get(*field).and_then(|map| map.get(*key)).is_some(),
+                _ => false,
+            };
+            let path = PointerBuf::from_tokens(std::iter::once("spec").chain(path.iter().copied()));
+            operations.push(if existed {
+                PatchOperation::Replace(ReplaceOperation { path, value })
+            } else {
+                PatchOperation::Add(AddOperation { path, value })
+            });
+        });
+        json_patch::Patch(operations)
+    }
+
+    /// Calls `put` with each place under `spec` (a field, or a field's key) the group changes
+    /// and its value there: a whole field where `spec` lacks it or has it of another type, else
+    /// a node selector key or an appended toleration (its index as the key) at a time.
+    fn patch_spec(&self, spec: &Map<String, Value>, put: &mut dyn FnMut(&[&str], Value)) {
+        let label = |value: &String| Value::String(value.clone());
         if !self.labels.is_empty() {
-            let selector = object_entry(spec, "nodeSelector");
-            for (key, value) in &self.labels {
-                selector.insert(key.clone(), Value::String(value.clone()));
+            match spec.get("nodeSelector") {
+                Some(Value::Object(selector)) => {
+                    for (key, value) in &self.labels {
+                        if selector.get(key).and_then(Value::as_str) != Some(value.as_str()) {
+                            put(&["nodeSelector", key], label(value));
+                        }
+                    }
+                }
+                _ => put(
+                    &["nodeSelector"],
+                    Value::Object(
+                        self.labels
+                            .iter()
+                            .map(|(key, value)| (key.clone(), label(value)))
+                            .collect(),
+                    ),
+                ),
             }
         }
         if !self.tolerations.is_empty() {
-            let entry = spec
-                .entry("tolerations")
-                .or_insert_with(|| Value::Array(Vec::new()));
-            if !entry.is_array() {
-                *entry = Value::Array(Vec::new());
-            }
-            if let Value::Array(present) = entry {
-                for toleration in &self.tolerations {
-                    let had = present.iter().any(|present| {
-                        Toleration::deserialize(present)
-                            .is_ok_and(|present| is_same_toleration(&present, toleration))
-                    });
-                    if !had {
+            let (present, whole): (Vec<Toleration>, Option<Vec<Value>>) =
+                match spec.get("tolerations") {
+                    Some(Value::Array(present)) => (
                         present
-                            .push(serde_json::to_value(toleration).expect(
-                                "a toleration of strings and an integer always serializes",
-                            ));
+                            .iter()
+                            .filter_map(|present| Toleration::deserialize(present).ok())
+                            .collect(),
+                        None,
+                    ),
+                    _ => (Vec::new(), Some(Vec::new())),
+                };
+            let mut had: Vec<&Toleration> = present.iter().collect();
+            let mut next = spec
+                .get("tolerations")
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len);
+            let mut whole = whole;
+            for toleration in &self.tolerations {
+                if had
+                    .iter()
+                    .any(|had| is_same_toleration(had, &toleration.typed))
+                {
+                    continue;
+                }
+                had.push(&toleration.typed);
+                let value = toleration.json.clone();
+                match &mut whole {
+                    Some(whole) => whole.push(value),
+                    None => {
+                        put(&["tolerations", &next.to_string()], value);
+                        next += 1;
                     }
                 }
+            }
+            if let Some(whole) = whole {
+                put(&["tolerations"], Value::Array(whole));
             }
         }
         if let Some(affinity) = &self.affinity {
             if spec.get("affinity").is_none_or(Value::is_null) {
-                spec.insert("affinity".to_owned(), affinity.clone());
+                put(&["affinity"], affinity.clone());
             }
         }
-        if !self.scheduler_name.is_empty() {
-            spec.insert(
-                "schedulerName".to_owned(),
-                Value::String(self.scheduler_name.clone()),
-            );
+        if !self.scheduler_name.is_empty()
+            && spec.get("schedulerName").and_then(Value::as_str) != Some(&self.scheduler_name)
+        {
+            put(&["schedulerName"], label(&self.scheduler_name));
         }
     }
 }
@@ -199,15 +283,6 @@ fn is_same_toleration(left: &Toleration, right: &Toleration) -> bool {
         )
     };
     normal(left) == normal(right)
-}
-
-/// The object at `key` in `map`, made an empty one when absent or not an object.
-fn object_entry<'a>(map: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<String, Value> {
-    let entry = map.entry(key).or_insert_with(|| Value::Object(Map::new()));
-    if !entry.is_object() {
-        *entry = Value::Object(Map::new());
-    }
-    entry.as_object_mut().expect("made an object just above")
 }
 
 /// `key: value` as Volcano writes an annotation match, the spaces around either trimmed.
@@ -285,7 +360,9 @@ pub(super) fn parse_bytes(path: &Path, bytes: &[u8]) -> Result<Vec<Group>, Serve
     Ok(file.unwrap_or_default().resource_groups)
 }
 
-fn tolerations<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<Toleration>, D::Error> {
+fn tolerations<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Vec<GroupToleration>, D::Error> {
     let tolerations = Vec::<Toleration>::deserialize(deserializer)?;
     for toleration in &tolerations {
         let operator = toleration.operator.as_deref().unwrap_or("Equal");
@@ -312,7 +389,14 @@ fn tolerations<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<Tolerat
             ));
         }
     }
-    Ok(tolerations)
+    tolerations
+        .into_iter()
+        .map(|typed| {
+            let json = serde_json::to_value(&typed)
+                .map_err(|error| serde::de::Error::custom(format!("tolerations: {error}")))?;
+            Ok(GroupToleration { typed, json })
+        })
+        .collect()
 }
 
 fn labels<'de, D: Deserializer<'de>>(
@@ -349,4 +433,129 @@ fn affinity<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Value>,
         serde::de::Error::custom(format!("affinity: not a Kubernetes affinity: {error}"))
     })?;
     Ok(Some(value))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// The group every test applies: each field set, and one toleration twice.
+    fn group() -> Group {
+        let text = r#"
+resourceGroups:
+  - resourceGroup: gpu
+    object: {key: namespace, value: [ml]}
+    schedulerName: volcano
+    labels: {accelerator: nvidia, pool: gpu}
+    tolerations:
+      - {key: gpu, operator: Exists, effect: NoSchedule}
+      - {key: gpu, operator: Exists, effect: NoSchedule}
+    affinity: '{"nodeAffinity": {}}'
+"#;
+        let mut groups = parse(Path::new("groups.yaml"), text).expect("a valid file");
+        groups.remove(0)
+    }
+
+    fn operations(patch: &json_patch::Patch) -> Value {
+        serde_json::to_value(patch).expect("a patch serializes")
+    }
+
+    #[test]
+    fn patch_of_a_pod_already_carrying_the_group_is_empty() {
+        let pod = json!({"spec": {
+            "containers": [{"name": "c"}],
+            "nodeSelector": {"accelerator": "nvidia", "pool": "gpu", "zone": "a"},
+            "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule", "value": null}],
+            "affinity": {"podAffinity": {}},
+            "schedulerName": "volcano",
+        }});
+        let mut applied = pod.clone();
+
+        group().apply(&mut applied);
+
+        assert_eq!(operations(&group().patch(&pod)), json!([]));
+        assert_eq!(applied, pod);
+    }
+
+    #[test]
+    fn patch_changes_single_keys_and_appends_a_missing_toleration_once() {
+        let pod = json!({"spec": {
+            "containers": [{"name": "c"}],
+            "nodeSelector": {"accelerator": "amd", "zone": "a"},
+            "tolerations": [{"key": "spot", "operator": "Exists"}],
+            "schedulerName": "default-scheduler",
+        }});
+
+        let patch = group().patch(&pod);
+
+        assert_eq!(
+            operations(&patch),
+            json!([
+                {"op": "replace", "path": "/spec/nodeSelector/accelerator", "value": "nvidia"},
+                {"op": "add", "path": "/spec/nodeSelector/pool", "value": "gpu"},
+                {"op": "add", "path": "/spec/tolerations/1",
+                 "value": {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}},
+                {"op": "add", "path": "/spec/affinity", "value": {"nodeAffinity": {}}},
+                {"op": "replace", "path": "/spec/schedulerName", "value": "volcano"},
+            ])
+        );
+        let mut applied = pod.clone();
+        json_patch::patch(&mut applied, &patch).expect("applies");
+        assert_eq!(applied["spec"]["containers"], pod["spec"]["containers"]);
+        assert_eq!(applied["spec"]["nodeSelector"]["zone"], "a");
+        assert_eq!(
+            applied["spec"]["tolerations"].as_array().map(Vec::len),
+            Some(2)
+        );
+    }
+
+    #[test]
+    fn patch_replaces_fields_of_another_type_whole() {
+        let pod = json!({"spec": {"nodeSelector": null, "tolerations": "none", "affinity": null}});
+
+        let patch = group().patch(&pod);
+
+        let toleration = json!({"key": "gpu", "operator": "Exists", "effect": "NoSchedule"});
+        assert_eq!(
+            operations(&patch),
+            json!([
+                {"op": "replace", "path": "/spec/nodeSelector",
+                 "value": {"accelerator": "nvidia", "pool": "gpu"}},
+                {"op": "replace", "path": "/spec/tolerations", "value": [toleration]},
+                {"op": "replace", "path": "/spec/affinity", "value": {"nodeAffinity": {}}},
+                {"op": "add", "path": "/spec/schedulerName", "value": "volcano"},
+            ])
+        );
+    }
+
+    #[test]
+    fn patch_of_a_pod_without_a_spec_adds_a_whole_one() {
+        let pod = json!({"metadata": {"name": "p"}});
+
+        let patch = group().patch(&pod);
+
+        assert_eq!(
+            operations(&patch),
+            json!([{"op": "add", "path": "/spec", "value": {
+                "nodeSelector": {"accelerator": "nvidia", "pool": "gpu"},
+                "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                "affinity": {"nodeAffinity": {}},
+                "schedulerName": "volcano",
+            }}])
+        );
+    }
+
+    #[test]
+    fn a_spec_or_pod_that_is_no_object_gets_no_patch() {
+        for pod in [json!({"spec": "none"}), json!([1]), json!(null)] {
+            let mut applied = pod.clone();
+
+            group().apply(&mut applied);
+
+            assert_eq!(operations(&group().patch(&pod)), json!([]), "{pod}");
+            assert_eq!(applied, pod);
+        }
+    }
 }

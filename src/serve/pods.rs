@@ -111,9 +111,7 @@ impl Reviewer for Mutation {
         let Some(group) = groups.iter().find(|group| group.takes(keys)) else {
             return ReviewAnswer::allow(request);
         };
-        let mut mutated = original.clone();
-        group.apply(&mut mutated);
-        ReviewAnswer::patch(request, &json_patch::diff(original, &mutated))
+        ReviewAnswer::patch(request, &group.patch(original))
     }
 }
 

@@ -9,6 +9,7 @@
 use crate::fakes;
 use crate::webhook_fixture;
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,6 +18,7 @@ use dexaflow_admission::admission::{API_VERSION, Changes, Decision, Hook, Reques
 use dexaflow_admission::dispatch::task::State;
 use dexaflow_admission::dispatch::{Settings, TaskInstance};
 use dexaflow_admission::events::BreakerState;
+use dexaflow_admission::hooks::webhook::CONNECTION_LANES;
 use dexaflow_admission::hooks::{Webhook, WebhookSpec};
 use dexaflow_admission::supervise::{self, HookSettings};
 use fakes::{Harness, settings, start, supervision, task};
@@ -231,6 +233,43 @@ async fn calls_share_one_kept_alive_connection() {
     assert_eq!(server.seen().len(), 5);
     assert_eq!(server.connections(), 1);
     assert!(server.seen().iter().all(|seen| seen.connection == 0));
+}
+
+#[actix::test]
+async fn overlapping_calls_spread_over_one_http2_connection_per_lane() {
+    let certs = Certs::new();
+    let server = Server::start(&certs, Transport::Tls, admitting());
+    let webhook = Webhook::new(&certs.webhook(&server.url())).expect("valid");
+    let request = Request::new("acme", "etl", "load");
+    let call = || webhook.admit(&request);
+
+    // Twice as many calls as lanes, all started before any is answered.
+    let decisions = tokio::join!(
+        call(),
+        call(),
+        call(),
+        call(),
+        call(),
+        call(),
+        call(),
+        call()
+    );
+
+    let decisions = <[_; 8]>::from(decisions);
+    assert_eq!(decisions.len(), 2 * CONNECTION_LANES);
+    assert!(
+        decisions
+            .iter()
+            .all(|decision| *decision == Ok(Decision::Admit))
+    );
+    let seen = server.seen();
+    assert!(seen.iter().all(|seen| seen.version == Version::HTTP_2));
+    let used: BTreeSet<usize> = seen.iter().map(|seen| seen.connection).collect();
+    assert_eq!(used.len(), CONNECTION_LANES, "{used:?}");
+    for connection in used {
+        let carried = seen.iter().filter(|seen| seen.connection == connection);
+        assert_eq!(carried.count(), 2, "connection {connection}");
+    }
 }
 
 #[actix::test]

@@ -1,5 +1,6 @@
 //! The webhook hook: one call is one POST of the attempt, and its answer is the decision.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
@@ -24,6 +25,13 @@ use crate::hooks::SpecError;
 /// offers it.
 pub type HttpClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
 
+/// How many connection pools a webhook keeps, each its own HTTP/2 connection where the server
+/// speaks it. A call goes to the pool with the fewest calls in flight (the first on a tie), so
+/// calls one after another share one connection and only overlapping calls open more. One HTTP/2
+/// connection carries every stream through one task and one TLS session: under many concurrent
+/// calls that task is the limit, where HTTP/1.1 spreads them over a connection each.
+pub const CONNECTION_LANES: usize = 4;
+
 fn application_json() -> HeaderValue {
     HeaderValue::from_static("application/json")
 }
@@ -38,9 +46,10 @@ fn application_json() -> HeaderValue {
 /// `reason` or `changes` or with one it must not have, a TLS or connection failure. The error
 /// says which ([`WebhookError`]).
 ///
-/// The hook keeps one connection pool for all its calls; no call sets up a client or TLS
-/// settings. Under supervision the call's deadline bounds the whole exchange (connect, TLS,
-/// request, answer: the supervisor drops the call at its limit) and is sent as `?timeout=`.
+/// The hook keeps [`CONNECTION_LANES`] connection pools for all its calls, made when it is
+/// built; no call sets up a client or TLS settings. Under supervision the call's deadline
+/// bounds the whole exchange (connect, TLS, request, answer: the supervisor drops the call at
+/// its limit) and is sent as `?timeout=`.
 ///
 /// It is a remote hook ([`Hook::is_remote`]): it may change the service account only when
 /// `execution_allowlist.service_accounts` is set.
@@ -56,7 +65,38 @@ pub struct Webhook {
 struct Ready {
     endpoint: Endpoint,
     token: Option<TokenFile>,
+    lanes: Box<[Lane]>,
+}
+
+/// One connection pool and how many calls it carries now.
+#[derive(Debug)]
+struct Lane {
     client: HttpClient,
+    in_flight: AtomicUsize,
+}
+
+/// A call's hold on its lane: counted in flight until dropped, however the call ends.
+struct Held<'a> {
+    lane: &'a Lane,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.lane.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Ready {
+    /// The lane with the fewest calls in flight, the first on a tie, held for one call.
+    fn hold_lane(&self) -> Held<'_> {
+        let lane = self
+            .lanes
+            .iter()
+            .min_by_key(|lane| lane.in_flight.load(Ordering::Relaxed))
+            .expect("a webhook has at least one lane");
+        lane.in_flight.fetch_add(1, Ordering::Relaxed);
+        Held { lane }
+    }
 }
 
 impl Webhook {
@@ -90,13 +130,19 @@ impl Webhook {
             .https_or_http()
             .enable_all_versions()
             .wrap_connector(http);
-        let client = Client::builder(TokioExecutor::new()).build(connector);
+        // Each lane its own client, so its own pool: clones of one client would share theirs.
+        let lanes = (0..CONNECTION_LANES)
+            .map(|_| Lane {
+                client: Client::builder(TokioExecutor::new()).build(connector.clone()),
+                in_flight: AtomicUsize::new(0),
+            })
+            .collect();
         Ok(Webhook {
             name: spec.name.clone(),
             ready: Ok(Ready {
                 endpoint,
                 token,
-                client,
+                lanes,
             }),
         })
     }
@@ -114,12 +160,13 @@ impl Webhook {
         })
     }
 
-    /// The webhook's HTTP client, for a caller that wants to measure it alone.
+    /// The HTTP client of the webhook's first connection pool (the one calls one after another
+    /// use), for a caller that wants to measure it alone.
     ///
     /// # Errors
     /// The problem that kept the webhook from being built.
     pub fn client(&self) -> Result<&HttpClient, &SpecError> {
-        self.ready.as_ref().map(|ready| &ready.client)
+        self.ready.as_ref().map(|ready| &ready.lanes[0].client)
     }
 
     /// One call: the attempt out, the decision back. `limit` is the deadline sent as
@@ -153,7 +200,10 @@ impl Webhook {
         let outgoing = outgoing
             .body(Full::new(Bytes::from(body)))
             .expect("a request of a checked URI and typed headers always builds");
-        let answer = ready
+        // Held until the answer is read: the exchange is in flight on the lane until then.
+        let held = ready.hold_lane();
+        let answer = held
+            .lane
             .client
             .request(outgoing)
             .await
@@ -240,15 +290,17 @@ fn new_uid() -> Result<String, getrandom::Error> {
     getrandom::fill(&mut bytes)?;
     bytes[6] = (bytes[6] & 0x0f) | 0x40;
     bytes[8] = (bytes[8] & 0x3f) | 0x80;
-    let hex: String = bytes.iter().map(|byte| format!("{byte:02x}")).collect();
-    Ok(format!(
-        "{}-{}-{}-{}-{}",
-        &hex[..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..]
-    ))
+    // Written into one string: no allocation per byte or per group.
+    let mut uid = String::with_capacity(36);
+    for (index, byte) in bytes.iter().enumerate() {
+        if matches!(index, 4 | 6 | 8 | 10) {
+            uid.push('-');
+        }
+        for nibble in [byte >> 4, byte & 0x0f] {
+            uid.push(char::from_digit(u32::from(nibble), 16).unwrap_or('0'));
+        }
+    }
+    Ok(uid)
 }
 
 #[cfg(test)]

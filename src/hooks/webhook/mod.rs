@@ -8,8 +8,8 @@
 //!
 //! - [`WebhookSpec`]: the declaration (`type: webhook` under `execution.admission.hooks`, or
 //!   `execution.admission.webhook.*`) and what is checked about it at boot.
-//! - [`Webhook`]: the hook, with one connection pool (kept alive, HTTP/2 where the server offers
-//!   it) for all its calls.
+//! - [`Webhook`]: the hook, with [`CONNECTION_LANES`] connection pools (kept alive, HTTP/2 where
+//!   the server offers it) for all its calls.
 //! - [`WebhookError`]: every way a call can fail, each a hook failure, never an admit.
 //!
 //! ```yaml
@@ -31,7 +31,7 @@ mod tls;
 mod token;
 
 pub use error::WebhookError;
-pub use hook::{HttpClient, Webhook};
+pub use hook::{CONNECTION_LANES, HttpClient, Webhook};
 pub use spec::WebhookSpec;
 pub use token::TokenProblem;
 
