@@ -491,6 +491,12 @@ async fn over_one_connection(
             .header(http::header::CONTENT_TYPE, "application/json")
             .body(Full::new(Bytes::from(body.to_string())))
             .expect("a request");
+        // The client's side of the connection turns ready for the next request only once it
+        // has finished with the last answer: sending before that is the client's error.
+        sender
+            .ready()
+            .await
+            .expect("the same connection, still open for another request");
         let response = sender
             .send_request(request)
             .await
