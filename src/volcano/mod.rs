@@ -1,0 +1,25 @@
+//! Volcano's admission rules, as its `vc-webhook-manager` applies them, as pure functions.
+//!
+//! Each service of Volcano's webhook manager is a function here that takes a [`Review`] of a
+//! typed object (decoded as Volcano's API server sends it), a read-only view of the cluster
+//! where the rule reads one ([`QueueView`]) and its settings, and answers with Volcano's verdict:
+//! a validator `Ok(())` or a [`Refusal`] carrying Volcano's wording, a mutator the JSON Patch
+//! operations in Volcano's order (an empty list when nothing changes). Nothing here does I/O:
+//! the server decodes the AdmissionReview, reads the cluster through the view and writes the
+//! answer.
+//!
+//! | service | here |
+//! |---|---|
+//! | `/queues/validate` | [`validate_queue`] with [`QueueSettings`] |
+//! | `/queues/mutate` | [`mutate_queue`] |
+
+mod queues;
+mod resource;
+mod review;
+mod types;
+mod view;
+
+pub use queues::{QueueSettings, mutate_queue, validate_queue};
+pub use review::{Operation, Refusal, Review, decode};
+pub use types::{Guarantee, Queue, QueueSpec, QueueStatus, ResourceList};
+pub use view::{QueueView, ViewError};
