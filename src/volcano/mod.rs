@@ -12,14 +12,22 @@
 //! |---|---|
 //! | `/queues/validate` | [`validate_queue`] with [`QueueSettings`] |
 //! | `/queues/mutate` | [`mutate_queue`] |
+//! | `/jobs/mutate` | [`mutate_job`] with the configured scheduler names |
 
+mod job;
+mod jobs;
+mod queue;
 mod queues;
 mod resource;
 mod review;
-mod types;
 mod view;
 
+pub use job::{
+    DependsOn, Job, JobSpec, LifecyclePolicy, NetworkTopologySpec, PartitionPolicySpec, TaskSpec,
+    VolumeSpec,
+};
+pub use jobs::mutate_job;
+pub use queue::{Guarantee, Queue, QueueSpec, QueueStatus, ResourceList};
 pub use queues::{QueueSettings, mutate_queue, validate_queue};
 pub use review::{Operation, Refusal, Review, decode};
-pub use types::{Guarantee, Queue, QueueSpec, QueueStatus, ResourceList};
 pub use view::{QueueView, ViewError};

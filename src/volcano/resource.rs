@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use crate::admission::{cpu_quantity, memory_quantity, parse_milli};
 
-use super::types::ResourceList;
+use super::queue::ResourceList;
 
 /// A quantity in thousandths of its unit, signed; `None` when the text is not a quantity.
 pub(crate) fn signed_milli(text: &str) -> Option<i128> {

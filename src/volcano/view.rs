@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use super::types::Queue;
+use super::queue::Queue;
 
 /// Why the view could not answer.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -67,6 +67,7 @@ mod serve_reload;
 mod store;
 mod supervised_dispatch;
 mod token;
+mod volcano_jobs;
 mod volcano_queues;
 mod webhook;
 mod webhook_config;

@@ -2,8 +2,8 @@
 
 use std::collections::HashSet;
 
+use super::super::queue::Queue;
 use super::super::resource::{Amounts, format_amount, signed_milli};
-use super::super::types::Queue;
 use super::super::view::QueueView;
 use super::{QueueSettings, is_top_level};
 

@@ -4,8 +4,8 @@ use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, PatchOperation};
 use serde_json::Value;
 
+use super::super::queue::Queue;
 use super::super::review::{Operation, Refusal, Review};
-use super::super::types::Queue;
 use super::{HIERARCHY, HIERARCHY_WEIGHTS, ROOT};
 
 /// Volcano's `/queues/mutate` for one request (CREATE only): the patch in Volcano's order.

@@ -1,8 +1,8 @@
 //! `/queues/validate`: a queue's own fields, its place in the hierarchy, and deletion.
 
+use super::super::queue::{Queue, ResourceList};
 use super::super::resource::{is_integer_resource, signed_milli};
 use super::super::review::{Operation, Refusal, Review, aggregate, invalid, quoted};
-use super::super::types::{Queue, ResourceList};
 use super::super::view::QueueView;
 use super::hierarchy::{check_parent, check_resources, pods_allocated};
 use super::{HIERARCHY, HIERARCHY_WEIGHTS, QueueSettings, ROOT};

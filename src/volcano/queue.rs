@@ -1,5 +1,5 @@
-//! Volcano's resources as its API server sends them: camelCase, missing fields defaulted,
-//! unknown fields ignored, `apiVersion` and `kind` optional.
+//! Volcano's queue as its API server sends it: camelCase, missing fields defaulted, unknown
+//! fields ignored, `apiVersion` and `kind` optional.
 
 use std::collections::BTreeMap;
 
