@@ -12,10 +12,14 @@
 //! |---|---|
 //! | `/queues/validate` | [`validate_queue`] with [`QueueSettings`] |
 //! | `/queues/mutate` | [`mutate_queue`] |
+//! | `/podgroups/validate` | [`validate_podgroup`] |
+//! | `/podgroups/mutate` | [`mutate_podgroup`], with the namespace's annotation read when [`podgroup_reads_namespace`] |
 //! | `/jobs/mutate` | [`mutate_job`] with the configured scheduler names |
 
 mod job;
 mod jobs;
+mod podgroup;
+mod podgroups;
 mod queue;
 mod queues;
 mod resource;
@@ -27,6 +31,10 @@ pub use job::{
     VolumeSpec,
 };
 pub use jobs::mutate_job;
+pub use podgroup::{PodGroup, PodGroupSpec, SubGroupPolicySpec};
+pub use podgroups::{
+    QUEUE_NAME_ANNOTATION, mutate_podgroup, podgroup_reads_namespace, validate_podgroup,
+};
 pub use queue::{Guarantee, Queue, QueueSpec, QueueStatus, ResourceList};
 pub use queues::{QueueSettings, mutate_queue, validate_queue};
 pub use review::{Operation, Refusal, Review, decode};

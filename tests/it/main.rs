@@ -68,6 +68,7 @@ mod store;
 mod supervised_dispatch;
 mod token;
 mod volcano_jobs;
+mod volcano_podgroups;
 mod volcano_queues;
 mod webhook;
 mod webhook_config;
