@@ -14,12 +14,14 @@
 //! | `/queues/mutate` | [`mutate_queue`] |
 //! | `/podgroups/validate` | [`validate_podgroup`] |
 //! | `/podgroups/mutate` | [`mutate_podgroup`], with the namespace's annotation read when [`podgroup_reads_namespace`] |
+//! | `/pods/validate` | [`validate_pod`] with the configured scheduler names |
 //! | `/jobs/mutate` | [`mutate_job`] with the configured scheduler names |
 
 mod job;
 mod jobs;
 mod podgroup;
 mod podgroups;
+mod pods;
 mod queue;
 mod queues;
 mod resource;
@@ -35,6 +37,7 @@ pub use podgroup::{PodGroup, PodGroupSpec, SubGroupPolicySpec};
 pub use podgroups::{
     QUEUE_NAME_ANNOTATION, mutate_podgroup, podgroup_reads_namespace, validate_podgroup,
 };
+pub use pods::validate_pod;
 pub use queue::{Guarantee, Queue, QueueSpec, QueueStatus, ResourceList};
 pub use queues::{QueueSettings, mutate_queue, validate_queue};
 pub use review::{Operation, Refusal, Review, decode};

@@ -69,6 +69,7 @@ mod supervised_dispatch;
 mod token;
 mod volcano_jobs;
 mod volcano_podgroups;
+mod volcano_pods;
 mod volcano_queues;
 mod webhook;
 mod webhook_config;
