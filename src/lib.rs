@@ -25,6 +25,8 @@
 //! - [`serve`]: the webhook server behind the `serve` subcommand (§8 and Volcano's webhook
 //!   manager): pod mutation by resource groups, pod and DAG validation, over HTTPS; its front
 //!   door is [`serve::Server::builder`].
+//! - [`volcano`]: Volcano's admission rules (its `vc-webhook-manager`) as pure functions over
+//!   typed objects and a read-only view of the cluster: verdicts, messages and patches.
 //! - [`loadtest`]: the load-test harness behind the `loadtest` subcommand: synthetic hooks, an
 //!   open-loop driver of the real dispatcher, conservation, the report and its charts.
 //!
@@ -128,6 +130,7 @@ pub mod report;
 pub mod serve;
 pub mod supervise;
 mod sync;
+pub mod volcano;
 pub mod workload;
 
 pub use install::{Handle, Install};

@@ -1,0 +1,160 @@
+//! What a rule is asked (the operation, the object and its old version) and how it refuses.
+
+use std::fmt;
+
+use serde::de::DeserializeOwned;
+
+/// The operation of an admission request, as Kubernetes names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Operation {
+    /// `CREATE`.
+    Create,
+    /// `UPDATE`.
+    Update,
+    /// `DELETE`.
+    Delete,
+    /// `CONNECT`, or any other text: no Volcano service is registered for it.
+    Other(String),
+}
+
+impl Operation {
+    /// The operation an AdmissionRequest's `operation` field names.
+    pub fn parse(text: &str) -> Operation {
+        match text {
+            "CREATE" => Operation::Create,
+            "UPDATE" => Operation::Update,
+            "DELETE" => Operation::Delete,
+            other => Operation::Other(other.to_owned()),
+        }
+    }
+
+    /// The operation as Kubernetes writes it.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Operation::Create => "CREATE",
+            Operation::Update => "UPDATE",
+            Operation::Delete => "DELETE",
+            Operation::Other(text) => text,
+        }
+    }
+}
+
+/// One admission request to a rule: the operation, the name and namespace of the object, and
+/// the decoded object and old object when the request has them.
+///
+/// A real DELETE arrives with no object; Volcano's rules then use `name`.
+#[derive(Debug, Clone)]
+pub struct Review<'a, T> {
+    /// The request's operation.
+    pub operation: Operation,
+    /// The request's `name` (the object's name; the only one a DELETE has).
+    pub name: &'a str,
+    /// The request's `namespace`, empty for cluster-scoped objects.
+    pub namespace: &'a str,
+    /// The request's `object`, decoded; `None` when absent or `null`.
+    pub object: Option<&'a T>,
+    /// The request's `oldObject`, decoded; `None` when absent or `null`.
+    pub old_object: Option<&'a T>,
+}
+
+/// Why a rule does not allow a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// The rule refuses the object: the message is Volcano's.
+    Denied(String),
+    /// The service is not registered for the operation: Volcano answers such a request with a
+    /// denial, a server should answer it as a misrouted request.
+    UnknownOperation {
+        /// The operation the request named.
+        operation: String,
+        /// The operations the service expects, as Volcano lists them.
+        expected: &'static str,
+    },
+    /// The request lacks the object (or old object) the operation needs, or it does not decode.
+    Undecodable {
+        /// `object` or `oldObject`.
+        field: &'static str,
+        /// Why it could not be read.
+        reason: String,
+    },
+}
+
+impl Refusal {
+    /// A denial with Volcano's message.
+    pub(crate) fn denied(message: impl Into<String>) -> Refusal {
+        Refusal::Denied(message.into())
+    }
+
+    /// The `field` the operation needs is absent.
+    pub(crate) fn missing(field: &'static str) -> Refusal {
+        Refusal::Undecodable {
+            field,
+            reason: "required for this operation, got none".to_owned(),
+        }
+    }
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refusal::Denied(message) => f.write_str(message),
+            Refusal::UnknownOperation {
+                operation,
+                expected,
+            } => write!(
+                f,
+                "invalid operation `{operation}`, expect operation to be {expected}"
+            ),
+            Refusal::Undecodable { field, reason } => write!(f, "request.{field}: {reason}"),
+        }
+    }
+}
+
+impl std::error::Error for Refusal {}
+
+/// Decodes a request's `object` or `oldObject` (`field` names which, for the error): `null`
+/// is `None`; unknown fields are ignored and missing ones take their defaults.
+///
+/// # Errors
+/// [`Refusal::Undecodable`] naming the field and serde's reason when the value is not the type.
+pub fn decode<T: DeserializeOwned>(
+    field: &'static str,
+    value: &serde_json::Value,
+) -> Result<Option<T>, Refusal> {
+    if value.is_null() {
+        return Ok(None);
+    }
+    T::deserialize(value)
+        .map(Some)
+        .map_err(|error| Refusal::Undecodable {
+            field,
+            reason: error.to_string(),
+        })
+}
+
+/// One of apimachinery's field errors of type "Invalid value", written as Kubernetes writes it:
+/// `requestBody.spec.state: Invalid value: "wrong": queue state must be in [Open Closed]`.
+///
+/// `value` is the bad value already quoted the way apimachinery prints its type (strings in
+/// double quotes, numbers bare).
+pub(crate) fn invalid(path: &str, value: &str, detail: &str) -> String {
+    format!("{path}: Invalid value: {value}: {detail}")
+}
+
+/// A string as apimachinery quotes a bad string value (Go's `%q`).
+pub(crate) fn quoted(text: &str) -> String {
+    // Go's %q and Rust's Debug agree on printable text, the case Volcano's messages quote.
+    format!("{text:?}")
+}
+
+/// Several field errors joined as apimachinery's aggregate prints them: one alone as itself,
+/// more as `[a, b]`, repeats dropped.
+pub(crate) fn aggregate(mut errors: Vec<String>) -> Option<String> {
+    let mut seen = std::collections::HashSet::new();
+    errors.retain(|error| seen.insert(error.clone()));
+    match errors.len() {
+        0 => None,
+        1 => errors.pop(),
+        _ => Some(format!("[{}]", errors.join(", "))),
+    }
+}

@@ -1,0 +1,58 @@
+//! The read-only view of the cluster the rules need: Volcano's queue cache.
+
+use std::fmt;
+
+use super::queue::Queue;
+
+/// Why the view could not answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ViewError {
+    /// No queue of that name is in the cache.
+    NotFound {
+        /// The queue's name.
+        name: String,
+    },
+    /// The cache could not be read.
+    Unavailable {
+        /// Why, for the denial's message.
+        reason: String,
+    },
+}
+
+impl fmt::Display for ViewError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            // As Kubernetes' listers word a missing object.
+            ViewError::NotFound { name } => {
+                write!(f, "queue.scheduling.volcano.sh {name:?} not found")
+            }
+            ViewError::Unavailable { reason } => f.write_str(reason),
+        }
+    }
+}
+
+impl std::error::Error for ViewError {}
+
+/// Volcano's queue cache, read-only: the cluster's queues by name and by parent.
+///
+/// The server implements it over its informer; tests implement it over a map.
+pub trait QueueView {
+    /// The queue named `name`.
+    ///
+    /// # Errors
+    /// [`ViewError::NotFound`] when there is none, [`ViewError::Unavailable`] when the cache
+    /// cannot be read.
+    fn queue(&self, name: &str) -> Result<Queue, ViewError>;
+
+    /// The queues whose `spec.parent` is `parent`, in the cache's order.
+    ///
+    /// # Errors
+    /// [`ViewError::Unavailable`] when the cache cannot be read.
+    fn children(&self, parent: &str) -> Result<Vec<Queue>, ViewError>;
+
+    /// Every queue, for the hierarchy-annotation check.
+    ///
+    /// # Errors
+    /// [`ViewError::Unavailable`] when the cache cannot be read.
+    fn queues(&self) -> Result<Vec<Queue>, ViewError>;
+}

@@ -1,0 +1,190 @@
+//! Volcano's `/jobs/mutate` rule, with the cases of Volcano's `mutate_job_test.go` ported one
+//! test each: each applies the patch to the job as sent and compares the result.
+
+use dexaflow_admission::volcano::{Job, Operation, Refusal, Review, decode, mutate_job};
+use json_patch::PatchOperation;
+use serde_json::{Value, json};
+
+fn patch_of(operation: &str, object: &Value) -> Result<Vec<PatchOperation>, Refusal> {
+    let job: Job = decode("object", object).expect("a job").expect("not null");
+    let review = Review {
+        operation: Operation::parse(operation),
+        name: "job",
+        namespace: "test",
+        object: Some(&job),
+        old_object: None,
+    };
+    mutate_job(&review, &["volcano".to_owned()])
+}
+
+/// The job after Volcano's CREATE patch.
+fn mutated(object: &Value) -> Value {
+    let patch = patch_of("CREATE", object).expect("a patch");
+    let mut patched = object.clone();
+    json_patch::patch(&mut patched, &patch).expect("the patch applies");
+    patched
+}
+
+fn template() -> Value {
+    json!({"metadata": {"labels": {"name": "test"}},
+           "spec": {"containers": [{"name": "fake-name", "image": "busybox:1.24"}]}})
+}
+
+fn job(spec: Value) -> Value {
+    json!({"metadata": {"name": "path-task-name", "namespace": "test"}, "spec": spec})
+}
+
+/// A job with every job-level default set, so that only task defaults change it.
+fn job_with_tasks(tasks: Value) -> Value {
+    job(
+        json!({"queue": "q", "schedulerName": "volcano", "maxRetry": 1, "minAvailable": 1,
+               "tasks": tasks}),
+    )
+}
+
+/// Volcano: TestCreatePatchExecution, "patch default task"
+#[test]
+fn unnamed_tasks_get_names_retries_and_a_minimum_from_replicas_or_partitions() {
+    let topology = json!({"mode": "hard", "highestTierAllowed": 1});
+    let object = job_with_tasks(json!([
+        {"replicas": 1, "template": template()},
+        {"replicas": 2, "minAvailable": 1, "template": template()},
+        {"replicas": 1, "template": template(), "partitionPolicy":
+            {"totalPartitions": 1, "minPartitions": 1, "partitionSize": 1, "networkTopology": topology}},
+        {"replicas": 1, "template": template(), "partitionPolicy":
+            {"totalPartitions": 1, "partitionSize": 1, "networkTopology": topology}},
+    ]));
+    let mut expected = object.clone();
+    for (index, task) in expected["spec"]["tasks"]
+        .as_array_mut()
+        .expect("tasks")
+        .iter_mut()
+        .enumerate()
+    {
+        task["name"] = json!(format!("default{index}"));
+        task["maxRetry"] = json!(3);
+        task["minAvailable"] = json!(1);
+    }
+    assert_eq!(mutated(&object), expected);
+}
+
+fn partitioned_task(replicas: i32, policy: Value) -> Value {
+    json!({"name": "task-1", "replicas": replicas, "partitionPolicy": policy,
+           "template": {"spec": {"containers": [{"name": "test", "image": "busybox:1.24"}]}}})
+}
+
+/// The one task of the job after the patch.
+fn mutated_task(task: Value) -> Value {
+    mutated(&job_with_tasks(json!([task])))["spec"]["tasks"][0].clone()
+}
+
+/// Volcano: TestMutateSpecPartitionPolicyDefaults, "MinAvailable is set to MinPartitions * PartitionSize when PartitionPolicy exists"
+#[test]
+fn a_partitioned_task_needs_its_minimum_partitions_of_pods() {
+    let task = partitioned_task(
+        9,
+        json!({"totalPartitions": 3, "minPartitions": 2, "partitionSize": 3}),
+    );
+    let mut expected = task.clone();
+    expected["minAvailable"] = json!(6);
+    expected["maxRetry"] = json!(3);
+    assert_eq!(mutated_task(task), expected);
+}
+
+/// Volcano: TestMutateSpecPartitionPolicyDefaults, "MinAvailable falls back to Replicas when PartitionPolicy is set but MinPartitions is omitted"
+#[test]
+fn a_partitioned_task_without_minimum_partitions_needs_all_its_replicas() {
+    let task = partitioned_task(4, json!({"totalPartitions": 2, "partitionSize": 2}));
+    let mut expected = task.clone();
+    expected["minAvailable"] = json!(4);
+    expected["maxRetry"] = json!(3);
+    assert_eq!(mutated_task(task), expected);
+}
+
+/// Volcano: TestMutateSpecPartitionPolicyDefaults, "MinAvailable is set to Replicas when no PartitionPolicy"
+#[test]
+fn a_task_without_partitions_needs_all_its_replicas() {
+    let task = json!({"name": "task-1", "replicas": 5,
+        "template": {"spec": {"containers": [{"name": "test", "image": "busybox:1.24"}]}}});
+    let mut expected = task.clone();
+    expected["minAvailable"] = json!(5);
+    expected["maxRetry"] = json!(3);
+    assert_eq!(mutated_task(task), expected);
+}
+
+/// Not in Volcano's tests: the job-level defaults, in Volcano's order, the job's minimum the
+/// sum of its tasks' after their defaults.
+#[test]
+fn a_bare_job_gets_queue_scheduler_retries_tasks_and_minimum_in_that_order() {
+    let object = job(json!({"tasks": [
+        {"name": "a", "replicas": 2, "maxRetry": 1, "template": template()},
+        {"name": "b", "replicas": 3, "minAvailable": 1, "maxRetry": 1, "template": template()},
+    ]}));
+    let paths: Vec<String> = patch_of("CREATE", &object)
+        .expect("a patch")
+        .iter()
+        .map(|operation| operation.path().to_string())
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            "/spec/queue",
+            "/spec/schedulerName",
+            "/spec/maxRetry",
+            "/spec/tasks",
+            "/spec/minAvailable"
+        ]
+    );
+    let patched = mutated(&object);
+    assert_eq!(patched["spec"]["queue"], "default");
+    assert_eq!(patched["spec"]["schedulerName"], "volcano");
+    assert_eq!(patched["spec"]["maxRetry"], 3);
+    assert_eq!(patched["spec"]["minAvailable"], 3);
+    assert!(patched["spec"].get("plugins").is_none());
+}
+
+/// Not in Volcano's tests: mpi brings `svc` and `ssh`, other plugins are kept as they are.
+#[test]
+fn the_mpi_plugin_brings_the_svc_and_ssh_plugins() {
+    let object = job(
+        json!({"queue": "q", "schedulerName": "s", "maxRetry": 1, "minAvailable": 1,
+        "plugins": {"mpi": ["--port=22"], "env": []}}),
+    );
+    let patched = mutated(&object);
+    assert_eq!(
+        patched["spec"]["plugins"],
+        json!({"mpi": ["--port=22"], "env": [], "svc": [], "ssh": []})
+    );
+}
+
+/// Not in Volcano's tests: a host-network pod without a DNS policy gets the one that resolves
+/// cluster names.
+#[test]
+fn a_host_network_task_gets_the_cluster_first_with_host_net_dns_policy() {
+    let task = json!({"name": "t", "replicas": 1, "minAvailable": 1, "maxRetry": 1,
+        "template": {"spec": {"hostNetwork": true, "containers": [{"name": "c", "image": "i"}]}}});
+    let patched = mutated_task(task);
+    assert_eq!(
+        patched["template"]["spec"]["dnsPolicy"],
+        "ClusterFirstWithHostNet"
+    );
+}
+
+/// Not in Volcano's tests: where Volcano sends the patch `null`, the mutator answers an empty
+/// patch.
+#[test]
+fn a_job_with_every_default_set_gets_an_empty_patch() {
+    let object = job_with_tasks(json!([
+        {"name": "t", "replicas": 1, "minAvailable": 1, "maxRetry": 1, "template": template()}
+    ]));
+    assert_eq!(patch_of("CREATE", &object), Ok(Vec::new()));
+}
+
+/// Not in Volcano's tests: the mutator is registered for CREATE only.
+#[test]
+fn the_job_mutator_answers_an_update_as_an_unknown_operation() {
+    let refusal = patch_of("UPDATE", &job(json!({}))).expect_err("refused");
+    assert!(
+        matches!(refusal, Refusal::UnknownOperation { ref operation, .. } if operation == "UPDATE")
+    );
+}

@@ -1,0 +1,95 @@
+//! Volcano's `/pods/validate` rule, with the case of Volcano's `admit_pod_test.go` ported, and
+//! the annotation checks it leaves untested.
+
+use dexaflow_admission::volcano::{Operation, Refusal, Review, decode, validate_pod};
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::json;
+
+fn validate(scheduler: &str, annotations: serde_json::Value) -> Result<(), Refusal> {
+    let value = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "normal-pod-1", "namespace": "test", "annotations": annotations},
+        "spec": {"schedulerName": scheduler, "containers": [{"name": "c", "image": "i"}]}});
+    let pod: Pod = decode("object", &value).expect("a pod").expect("not null");
+    let review = Review {
+        operation: Operation::Create,
+        name: "normal-pod-1",
+        namespace: "test",
+        object: Some(&pod),
+        old_object: None,
+    };
+    validate_pod(&review, &["volcano".to_owned()])
+}
+
+fn denied(verdict: Result<(), Refusal>) -> String {
+    match verdict {
+        Err(Refusal::Denied(message)) => message,
+        other => panic!("expected a denial, got {other:?}"),
+    }
+}
+
+/// Volcano: TestValidatePod, "validate default normal pod"
+#[test]
+fn a_pod_of_another_scheduler_is_not_checked() {
+    let annotations = json!({"volcano.sh/jdb-min-available": "0"});
+    assert_eq!(validate("default-scheduler", annotations), Ok(()));
+}
+
+/// Not in Volcano's tests: a positive count and a percentage below 100 are budgets.
+#[test]
+fn a_positive_count_or_a_percentage_below_a_hundred_is_allowed() {
+    assert_eq!(
+        validate("volcano", json!({"volcano.sh/jdb-min-available": "2"})),
+        Ok(())
+    );
+    assert_eq!(
+        validate("volcano", json!({"volcano.sh/jdb-max-unavailable": "25%"})),
+        Ok(())
+    );
+}
+
+/// Not in Volcano's tests: zero pods is no budget.
+#[test]
+fn a_zero_budget_is_refused_naming_the_annotation_and_value() {
+    assert_eq!(
+        denied(validate(
+            "volcano",
+            json!({"volcano.sh/jdb-min-available": "0"})
+        )),
+        r#"invalid value <"0"> for volcano.sh/jdb-min-available, it must be a positive integer"#
+    );
+}
+
+/// Not in Volcano's tests: a percentage must leave at least one pod either way.
+#[test]
+fn a_hundred_percent_is_refused_naming_the_range() {
+    assert_eq!(
+        denied(validate(
+            "volcano",
+            json!({"volcano.sh/jdb-max-unavailable": "100%"})
+        )),
+        r#"invalid value <"100%"> for volcano.sh/jdb-max-unavailable, it must be a valid percentage which between 1% ~ 99%"#
+    );
+}
+
+/// Not in Volcano's tests: text that is neither is refused with the number parser's reason.
+#[test]
+fn a_budget_that_is_not_a_number_is_refused_naming_the_annotation() {
+    assert_eq!(
+        denied(validate(
+            "volcano",
+            json!({"volcano.sh/jdb-max-unavailable": "half"})
+        )),
+        r#"invalid value strconv.Atoi: parsing "half": invalid syntax for volcano.sh/jdb-max-unavailable"#
+    );
+}
+
+/// Not in Volcano's tests: the two budgets exclude each other.
+#[test]
+fn both_budget_annotations_at_once_are_refused() {
+    let annotations = json!({"volcano.sh/jdb-min-available": "1",
+                             "volcano.sh/jdb-max-unavailable": "1"});
+    assert_eq!(
+        denied(validate("volcano", annotations)),
+        "not allow configure multiple annotations <[volcano.sh/jdb-min-available volcano.sh/jdb-max-unavailable]> at same time"
+    );
+}
