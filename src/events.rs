@@ -288,8 +288,9 @@ pub enum WatchedFile {
     ResourceGroups,
 }
 
-/// The webhook server's connections and reloads, and the observer of each service it serves.
-pub trait ServerEvents: Send + Sync {
+/// The webhook server's connections and reloads, the caches of cluster objects it reads, and
+/// the observer of each service it serves.
+pub trait ServerEvents: ClusterEvents + Send + Sync {
     /// The server will serve `path`: the observer its requests are reported to. Asked once per
     /// service when the router is built, so that a request reports to a handle of its own
     /// without a lookup; an observer that counts nothing per service returns [`Ignore`].

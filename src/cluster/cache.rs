@@ -56,6 +56,16 @@ impl Drop for Watching {
 }
 
 impl<T> Cache<T> {
+    /// A cache of `resource` that nothing fills: empty and never synced, for a service that is
+    /// registered but not served.
+    pub fn unwatched(resource: Resource) -> Arc<Cache<T>> {
+        Arc::new(Cache {
+            resource,
+            objects: RwLock::new(HashMap::new()),
+            synced: AtomicBool::new(false),
+        })
+    }
+
     /// The object named `name`, if the cache holds one.
     pub fn get(&self, name: &str) -> Option<Arc<T>> {
         self.read().get(name).cloned()
@@ -98,11 +108,7 @@ impl<T: DeserializeOwned + Send + Sync + 'static> Cache<T> {
         resource: Resource,
         events: Arc<dyn ClusterEvents>,
     ) -> (Arc<Cache<T>>, Watching) {
-        let cache = Arc::new(Cache {
-            resource,
-            objects: RwLock::new(HashMap::new()),
-            synced: AtomicBool::new(false),
-        });
+        let cache = Cache::unwatched(resource);
         let api_resource = ApiResource::from_gvk_with_plural(
             &GroupVersionKind::gvk(resource.group, resource.version, resource.kind),
             resource.plural,

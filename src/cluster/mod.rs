@@ -11,6 +11,7 @@
 
 mod cache;
 mod namespaces;
+mod queues;
 
 pub use cache::{Cache, QUEUES, Resource, Watching};
 pub use namespaces::{NamespaceError, Namespaces};

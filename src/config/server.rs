@@ -38,6 +38,7 @@ use super::keys::{
 use super::reader::{Problem, Raw, Reader, expected};
 use super::{ConfigError, ConfigErrors, Key, Server};
 use crate::serve::{self, SettingNames, SettingsFile, TlsFiles};
+use crate::volcano::QueueSettings;
 
 /// The most `server.max_connections` takes: past it the cap no longer bounds anything a
 /// machine can hold.
@@ -112,18 +113,24 @@ impl Reader {
             );
         }
         let kubeconfig = self.path(SERVER_KUBECONFIG, "a file path");
-        let volcano = serve::VolcanoSettings {
+        let defaults = QueueSettings::default();
+        let volcano = QueueSettings {
             max_queue_depth: self
                 .integer(
                     SERVER_VOLCANO_MAX_QUEUE_DEPTH,
-                    u64::from(serve::VolcanoSettings::DEFAULT_MAX_QUEUE_DEPTH),
+                    defaults.max_queue_depth as u64,
                     1..=MAX_QUEUE_DEPTH,
                 )
                 .try_into()
-                .unwrap_or(serve::VolcanoSettings::DEFAULT_MAX_QUEUE_DEPTH),
-            enable_queue_allocated_pods_check: self
-                .flag(SERVER_VOLCANO_ALLOCATED_PODS_CHECK, false),
-            enable_root_queue_protection: self.flag(SERVER_VOLCANO_ROOT_QUEUE_PROTECTION, true),
+                .unwrap_or(defaults.max_queue_depth),
+            enable_queue_allocated_pods_check: self.flag(
+                SERVER_VOLCANO_ALLOCATED_PODS_CHECK,
+                defaults.enable_queue_allocated_pods_check,
+            ),
+            enable_root_queue_protection: self.flag(
+                SERVER_VOLCANO_ROOT_QUEUE_PROTECTION,
+                defaults.enable_root_queue_protection,
+            ),
         };
         for (key, file) in [(SERVER_CERT_FILE, &cert_file), (SERVER_KEY_FILE, &key_file)] {
             if server == Server::Required && file.is_none() && !self.is_bad(key) {

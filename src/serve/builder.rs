@@ -197,8 +197,9 @@ impl ServerBuilder {
             chain = chain.observer(observer);
         }
         let admission = TaskAdmission::start(chain).await?;
+        let builtin = builtin(&settings, &events).await?;
         let registry = services.into_iter().try_fold(
-            builtin(&settings, &events)?.register(admission.into_service())?,
+            builtin.registry.register(admission.into_service())?,
             |registry, service| registry.register(service),
         )?;
         let router = registry.route(
@@ -206,6 +207,7 @@ impl ServerBuilder {
             settings.names.enabled_admission,
             events.as_ref(),
         )?;
-        Server::start(&settings, router, events, conditions).await
+        let conditions = builtin.conditions.into_iter().chain(conditions).collect();
+        Server::start(&settings, router, events, conditions, builtin.watching).await
     }
 }

@@ -146,6 +146,9 @@ pub enum ServeError {
     /// The thread the `/tasks/admit` chain's breakers run on could not be started.
     #[error("starting the breakers of the /tasks/admit chain")]
     Breakers(#[source] std::io::Error),
+    /// An enabled service reads the cluster, and no client for it could be made.
+    #[error("connecting to the cluster (for Volcano's services that read queues or namespaces)")]
+    Cluster(#[source] crate::cluster::ClusterError),
     /// The TLS configuration could not be built (no protocol version the provider supports).
     #[error("building the TLS configuration")]
     Tls(#[source] rustls::Error),

@@ -37,6 +37,7 @@ pub mod review;
 mod server;
 mod settings;
 mod tls;
+pub mod volcano;
 mod watch;
 
 pub use answer::{DEFAULT_TIMEOUT, MAX_TIMEOUT};
@@ -47,29 +48,71 @@ pub use registry::{Answer, Handler, Kind, Ruling, Service, Unavailable, parse_en
 pub use server::Server;
 
 use registry::Registry;
-pub use settings::{SettingNames, Settings, SettingsFile, TlsFiles, VolcanoSettings};
+pub use settings::{SettingNames, Settings, SettingsFile, TlsFiles};
 
 use std::sync::Arc;
 
-use crate::events::ServerEvents;
+use crate::cluster::{self, Cache, Watching};
+use crate::events::{ClusterEvents, ServerEvents};
+use crate::volcano::Queue;
+use server::ReadyCondition;
+
+/// The built-in services, with what they need kept alive and the conditions of readiness they
+/// bring.
+pub(crate) struct Builtin {
+    pub(crate) registry: Registry,
+    pub(crate) conditions: Vec<ReadyCondition>,
+    pub(crate) watching: Vec<Watching>,
+}
 
 /// The built-in services: `/pods/mutate` (with the resource groups of
 /// `settings.resource_groups_file`, watched, its reloads told to `events`, or none),
-/// `/pods/validate` and `/dags/validate`.
+/// `/pods/validate`, `/dags/validate`, and Volcano's `/queues/mutate` and `/queues/validate`.
+/// A service that reads the cluster connects to it only when it is enabled, and the server is
+/// ready only once its cache has synced; with none of them enabled no cluster is needed.
 /// Call it inside a tokio runtime.
 ///
 /// # Errors
 /// [`ServeError::Read`] or [`ServeError::Groups`] (naming the line) when the groups file cannot
-/// be used, [`ServeError::Watch`] when it cannot be watched.
-pub(crate) fn builtin(
+/// be used, [`ServeError::Watch`] when it cannot be watched, [`ServeError::Cluster`] when an
+/// enabled service needs the cluster and no client can be made (a bad kubeconfig, say).
+pub(crate) async fn builtin(
     settings: &Settings,
     events: &Arc<dyn ServerEvents>,
-) -> Result<Registry, ServeError> {
+) -> Result<Builtin, ServeError> {
     let groups = match &settings.resource_groups_file {
         Some(path) => ResourceGroups::watch(path, settings.poll_interval, Arc::clone(events))?,
         None => ResourceGroups::fixed(Vec::new()),
     };
-    Registry::new()
+    // A service that reads the cluster is served only when listed.
+    let listed = |path: &str| {
+        settings
+            .enabled_admission
+            .as_ref()
+            .is_some_and(|paths| paths.iter().any(|enabled| enabled == path))
+    };
+    let mut conditions = Vec::new();
+    let mut watching = Vec::new();
+    let queues = if listed(volcano::QUEUES_VALIDATE_PATH) {
+        let client = cluster::connect(
+            settings.kubeconfig.as_deref(),
+            std::env::var_os("KUBECONFIG"),
+        )
+        .await
+        .map_err(ServeError::Cluster)?;
+        let cluster_events: Arc<dyn ClusterEvents> = Arc::clone(events) as _;
+        let (queues, watch) = Cache::<Queue>::watch(client, cluster::QUEUES, cluster_events);
+        let synced = Arc::clone(&queues);
+        conditions.push(ReadyCondition {
+            name: "the queue cache to sync with the API server".to_owned(),
+            holds: Arc::new(move || synced.is_synced()),
+        });
+        watching.push(watch);
+        queues
+    } else {
+        Cache::unwatched(cluster::QUEUES)
+    };
+    let registry = Registry::new()
         .register(Service::new(
             pods::MUTATE_PATH,
             Kind::Mutating,
@@ -87,5 +130,23 @@ pub(crate) fn builtin(
             dags::PATH,
             Kind::Validating,
             dags::DagValidation,
-        ))
+        ))?
+        .register(Service::new(
+            volcano::QUEUES_MUTATE_PATH,
+            Kind::Mutating,
+            volcano::QueueMutation,
+        ))?
+        .register(
+            Service::new(
+                volcano::QUEUES_VALIDATE_PATH,
+                Kind::Validating,
+                volcano::QueueValidation::new(queues, settings.volcano.clone()),
+            )
+            .reading_the_cluster(),
+        )?;
+    Ok(Builtin {
+        registry,
+        conditions,
+        watching,
+    })
 }

@@ -129,6 +129,7 @@ pub struct Service {
     kind: Kind,
     endpoint: Arc<dyn Endpoint>,
     authenticated: bool,
+    reads_cluster: bool,
 }
 
 impl std::fmt::Debug for Service {
@@ -137,6 +138,7 @@ impl std::fmt::Debug for Service {
             .field("path", &self.path)
             .field("kind", &self.kind)
             .field("authenticated", &self.authenticated)
+            .field("reads_cluster", &self.reads_cluster)
             .finish()
     }
 }
@@ -149,7 +151,15 @@ impl Service {
             kind,
             endpoint: Arc::new(handler),
             authenticated: false,
+            reads_cluster: false,
         }
+    }
+
+    /// The same service, marked as reading the cluster: served only when listed in the
+    /// enabled paths, since it needs a Kubernetes client.
+    pub(crate) fn reading_the_cluster(mut self) -> Service {
+        self.reads_cluster = true;
+        self
     }
 
     /// The same service for authenticated callers only: each request must carry the bearer
@@ -198,7 +208,8 @@ impl Registry {
         Ok(self)
     }
 
-    /// The router for the `enabled` paths, or for every service when `enabled` is `None`, with
+    /// The router for the `enabled` paths, or for every service that reads no cluster when
+    /// `enabled` is `None`, with
     /// each route's observer asked of `events` once, here.
     ///
     /// # Errors
@@ -211,7 +222,11 @@ impl Registry {
         events: &dyn ServerEvents,
     ) -> Result<Router, ServeError> {
         let chosen: Vec<Service> = match enabled {
-            None => self.services,
+            None => self
+                .services
+                .into_iter()
+                .filter(|service| !service.reads_cluster)
+                .collect(),
             Some([]) => return Err(ServeError::NothingEnabled { setting }),
             Some(paths) => {
                 let mut chosen = Vec::new();

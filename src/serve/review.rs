@@ -53,6 +53,10 @@ pub struct ReviewRequest {
     pub uid: String,
     /// The object's kind, such as `{"group": "", "version": "v1", "kind": "Pod"}`.
     pub kind: GroupVersionKind,
+    /// The object's name; empty when the API server has none yet (a CREATE with
+    /// `generateName`). A DELETE names its object only here.
+    #[serde(default)]
+    pub name: String,
     /// The namespace the object is created in; empty for cluster-scoped objects.
     #[serde(default)]
     pub namespace: String,
@@ -198,6 +202,16 @@ impl ReviewAnswer {
     pub fn is_patched(&self) -> bool {
         self.response.patch.is_some()
     }
+
+    /// The answer, with how the metrics count it.
+    pub(crate) fn ruled(self) -> Answer<ReviewAnswer> {
+        let ruling = match (self.response.allowed, self.is_patched()) {
+            (false, _) => Ruling::Denied,
+            (true, true) => Ruling::Patched,
+            (true, false) => Ruling::Allowed,
+        };
+        Answer { ruling, body: self }
+    }
 }
 
 /// A service that answers AdmissionReviews at once, without waiting on anything: every such
@@ -220,15 +234,6 @@ impl<R: Reviewer> Handler for R {
         review: Review,
         _deadline: Instant,
     ) -> Result<Answer<ReviewAnswer>, Unavailable> {
-        let answer = self.review(&review.request);
-        let ruling = match (answer.response.allowed, answer.is_patched()) {
-            (false, _) => Ruling::Denied,
-            (true, true) => Ruling::Patched,
-            (true, false) => Ruling::Allowed,
-        };
-        Ok(Answer {
-            ruling,
-            body: answer,
-        })
+        Ok(self.review(&review.request).ruled())
     }
 }

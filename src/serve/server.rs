@@ -25,6 +25,7 @@ use super::auth::BearerToken;
 use super::registry::Router;
 use super::settings::Settings;
 use super::tls::{Certificates, server_config};
+use crate::cluster::Watching;
 use crate::events::ServerEvents;
 use crate::listen;
 
@@ -51,6 +52,8 @@ pub struct Server {
     probes: Option<tokio::task::JoinHandle<()>>,
     grace: Duration,
     _certificates: Certificates,
+    /// The watches keeping the caches the services read.
+    _watching: Vec<Watching>,
 }
 
 impl Server {
@@ -68,6 +71,7 @@ impl Server {
         router: Router,
         events: Arc<dyn ServerEvents>,
         conditions: Vec<ReadyCondition>,
+        watching: Vec<Watching>,
     ) -> Result<Server, ServeError> {
         let bearer_token = settings
             .bearer_token_file
@@ -160,6 +164,7 @@ impl Server {
             probes,
             grace: settings.shutdown_grace,
             _certificates: certificates,
+            _watching: watching,
         })
     }
 

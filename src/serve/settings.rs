@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::ServeError;
 use super::auth::BearerToken;
 use super::{groups, reload, tls};
+use crate::volcano::QueueSettings;
 
 /// Everything `serve` needs to start, as plain values; the config reader fills it from the
 /// `server` section, and tests build it directly.
@@ -25,7 +26,8 @@ pub struct Settings {
     pub bearer_token_file: Option<PathBuf>,
     /// The largest request body read; a larger one is answered 413 without being read whole.
     pub max_body_bytes: usize,
-    /// The paths to serve; `None` serves every registered service.
+    /// The paths to serve; `None` serves every registered service that needs no cluster (the
+    /// services that read queues or namespaces are served only when listed).
     pub enabled_admission: Option<Vec<String>>,
     /// Volcano's `AdmissionConfiguration` file with the resource groups `/pods/mutate`
     /// applies; `None` leaves every pod unchanged.
@@ -53,37 +55,9 @@ pub struct Settings {
     /// reads the cluster.
     pub kubeconfig: Option<PathBuf>,
     /// Volcano's admission flags, with Volcano's defaults.
-    pub volcano: VolcanoSettings,
+    pub volcano: QueueSettings,
     /// What an error calls these settings, so that it names what its reader wrote.
     pub names: SettingNames,
-}
-
-/// The flags of Volcano's `vc-webhook-manager` that change its verdicts, with its defaults.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VolcanoSettings {
-    /// The deepest a queue hierarchy may go (`--max-queue-depth`, 5).
-    pub max_queue_depth: u32,
-    /// Whether deleting a queue that still has allocated pods is refused
-    /// (`--enable-queue-allocated-pods-check`, off).
-    pub enable_queue_allocated_pods_check: bool,
-    /// Whether the `root` queue is kept from being changed or deleted
-    /// (`--enable-root-queue-protection`, on).
-    pub enable_root_queue_protection: bool,
-}
-
-impl VolcanoSettings {
-    /// Volcano's default hierarchy depth.
-    pub const DEFAULT_MAX_QUEUE_DEPTH: u32 = 5;
-}
-
-impl Default for VolcanoSettings {
-    fn default() -> VolcanoSettings {
-        VolcanoSettings {
-            max_queue_depth: VolcanoSettings::DEFAULT_MAX_QUEUE_DEPTH,
-            enable_queue_allocated_pods_check: false,
-            enable_root_queue_protection: true,
-        }
-    }
 }
 
 /// What the server's errors call the settings they ask to change: [`Settings`]' field names by
@@ -225,7 +199,7 @@ impl Settings {
             max_connections: Settings::DEFAULT_MAX_CONNECTIONS,
             idle_timeout: Settings::DEFAULT_IDLE_TIMEOUT,
             kubeconfig: None,
-            volcano: VolcanoSettings::default(),
+            volcano: QueueSettings::default(),
             names: SettingNames::default(),
         }
     }

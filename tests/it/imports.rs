@@ -48,6 +48,7 @@ const MAY_USE: &[(&str, &[&str])] = &[
             "metrics",
             "loadtest",
             "workload",
+            "volcano",
         ],
     ),
     // The workload file is read as the config file is, into dispatch's rows.

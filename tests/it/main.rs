@@ -67,6 +67,7 @@ mod serve_http;
 mod serve_lifecycle;
 mod serve_pods;
 mod serve_reload;
+mod serve_volcano;
 mod store;
 mod supervised_dispatch;
 mod token;

@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use dexaflow_admission::config::{Config, check_server_files};
-use dexaflow_admission::serve::{SettingNames, Settings, TlsFiles, VolcanoSettings};
+use dexaflow_admission::serve::{SettingNames, Settings, TlsFiles};
+use dexaflow_admission::volcano::QueueSettings;
 
 const NO_ENV: [(String, String); 0] = [];
 
@@ -70,7 +71,7 @@ server:
         max_connections: 100,
         idle_timeout: Duration::from_secs(120),
         kubeconfig: Some(PathBuf::from("/etc/kube/config")),
-        volcano: VolcanoSettings {
+        volcano: QueueSettings {
             max_queue_depth: 8,
             enable_queue_allocated_pods_check: true,
             enable_root_queue_protection: false,
@@ -219,7 +220,7 @@ fn volcano_flags_take_volcano_s_defaults_and_their_variables_and_a_bad_depth_is_
     )
     .expect_err("a depth of 0");
 
-    assert_eq!(defaults, VolcanoSettings::default());
+    assert_eq!(defaults, QueueSettings::default());
     assert_eq!(defaults.max_queue_depth, 5);
     assert!(!defaults.enable_queue_allocated_pods_check);
     assert!(defaults.enable_root_queue_protection);

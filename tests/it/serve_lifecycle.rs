@@ -190,16 +190,21 @@ async fn enabled_admission_serves_only_the_listed_paths() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn unset_enabled_admission_serves_every_service() {
+async fn unset_enabled_admission_serves_every_service_that_needs_no_cluster() {
     let running = start().await;
     for path in [
         "/dags/validate",
         "/pods/mutate",
         "/pods/validate",
+        "/queues/mutate",
         "/tasks/admit",
     ] {
         assert!(is_served(&running, path).await, "{path}");
     }
+    assert!(
+        !is_served(&running, "/queues/validate").await,
+        "a service that reads the cluster is served only when listed"
+    );
     assert!(!is_served(&running, "/jobs/validate").await);
 }
 
@@ -212,7 +217,7 @@ async fn an_unknown_enabled_admission_fails_naming_it_and_every_service() {
     .await;
     assert_eq!(
         error.to_string(),
-        "enabled_admission: enabled admission \"/jobs/validate\" is not a service (the services are /pods/mutate, /pods/validate, /dags/validate, /tasks/admit)"
+        "enabled_admission: enabled admission \"/jobs/validate\" is not a service (the services are /pods/mutate, /pods/validate, /dags/validate, /queues/mutate, /queues/validate, /tasks/admit)"
     );
 }
 

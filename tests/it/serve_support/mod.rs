@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dexaflow_admission::events::{
-    Ignore, RequestOutcome, ServerEvents, ServiceEvents, WatchedFile,
+    ClusterEvents, Ignore, RequestOutcome, ServerEvents, ServiceEvents, WatchedFile,
 };
 use dexaflow_admission::metrics::ServerMetrics;
 use dexaflow_admission::serve::{Server, ServerBuilder, Settings, TlsFiles};
@@ -206,6 +206,26 @@ impl UnderRecorder {
     fn register(recorder: Arc<PrometheusRecorder>) -> UnderRecorder {
         let metrics = metrics::with_local_recorder(recorder.as_ref(), ServerMetrics::register);
         UnderRecorder { recorder, metrics }
+    }
+}
+
+impl ClusterEvents for UnderRecorder {
+    fn cache_synced(&self, resource: &str) {
+        metrics::with_local_recorder(self.recorder.as_ref(), || {
+            self.metrics.cache_synced(resource)
+        });
+    }
+
+    fn cache_updated(&self, resource: &str) {
+        metrics::with_local_recorder(self.recorder.as_ref(), || {
+            self.metrics.cache_updated(resource)
+        });
+    }
+
+    fn watch_failed(&self, resource: &str) {
+        metrics::with_local_recorder(self.recorder.as_ref(), || {
+            self.metrics.watch_failed(resource)
+        });
     }
 }
 
@@ -460,6 +480,8 @@ impl RecordingEvents {
         }
     }
 }
+
+impl ClusterEvents for RecordingEvents {}
 
 impl ServerEvents for RecordingEvents {
     fn service(&self, path: &str) -> Arc<dyn ServiceEvents> {

@@ -1,0 +1,241 @@
+//! Volcano's queue services over real HTTPS, reading a real API server on 127.0.0.1 through
+//! the server's own client: readiness waits for the queue cache's first sync, a queue added
+//! after start is seen by the next review, and with no service that reads the cluster enabled
+//! the server needs no kubeconfig.
+
+use crate::apiserver::ApiServer;
+use crate::serve_support::{self, Running, eventually, probe, start_with};
+
+use std::path::PathBuf;
+
+use base64::Engine;
+use http::StatusCode;
+use serde_json::{Value, json};
+
+const TOKEN: &str = "volcano-reader-token";
+
+/// An AdmissionReview as the API server sends it for a queue.
+fn queue_review(operation: &str, queue: Value) -> Value {
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "0b7f6c1e-queue",
+            "kind": {"group": "scheduling.volcano.sh", "version": "v1beta1", "kind": "Queue"},
+            "resource": {"group": "scheduling.volcano.sh", "version": "v1beta1", "resource": "queues"},
+            "name": queue["metadata"]["name"],
+            "operation": operation,
+            "userInfo": {"username": "kubernetes-admin"},
+            "object": queue,
+        }
+    })
+}
+
+/// A server with Volcano's queue services enabled, reading `api`'s cluster.
+async fn serve_queues(api: &ApiServer) -> (Running, tempfile::TempDir) {
+    let kube = tempfile::tempdir().expect("a directory");
+    let kubeconfig = api.kubeconfig(kube.path(), TOKEN);
+    let running = start_with(
+        move |settings, _| {
+            settings.kubeconfig = Some(kubeconfig);
+            settings.enabled_admission = Some(vec![
+                "/queues/validate".to_owned(),
+                "/queues/mutate".to_owned(),
+            ]);
+        },
+        |builder| builder,
+        None,
+    )
+    .await;
+    (running, kube)
+}
+
+async fn until_ready(running: &Running) {
+    let address = running.server.probe_addr().expect("a probe listener");
+    eventually("ready", || async move {
+        (probe(address, "/readyz").await == Some(StatusCode::OK)).then_some(())
+    })
+    .await;
+}
+
+fn child_of_team() -> Value {
+    json!({"metadata": {"name": "child"}, "spec": {"weight": 1, "parent": "team"}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_is_unready_and_answers_503_until_the_queue_cache_synced() {
+    let api = ApiServer::start(TOKEN).await;
+    api.put_queue("team", json!({"weight": 1}));
+    api.forbid(true);
+    let (running, _kube) = serve_queues(&api).await;
+    let address = running.server.probe_addr().expect("a probe listener");
+
+    let unsynced = running
+        .client
+        .post_json("/queues/validate", &queue_review("CREATE", child_of_team()))
+        .await;
+
+    assert_eq!(
+        probe(address, "/readyz").await,
+        Some(StatusCode::SERVICE_UNAVAILABLE)
+    );
+    unsynced.assert_error(StatusCode::SERVICE_UNAVAILABLE, "has not synced");
+    api.forbid(false);
+    until_ready(&running).await;
+    let synced = running
+        .client
+        .post_json("/queues/validate", &queue_review("CREATE", child_of_team()))
+        .await;
+    assert_eq!(synced.status, StatusCode::OK);
+    assert_eq!(
+        synced.json()["response"]["allowed"],
+        true,
+        "{:?}",
+        synced.json()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parent_queue_added_after_start_is_seen_by_the_next_review() {
+    let api = ApiServer::start(TOKEN).await;
+    api.put_queue("default", json!({"weight": 1}));
+    let (running, _kube) = serve_queues(&api).await;
+    until_ready(&running).await;
+
+    let before = running
+        .client
+        .post_json("/queues/validate", &queue_review("CREATE", child_of_team()))
+        .await
+        .json();
+    api.put_queue("team", json!({"weight": 1}));
+    let client = running.client.clone();
+    let after = eventually("the new parent seen", move || {
+        let client = client.clone();
+        async move {
+            let answer = client
+                .post_json("/queues/validate", &queue_review("CREATE", child_of_team()))
+                .await
+                .json();
+            (answer["response"]["allowed"] == true).then_some(answer)
+        }
+    })
+    .await;
+
+    assert_eq!(before["response"]["allowed"], false);
+    let message = before["response"]["status"]["message"]
+        .as_str()
+        .expect("a message");
+    assert!(
+        message.contains("team") && message.contains("not found"),
+        "{message}"
+    );
+    assert!(after["response"]["status"].is_null());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_defaults_are_patched_and_nothing_to_change_sends_no_patch() {
+    let api = ApiServer::start(TOKEN).await;
+    let (running, _kube) = serve_queues(&api).await;
+
+    let bare = running
+        .client
+        .post_json(
+            "/queues/mutate",
+            &queue_review("CREATE", json!({"metadata": {"name": "q"}, "spec": {}})),
+        )
+        .await
+        .json();
+    let complete = running
+        .client
+        .post_json(
+            "/queues/mutate",
+            &queue_review(
+                "CREATE",
+                json!({"metadata": {"name": "q"}, "spec": {"weight": 2, "reclaimable": false}}),
+            ),
+        )
+        .await
+        .json();
+
+    let patch = base64::engine::general_purpose::STANDARD
+        .decode(bare["response"]["patch"].as_str().expect("a patch"))
+        .expect("base64");
+    let patch: Value = serde_json::from_slice(&patch).expect("JSON");
+    let paths: Vec<&str> = patch
+        .as_array()
+        .expect("operations")
+        .iter()
+        .map(|operation| operation["path"].as_str().expect("a path"))
+        .collect();
+    assert_eq!(paths, ["/spec/reclaimable", "/spec/weight"]);
+    assert_eq!(complete["response"]["allowed"], true);
+    assert!(complete["response"]["patch"].is_null(), "{complete}");
+    assert!(complete["response"]["patchType"].is_null(), "{complete}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_operation_is_a_bad_request_not_a_verdict() {
+    let api = ApiServer::start(TOKEN).await;
+    let (running, _kube) = serve_queues(&api).await;
+
+    let answer = running
+        .client
+        .post_json(
+            "/queues/mutate",
+            &queue_review("CONNECT", json!({"metadata": {"name": "q"}, "spec": {}})),
+        )
+        .await
+        .json();
+
+    assert_eq!(answer["response"]["allowed"], false);
+    assert_eq!(answer["response"]["status"]["code"], 400);
+    assert!(answer["response"]["patch"].is_null());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_no_service_that_reads_the_cluster_the_server_starts_without_a_kubeconfig() {
+    let running = start_with(
+        |settings, _| {
+            settings.kubeconfig = Some(PathBuf::from("/nonexistent/kubeconfig"));
+            settings.enabled_admission = Some(vec![
+                "/pods/mutate".to_owned(),
+                "/pods/validate".to_owned(),
+                "/queues/mutate".to_owned(),
+            ]);
+        },
+        |builder| builder,
+        None,
+    )
+    .await;
+
+    until_ready(&running).await;
+    let answer = running
+        .client
+        .post_json(
+            "/queues/mutate",
+            &queue_review(
+                "CREATE",
+                json!({"metadata": {"name": "q"}, "spec": {"weight": 1, "reclaimable": true}}),
+            ),
+        )
+        .await;
+    assert_eq!(answer.status, StatusCode::OK);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubeconfig_that_cannot_be_read_fails_the_start_naming_it() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let mut settings =
+        serve_support::settings(serve_support::Authority::new().issue().write_to(dir.path()));
+    settings.kubeconfig = Some(PathBuf::from("/nonexistent/kubeconfig"));
+    settings.enabled_admission = Some(vec!["/queues/validate".to_owned()]);
+
+    let error = dexaflow_admission::serve::Server::builder(settings)
+        .start()
+        .await
+        .expect_err("no kubeconfig there");
+
+    let text = dexaflow_admission::admission::error_chain(&error);
+    assert!(text.contains("/nonexistent/kubeconfig"), "{text}");
+    assert!(text.contains("connecting to the cluster"), "{text}");
+}
