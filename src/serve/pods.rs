@@ -15,16 +15,12 @@ use serde_json::Value;
 use super::groups::{PodKeys, ResourceGroups};
 use super::review::{ReviewAnswer, ReviewRequest, Reviewer};
 use crate::admission::is_reserved_key;
+use crate::volcano;
 
 /// The path of [`Mutation`].
 pub const MUTATE_PATH: &str = "/pods/mutate";
 /// The path of [`Validation`].
 pub const VALIDATE_PATH: &str = "/pods/validate";
-
-/// Volcano's annotation: how many of the job's pods must stay available.
-pub const MIN_AVAILABLE_ANNOTATION: &str = "volcano.sh/jdb-min-available";
-/// Volcano's annotation: how many of the job's pods may be unavailable.
-pub const MAX_UNAVAILABLE_ANNOTATION: &str = "volcano.sh/jdb-max-unavailable";
 
 /// Why a review is refused: the 400 of a review this service cannot read, or the 403 of a pod
 /// it does not admit; each with its message.
@@ -125,7 +121,7 @@ impl Reviewer for Mutation {
 /// so only the dispatcher (a trusted user) may set them.
 #[derive(Debug, Clone)]
 pub struct Validation {
-    scheduler_names: HashSet<String>,
+    scheduler_names: Vec<String>,
     trusted_users: HashSet<String>,
 }
 
@@ -164,18 +160,18 @@ impl Validation {
                 )));
             }
         }
-        // The API server defaults an unset scheduler name before webhooks see the pod.
-        let scheduler = pod
-            .spec
-            .as_ref()
-            .and_then(|spec| spec.scheduler_name.as_deref())
-            .unwrap_or("default-scheduler");
-        if !update && self.scheduler_names.contains(scheduler) {
-            if let Some(problem) = disruption_budget_problem(pod.metadata.annotations.as_ref()) {
-                return Err(Refusal::Forbidden(problem));
-            }
+        if update {
+            return Ok(());
         }
-        Ok(())
+        let review = volcano::Review {
+            operation: volcano::Operation::Create,
+            name: &request.name,
+            namespace: &request.namespace,
+            object: Some(&pod),
+            old_object: None,
+        };
+        volcano::validate_pod(&review, &self.scheduler_names)
+            .map_err(|refusal| Refusal::Forbidden(refusal.to_string()))
     }
 }
 
@@ -221,36 +217,4 @@ fn forged_in(
             }
             Some(Some(_)) => None,
         })
-}
-
-/// Volcano's rule for its disruption budget annotations: each a positive integer or a
-/// percentage from 1% to 99%, and not both on one pod. The problem, naming the annotation.
-fn disruption_budget_problem(annotations: Option<&BTreeMap<String, String>>) -> Option<String> {
-    let annotations = annotations?;
-    let set: Vec<(&str, &String)> = [MIN_AVAILABLE_ANNOTATION, MAX_UNAVAILABLE_ANNOTATION]
-        .into_iter()
-        .filter_map(|key| Some((key, annotations.get(key)?)))
-        .collect();
-    for (key, value) in &set {
-        if let Some(problem) = budget_value_problem(value) {
-            return Some(format!("annotation {key:?}: {problem}, got {value:?}"));
-        }
-    }
-    (set.len() > 1).then(|| {
-        format!(
-            "annotations {MIN_AVAILABLE_ANNOTATION:?} and {MAX_UNAVAILABLE_ANNOTATION:?} are not allowed together"
-        )
-    })
-}
-
-/// What is wrong with a disruption budget value, as Volcano reads one: an integer must be
-/// positive; anything else, its `%` signs removed, must be an integer from 1 to 99.
-fn budget_value_problem(value: &str) -> Option<&'static str> {
-    if let Ok(count) = value.parse::<i64>() {
-        return (count <= 0).then_some("expected a positive integer");
-    }
-    match value.replace('%', "").parse::<i64>() {
-        Ok(percent) if (1..=99).contains(&percent) => None,
-        _ => Some("expected a positive integer or a percentage from 1% to 99%"),
-    }
 }

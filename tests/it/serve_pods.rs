@@ -483,15 +483,17 @@ async fn validate_checks_volcanos_disruption_budget_only_on_pods_of_its_schedule
         (json!({"volcano.sh/jdb-max-unavailable": "25%"}), None),
         (
             json!({"volcano.sh/jdb-min-available": "0"}),
-            Some("\"volcano.sh/jdb-min-available\": expected a positive integer"),
+            Some(
+                "invalid value <\"0\"> for volcano.sh/jdb-min-available, it must be a positive integer",
+            ),
         ),
         (
             json!({"volcano.sh/jdb-max-unavailable": "100%"}),
-            Some("\"volcano.sh/jdb-max-unavailable\": expected a positive integer or a percentage"),
+            Some("it must be a valid percentage which between 1% ~ 99%"),
         ),
         (
             json!({"volcano.sh/jdb-min-available": "1", "volcano.sh/jdb-max-unavailable": "1"}),
-            Some("are not allowed together"),
+            Some("not allow configure multiple annotations"),
         ),
     ];
     for (annotations, refusal) in cases {
