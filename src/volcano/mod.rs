@@ -15,9 +15,12 @@
 //! | `/podgroups/validate` | [`validate_podgroup`] |
 //! | `/podgroups/mutate` | [`mutate_podgroup`], with the namespace's annotation read when [`podgroup_reads_namespace`] |
 //! | `/pods/validate` | [`validate_pod`] with the configured scheduler names |
+//! | `/jobflows/validate` | [`validate_jobflow`] |
 //! | `/jobs/mutate` | [`mutate_job`] with the configured scheduler names |
 
 mod job;
+mod jobflow;
+mod jobflows;
 mod jobs;
 mod podgroup;
 mod podgroups;
@@ -32,6 +35,8 @@ pub use job::{
     DependsOn, Job, JobSpec, LifecyclePolicy, NetworkTopologySpec, PartitionPolicySpec, TaskSpec,
     VolumeSpec,
 };
+pub use jobflow::{Flow, FlowDependsOn, JobFlow, JobFlowSpec};
+pub use jobflows::validate_jobflow;
 pub use jobs::mutate_job;
 pub use podgroup::{PodGroup, PodGroupSpec, SubGroupPolicySpec};
 pub use podgroups::{
