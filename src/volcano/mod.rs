@@ -16,8 +16,10 @@
 //! | `/podgroups/mutate` | [`mutate_podgroup`], with the namespace's annotation read when [`podgroup_reads_namespace`] |
 //! | `/pods/validate` | [`validate_pod`] with the configured scheduler names |
 //! | `/jobflows/validate` | [`validate_jobflow`] |
+//! | `/hypernodes/validate` | [`validate_hypernode`] |
 //! | `/jobs/mutate` | [`mutate_job`] with the configured scheduler names |
 
+mod hypernodes;
 mod job;
 mod jobflow;
 mod jobflows;
@@ -31,6 +33,9 @@ mod resource;
 mod review;
 mod view;
 
+pub use hypernodes::{
+    HyperNode, HyperNodeMember, HyperNodeSpec, MemberSelector, RegexMatch, validate_hypernode,
+};
 pub use job::{
     DependsOn, Job, JobSpec, LifecyclePolicy, NetworkTopologySpec, PartitionPolicySpec, TaskSpec,
     VolumeSpec,

@@ -67,6 +67,7 @@ mod serve_reload;
 mod store;
 mod supervised_dispatch;
 mod token;
+mod volcano_hypernodes;
 mod volcano_jobflows;
 mod volcano_jobs;
 mod volcano_podgroups;
