@@ -15,9 +15,14 @@
 //! | `/podgroups/validate` | [`validate_podgroup`] |
 //! | `/podgroups/mutate` | [`mutate_podgroup`], with the namespace's annotation read when [`podgroup_reads_namespace`] |
 //! | `/pods/validate` | [`validate_pod`] with the configured scheduler names |
+//! | `/jobflows/validate` | [`validate_jobflow`] |
+//! | `/hypernodes/validate` | [`validate_hypernode`] |
 //! | `/jobs/mutate` | [`mutate_job`] with the configured scheduler names |
 
+mod hypernodes;
 mod job;
+mod jobflow;
+mod jobflows;
 mod jobs;
 mod podgroup;
 mod podgroups;
@@ -28,10 +33,15 @@ mod resource;
 mod review;
 mod view;
 
+pub use hypernodes::{
+    HyperNode, HyperNodeMember, HyperNodeSpec, MemberSelector, RegexMatch, validate_hypernode,
+};
 pub use job::{
     DependsOn, Job, JobSpec, LifecyclePolicy, NetworkTopologySpec, PartitionPolicySpec, TaskSpec,
     VolumeSpec,
 };
+pub use jobflow::{Flow, FlowDependsOn, JobFlow, JobFlowSpec};
+pub use jobflows::validate_jobflow;
 pub use jobs::mutate_job;
 pub use podgroup::{PodGroup, PodGroupSpec, SubGroupPolicySpec};
 pub use podgroups::{

@@ -68,7 +68,9 @@ impl Amounts {
             match name.as_str() {
                 "cpu" => amounts.milli_cpu += milli,
                 "memory" => amounts.memory += ceil_div(milli, 1000),
-                "pods" => *amounts.scalars.entry(name.clone()).or_default() += milli / 1000,
+                "pods" => {
+                    *amounts.scalars.entry(name.clone()).or_default() += ceil_div(milli, 1000)
+                }
                 "ephemeral-storage" => *amounts.scalars.entry(name.clone()).or_default() += milli,
                 _ if name.starts_with("count/") => {}
                 _ if is_scalar_resource(name) => {

@@ -71,6 +71,8 @@ mod serve_volcano;
 mod store;
 mod supervised_dispatch;
 mod token;
+mod volcano_hypernodes;
+mod volcano_jobflows;
 mod volcano_jobs;
 mod volcano_podgroups;
 mod volcano_pods;

@@ -1,0 +1,202 @@
+//! Volcano's `/jobflows/validate` rule, with the cases of Volcano's `validate_jobflow_test.go`
+//! and `util_test.go` ported one test each.
+
+use dexaflow_admission::volcano::{JobFlow, Operation, Refusal, Review, decode, validate_jobflow};
+use serde_json::{Value, json};
+
+/// Validates a job flow whose flows are `(name, targets)` in order.
+fn validate(flows: &[(&str, &[&str])]) -> Result<(), Refusal> {
+    let flows: Vec<Value> = flows
+        .iter()
+        .map(|(name, targets)| {
+            if targets.is_empty() {
+                json!({"name": name})
+            } else {
+                json!({"name": name, "dependsOn": {"targets": targets}})
+            }
+        })
+        .collect();
+    let value = json!({"metadata": {"name": "valid-jobflow", "namespace": "test"},
+        "spec": {"flows": flows, "jobRetainPolicy": "retain"}});
+    let flow: JobFlow = decode("object", &value)
+        .expect("a job flow")
+        .expect("not null");
+    let review = Review {
+        operation: Operation::Create,
+        name: "valid-jobflow",
+        namespace: "test",
+        object: Some(&flow),
+        old_object: None,
+    };
+    validate_jobflow(&review)
+}
+
+fn denied(verdict: Result<(), Refusal>) -> String {
+    match verdict {
+        Err(Refusal::Denied(message)) => message,
+        other => panic!("expected a denial, got {other:?}"),
+    }
+}
+
+const NOT_DAG: &str = "jobflow Flow is not DAG";
+
+/// Volcano: TestValidateJobFlowCreate, "validate valid-jobflow"
+#[test]
+fn a_diamond_of_defined_flows_is_allowed() {
+    let flows: &[(&str, &[&str])] = &[
+        ("a", &[]),
+        ("b", &["a"]),
+        ("c", &["a", "b"]),
+        ("d", &["b"]),
+        ("e", &["c", "d"]),
+    ];
+    assert_eq!(validate(flows), Ok(()));
+}
+
+/// Volcano: TestValidateJobFlowCreate, "validate valid-jobflow with duplicate flow name"
+#[test]
+fn a_repeated_flow_name_is_allowed_as_one_flow() {
+    let flows: &[(&str, &[&str])] = &[
+        ("a", &[]),
+        ("a", &[]),
+        ("b", &["a"]),
+        ("c", &["a", "b"]),
+        ("d", &["b"]),
+        ("e", &["c", "d"]),
+    ];
+    assert_eq!(validate(flows), Ok(()));
+}
+
+/// Volcano: TestValidateJobFlowCreate, "validate valid-jobflow with miss flow name a"
+#[test]
+fn a_target_that_names_no_flow_is_refused_naming_it() {
+    let flows: &[(&str, &[&str])] = &[
+        ("b", &["a"]),
+        ("c", &["a", "b"]),
+        ("d", &["b"]),
+        ("e", &["c", "d"]),
+    ];
+    assert_eq!(
+        denied(validate(flows)),
+        "jobflow Flow is not DAG: vertex is not defined: a"
+    );
+}
+
+/// Volcano: TestValidateJobFlowCreate, "validate valid-jobflow with flows not dag"
+#[test]
+fn two_flows_waiting_for_each_other_are_refused() {
+    let flows: &[(&str, &[&str])] = &[
+        ("a", &["b"]),
+        ("b", &["a"]),
+        ("c", &["a", "b"]),
+        ("d", &["b"]),
+        ("e", &["c", "d"]),
+    ];
+    assert_eq!(denied(validate(flows)), NOT_DAG);
+}
+
+/// Volcano: TestValidateJobFlowCreate, "validate valid-jobflow with lows with muti c"
+#[test]
+fn a_repeated_flow_name_keeps_the_last_definitions_targets() {
+    let flows: &[(&str, &[&str])] = &[("a", &[]), ("b", &["a"]), ("c", &["a"]), ("c", &["b"])];
+    assert_eq!(validate(flows), Ok(()));
+}
+
+/// Volcano: TestIsDAG, case #0
+#[test]
+fn a_loop_with_an_undefined_target_is_refused_for_the_undefined_target() {
+    let flows: &[(&str, &[&str])] = &[("1", &["2"]), ("2", &["1", "3"])];
+    assert_eq!(
+        denied(validate(flows)),
+        "jobflow Flow is not DAG: vertex is not defined: 3"
+    );
+}
+
+/// Volcano: TestIsDAG, case #1
+#[test]
+fn a_three_flow_loop_is_refused() {
+    let flows: &[(&str, &[&str])] = &[("1", &["2"]), ("2", &["3"]), ("3", &["1"])];
+    assert_eq!(denied(validate(flows)), NOT_DAG);
+}
+
+/// Volcano: TestIsDAG, case #2
+#[test]
+fn a_two_flow_loop_beside_a_leaf_is_refused() {
+    let flows: &[(&str, &[&str])] = &[("1", &["2"]), ("2", &["1", "3"]), ("3", &[])];
+    assert_eq!(denied(validate(flows)), NOT_DAG);
+}
+
+/// Volcano: TestIsDAG, case #3
+#[test]
+fn a_chain_with_a_shortcut_is_allowed() {
+    let flows: &[(&str, &[&str])] = &[("1", &["2", "3"]), ("2", &["3"]), ("3", &["4"]), ("4", &[])];
+    assert_eq!(validate(flows), Ok(()));
+}
+
+/// Volcano: TestIsDAG, case #4
+#[test]
+fn a_tree_is_allowed() {
+    let flows: &[(&str, &[&str])] = &[
+        ("1", &["2", "3"]),
+        ("2", &["4", "5"]),
+        ("3", &[]),
+        ("4", &[]),
+        ("5", &[]),
+    ];
+    assert_eq!(validate(flows), Ok(()));
+}
+
+/// Volcano: TestIsDAG, case #5
+#[test]
+fn a_chain_with_many_shortcuts_is_allowed() {
+    let flows: &[(&str, &[&str])] = &[
+        ("1", &["2", "3", "4"]),
+        ("2", &["3"]),
+        ("3", &["4"]),
+        ("4", &["5"]),
+        ("5", &[]),
+    ];
+    assert_eq!(validate(flows), Ok(()));
+}
+
+/// Volcano: TestIsDAG, case #6
+#[test]
+fn converging_paths_are_allowed() {
+    let flows: &[(&str, &[&str])] = &[
+        ("1", &["2", "3", "4"]),
+        ("2", &["3", "5"]),
+        ("3", &["5"]),
+        ("4", &["3", "5"]),
+        ("5", &[]),
+    ];
+    assert_eq!(validate(flows), Ok(()));
+}
+
+/// Volcano: TestIsDAG, case #7
+#[test]
+fn a_flow_waiting_for_itself_is_refused() {
+    let flows: &[(&str, &[&str])] = &[
+        ("1", &["2", "3", "4"]),
+        ("2", &["3", "5"]),
+        ("3", &["5"]),
+        ("4", &["3", "5"]),
+        ("5", &["5", "3"]),
+    ];
+    assert_eq!(denied(validate(flows)), NOT_DAG);
+}
+
+/// Not in Volcano's tests: a DELETE is not a job-flow operation.
+#[test]
+fn the_job_flow_validator_answers_a_delete_as_an_unknown_operation() {
+    let review: Review<'_, JobFlow> = Review {
+        operation: Operation::Delete,
+        name: "f",
+        namespace: "test",
+        object: None,
+        old_object: None,
+    };
+    let refusal = validate_jobflow(&review).expect_err("refused");
+    assert!(
+        matches!(refusal, Refusal::UnknownOperation { ref operation, .. } if operation == "DELETE")
+    );
+}
