@@ -52,10 +52,11 @@ pub use settings::{SettingNames, Settings, SettingsFile, TlsFiles};
 
 use std::sync::Arc;
 
-use crate::cluster::{self, Cache, Watching};
+use crate::cluster::{self, Cache, Namespaces, Watching};
 use crate::events::{ClusterEvents, ServerEvents};
-use crate::volcano::Queue;
+use crate::volcano::{self as rules, Queue};
 use server::ReadyCondition;
+use volcano::{Allowed, Pure, ReadingQueues};
 
 /// The built-in services, with what they need kept alive and the conditions of readiness they
 /// bring.
@@ -93,25 +94,37 @@ pub(crate) async fn builtin(
     };
     let mut conditions = Vec::new();
     let mut watching = Vec::new();
-    let queues = if listed(volcano::QUEUES_VALIDATE_PATH) {
+    let reads_queues =
+        listed(volcano::QUEUES_VALIDATE_PATH) || listed(volcano::PODGROUPS_VALIDATE_PATH);
+    let reads_namespaces = listed(volcano::PODGROUPS_MUTATE_PATH);
+    let client = if reads_queues || reads_namespaces {
         let client = cluster::connect(
             settings.kubeconfig.as_deref(),
             std::env::var_os("KUBECONFIG"),
         )
         .await
         .map_err(ServeError::Cluster)?;
-        let cluster_events: Arc<dyn ClusterEvents> = Arc::clone(events) as _;
-        let (queues, watch) = Cache::<Queue>::watch(client, cluster::QUEUES, cluster_events);
-        let synced = Arc::clone(&queues);
-        conditions.push(ReadyCondition {
-            name: "the queue cache to sync with the API server".to_owned(),
-            holds: Arc::new(move || synced.is_synced()),
-        });
-        watching.push(watch);
-        queues
+        Some(client)
     } else {
-        Cache::unwatched(cluster::QUEUES)
+        None
     };
+    let queues = match client.clone().filter(|_| reads_queues) {
+        Some(client) => {
+            let cluster_events: Arc<dyn ClusterEvents> = Arc::clone(events) as _;
+            let (queues, watch) = Cache::<Queue>::watch(client, cluster::QUEUES, cluster_events);
+            let synced = Arc::clone(&queues);
+            conditions.push(ReadyCondition {
+                name: "the queue cache to sync with the API server".to_owned(),
+                holds: Arc::new(move || synced.is_synced()),
+            });
+            watching.push(watch);
+            queues
+        }
+        None => Cache::unwatched(cluster::QUEUES),
+    };
+    let namespaces = client.filter(|_| reads_namespaces).map(Namespaces::new);
+    let scheduler_names = settings.scheduler_names.clone();
+    let queue_settings = settings.volcano.clone();
     let registry = Registry::new()
         .register(Service::new(
             pods::MUTATE_PATH,
@@ -134,16 +147,53 @@ pub(crate) async fn builtin(
         .register(Service::new(
             volcano::QUEUES_MUTATE_PATH,
             Kind::Mutating,
-            volcano::QueueMutation,
+            Pure::new(|review| rules::mutate_queue(review).map(Allowed::Patched)),
         ))?
         .register(
             Service::new(
                 volcano::QUEUES_VALIDATE_PATH,
                 Kind::Validating,
-                volcano::QueueValidation::new(queues, settings.volcano.clone()),
+                ReadingQueues::new(Arc::clone(&queues), move |review, view| {
+                    rules::validate_queue(review, view, &queue_settings).map(|()| Allowed::AsItIs)
+                }),
             )
             .reading_the_cluster(),
-        )?;
+        )?
+        .register(Service::new(
+            volcano::JOBS_MUTATE_PATH,
+            Kind::Mutating,
+            Pure::new(move |review| {
+                rules::mutate_job(review, &scheduler_names).map(Allowed::Patched)
+            }),
+        ))?
+        .register(
+            Service::new(
+                volcano::PODGROUPS_VALIDATE_PATH,
+                Kind::Validating,
+                ReadingQueues::new(queues, |review, view| {
+                    rules::validate_podgroup(review, view).map(|()| Allowed::AsItIs)
+                }),
+            )
+            .reading_the_cluster(),
+        )?
+        .register(
+            Service::new(
+                volcano::PODGROUPS_MUTATE_PATH,
+                Kind::Mutating,
+                volcano::PodGroupMutation::new(namespaces),
+            )
+            .reading_the_cluster(),
+        )?
+        .register(Service::new(
+            volcano::JOBFLOWS_VALIDATE_PATH,
+            Kind::Validating,
+            Pure::new(|review| rules::validate_jobflow(review).map(|()| Allowed::AsItIs)),
+        ))?
+        .register(Service::new(
+            volcano::HYPERNODES_VALIDATE_PATH,
+            Kind::Validating,
+            Pure::new(|review| rules::validate_hypernode(review).map(|()| Allowed::AsItIs)),
+        ))?;
     Ok(Builtin {
         registry,
         conditions,

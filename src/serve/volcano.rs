@@ -18,19 +18,33 @@ use tokio::time::Instant;
 
 use super::registry::{Answer, Handler, Unavailable};
 use super::review::{Review, ReviewAnswer, ReviewRequest, Reviewer};
-use crate::cluster::Cache;
-use crate::volcano::{self, Operation, Queue, QueueSettings, Refusal};
+use crate::cluster::{Cache, Namespaces};
+use crate::volcano::{self, Operation, PodGroup, Queue, QueueView, Refusal};
 
 /// The path of Volcano's queue validation.
 pub const QUEUES_VALIDATE_PATH: &str = "/queues/validate";
 /// The path of Volcano's queue defaults.
 pub const QUEUES_MUTATE_PATH: &str = "/queues/mutate";
+/// The path of Volcano's job defaults.
+pub const JOBS_MUTATE_PATH: &str = "/jobs/mutate";
+/// The path of Volcano's pod group validation.
+pub const PODGROUPS_VALIDATE_PATH: &str = "/podgroups/validate";
+/// The path of Volcano's pod group defaults.
+pub const PODGROUPS_MUTATE_PATH: &str = "/podgroups/mutate";
+/// The path of Volcano's job flow validation.
+pub const JOBFLOWS_VALIDATE_PATH: &str = "/jobflows/validate";
+/// The path of Volcano's hypernode validation.
+pub const HYPERNODES_VALIDATE_PATH: &str = "/hypernodes/validate";
 
 /// What a rule allowed: as it is, or with a patch.
-enum Allowed {
+pub(crate) enum Allowed {
     AsItIs,
     Patched(Vec<PatchOperation>),
 }
+
+type PureRule<T> = dyn Fn(&volcano::Review<'_, T>) -> Result<Allowed, Refusal> + Send + Sync;
+type QueueRule<T> =
+    dyn Fn(&volcano::Review<'_, T>, &dyn QueueView) -> Result<Allowed, Refusal> + Send + Sync;
 
 /// Decodes `request`'s object and old object as `T` and answers with what `rule` makes of them.
 fn review_with<T: DeserializeOwned>(
@@ -61,32 +75,49 @@ fn review_with<T: DeserializeOwned>(
     }
 }
 
-/// `/queues/mutate`: a new queue's defaults (reclaimable, weight, the hierarchy's root).
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct QueueMutation;
+/// A service whose rule reads nothing of the cluster.
+pub(crate) struct Pure<T> {
+    rule: Box<PureRule<T>>,
+}
 
-impl Reviewer for QueueMutation {
+impl<T> Pure<T> {
+    pub(crate) fn new(
+        rule: impl Fn(&volcano::Review<'_, T>) -> Result<Allowed, Refusal> + Send + Sync + 'static,
+    ) -> Pure<T> {
+        Pure {
+            rule: Box::new(rule),
+        }
+    }
+}
+
+impl<T: DeserializeOwned + 'static> Reviewer for Pure<T> {
     fn review(&self, request: &ReviewRequest) -> ReviewAnswer {
-        review_with(request, |review| {
-            volcano::mutate_queue(review).map(Allowed::Patched)
-        })
+        review_with(request, |review| (self.rule)(review))
     }
 }
 
-/// `/queues/validate`: a queue's fields, its place in the hierarchy, and what may be deleted,
-/// read against the queue cache.
-pub(crate) struct QueueValidation {
+/// A service whose rule reads the queue cache: 503 until the cache has synced.
+pub(crate) struct ReadingQueues<T> {
     queues: Arc<Cache<Queue>>,
-    settings: QueueSettings,
+    rule: Box<QueueRule<T>>,
 }
 
-impl QueueValidation {
-    pub(crate) fn new(queues: Arc<Cache<Queue>>, settings: QueueSettings) -> QueueValidation {
-        QueueValidation { queues, settings }
+impl<T> ReadingQueues<T> {
+    pub(crate) fn new(
+        queues: Arc<Cache<Queue>>,
+        rule: impl Fn(&volcano::Review<'_, T>, &dyn QueueView) -> Result<Allowed, Refusal>
+        + Send
+        + Sync
+        + 'static,
+    ) -> ReadingQueues<T> {
+        ReadingQueues {
+            queues,
+            rule: Box::new(rule),
+        }
     }
 }
 
-impl Handler for QueueValidation {
+impl<T: DeserializeOwned + 'static> Handler for ReadingQueues<T> {
     type Request = Review;
     type Response = ReviewAnswer;
 
@@ -100,11 +131,72 @@ impl Handler for QueueValidation {
         _deadline: Instant,
     ) -> Result<Answer<ReviewAnswer>, Unavailable> {
         synced(&self.queues)?;
-        let answer = review_with(&review.request, |review| {
-            volcano::validate_queue(review, self.queues.as_ref(), &self.settings)
-                .map(|()| Allowed::AsItIs)
-        });
-        Ok(answer.ruled())
+        let view: &dyn QueueView = self.queues.as_ref();
+        Ok(review_with(&review.request, |review| (self.rule)(review, view)).ruled())
+    }
+}
+
+/// `/podgroups/mutate`: a pod group in the `default` queue takes its namespace's queue, read
+/// from the API server within the review's deadline.
+pub(crate) struct PodGroupMutation {
+    /// `None` when the service is registered but not served: no client was made.
+    namespaces: Option<Namespaces>,
+}
+
+impl PodGroupMutation {
+    pub(crate) fn new(namespaces: Option<Namespaces>) -> PodGroupMutation {
+        PodGroupMutation { namespaces }
+    }
+}
+
+impl Handler for PodGroupMutation {
+    type Request = Review;
+    type Response = ReviewAnswer;
+
+    fn uid(review: &Review) -> &str {
+        &review.request.uid
+    }
+
+    async fn handle(
+        &self,
+        review: Review,
+        deadline: Instant,
+    ) -> Result<Answer<ReviewAnswer>, Unavailable> {
+        let request = &review.request;
+        let object = request.object.as_ref().unwrap_or(&Value::Null);
+        let reads = volcano::decode::<PodGroup>("object", object)
+            .ok()
+            .flatten()
+            .is_some_and(|group| volcano::podgroup_reads_namespace(&group));
+        let namespace_queue = if reads {
+            let Some(namespaces) = &self.namespaces else {
+                return Err(Unavailable(
+                    "no Kubernetes client: the service is not enabled".into(),
+                ));
+            };
+            let read = namespaces
+                .annotation(&request.namespace, volcano::QUEUE_NAME_ANNOTATION, deadline)
+                .await;
+            match read {
+                Ok(queue) => Ok(queue),
+                // Volcano lets the pod group through unchanged, in the `default` queue the
+                // namespace may not allow; a denial that says why is what its users asked for.
+                Err(error) => {
+                    let message = format!(
+                        "the pod group's queue comes from its namespace's {} annotation: {}",
+                        volcano::QUEUE_NAME_ANNOTATION,
+                        crate::admission::error_chain(&error)
+                    );
+                    return Ok(ReviewAnswer::forbid(request, message).ruled());
+                }
+            }
+        } else {
+            Ok(None)
+        };
+        Ok(review_with(request, |review| {
+            volcano::mutate_podgroup(review, namespace_queue).map(Allowed::Patched)
+        })
+        .ruled())
     }
 }
 

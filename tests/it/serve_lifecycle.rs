@@ -217,7 +217,7 @@ async fn an_unknown_enabled_admission_fails_naming_it_and_every_service() {
     .await;
     assert_eq!(
         error.to_string(),
-        "enabled_admission: enabled admission \"/jobs/validate\" is not a service (the services are /pods/mutate, /pods/validate, /dags/validate, /queues/mutate, /queues/validate, /tasks/admit)"
+        "enabled_admission: enabled admission \"/jobs/validate\" is not a service (the services are /pods/mutate, /pods/validate, /dags/validate, /queues/mutate, /queues/validate, /jobs/mutate, /podgroups/validate, /podgroups/mutate, /jobflows/validate, /hypernodes/validate, /tasks/admit)"
     );
 }
 

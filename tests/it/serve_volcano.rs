@@ -239,3 +239,180 @@ async fn a_kubeconfig_that_cannot_be_read_fails_the_start_naming_it() {
     assert!(text.contains("/nonexistent/kubeconfig"), "{text}");
     assert!(text.contains("connecting to the cluster"), "{text}");
 }
+
+/// An AdmissionReview of a pod group in `namespace`, in the queue `queue`.
+fn podgroup_review(namespace: &str, queue: &str) -> Value {
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "5c1d2e3f-podgroup",
+            "kind": {"group": "scheduling.volcano.sh", "version": "v1beta1", "kind": "PodGroup"},
+            "name": "pg",
+            "namespace": namespace,
+            "operation": "CREATE",
+            "userInfo": {"username": "system:serviceaccount:volcano-system:volcano-controllers"},
+            "object": {"metadata": {"name": "pg", "namespace": namespace}, "spec": {"queue": queue, "minMember": 1}},
+        }
+    })
+}
+
+/// A server with every Volcano service enabled, reading `api`'s cluster.
+async fn serve_every_volcano_service(api: &ApiServer) -> (Running, tempfile::TempDir) {
+    let kube = tempfile::tempdir().expect("a directory");
+    let kubeconfig = api.kubeconfig(kube.path(), TOKEN);
+    let running = start_with(
+        move |settings, _| {
+            settings.kubeconfig = Some(kubeconfig);
+            settings.enabled_admission = Some(
+                [
+                    "/queues/validate",
+                    "/queues/mutate",
+                    "/jobs/mutate",
+                    "/podgroups/validate",
+                    "/podgroups/mutate",
+                    "/jobflows/validate",
+                    "/hypernodes/validate",
+                ]
+                .map(str::to_owned)
+                .to_vec(),
+            );
+        },
+        |builder| builder,
+        None,
+    )
+    .await;
+    (running, kube)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_group_in_the_default_queue_takes_its_namespace_s_queue() {
+    let api = ApiServer::start(TOKEN).await;
+    api.put_namespace(
+        "team-a",
+        json!({"scheduling.volcano.sh/queue-name": "research"}),
+    );
+    let (running, _kube) = serve_every_volcano_service(&api).await;
+
+    let defaulted = running
+        .client
+        .post_json("/podgroups/mutate", &podgroup_review("team-a", "default"))
+        .await
+        .json();
+    let named = running
+        .client
+        .post_json("/podgroups/mutate", &podgroup_review("team-a", "batch"))
+        .await
+        .json();
+
+    let patch = base64::engine::general_purpose::STANDARD
+        .decode(defaulted["response"]["patch"].as_str().expect("a patch"))
+        .expect("base64");
+    let patch: Value = serde_json::from_slice(&patch).expect("JSON");
+    assert_eq!(
+        patch,
+        json!([{"op": "add", "path": "/spec/queue", "value": "research"}])
+    );
+    assert_eq!(named["response"]["allowed"], true);
+    assert!(
+        named["response"]["patch"].is_null(),
+        "a named queue is kept"
+    );
+    let namespace_reads = api
+        .requests()
+        .iter()
+        .filter(|request| request.contains("/api/v1/namespaces/team-a"))
+        .count();
+    assert_eq!(
+        namespace_reads, 1,
+        "only the default queue reads the namespace"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_group_whose_namespace_cannot_be_read_is_denied_naming_the_namespace() {
+    let api = ApiServer::start(TOKEN).await;
+    let (running, _kube) = serve_every_volcano_service(&api).await;
+
+    let answer = running
+        .client
+        .post_json("/podgroups/mutate", &podgroup_review("ghost", "default"))
+        .await
+        .json();
+
+    assert_eq!(answer["response"]["allowed"], false);
+    let message = answer["response"]["status"]["message"]
+        .as_str()
+        .expect("a message");
+    assert!(message.contains("\"ghost\" not found"), "{message}");
+    assert!(answer["response"]["patch"].is_null());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_enabled_volcano_service_answers_a_review_of_its_resource() {
+    let api = ApiServer::start(TOKEN).await;
+    api.put_queue("default", json!({"weight": 1}));
+    let (running, _kube) = serve_every_volcano_service(&api).await;
+    until_ready(&running).await;
+    let review = |kind: &str, group: &str, version: &str, object: Value| {
+        json!({
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": format!("uid-{kind}"),
+                "kind": {"group": group, "version": version, "kind": kind},
+                "name": object["metadata"]["name"],
+                "namespace": "team-a",
+                "operation": "CREATE",
+                "userInfo": {"username": "kubernetes-admin"},
+                "object": object,
+            }
+        })
+    };
+    let cases = [
+        (
+            "/jobs/mutate",
+            review(
+                "Job",
+                "batch.volcano.sh",
+                "v1alpha1",
+                json!({"metadata": {"name": "j"}, "spec": {"tasks": [{"replicas": 1, "template": {}}]}}),
+            ),
+        ),
+        (
+            "/podgroups/validate",
+            review(
+                "PodGroup",
+                "scheduling.volcano.sh",
+                "v1beta1",
+                json!({"metadata": {"name": "pg"}, "spec": {"queue": "default", "minMember": 1}}),
+            ),
+        ),
+        (
+            "/jobflows/validate",
+            review(
+                "JobFlow",
+                "flow.volcano.sh",
+                "v1alpha1",
+                json!({"metadata": {"name": "f"}, "spec": {"flows": [{"name": "a"}]}}),
+            ),
+        ),
+        (
+            "/hypernodes/validate",
+            review(
+                "HyperNode",
+                "topology.volcano.sh",
+                "v1alpha1",
+                json!({"metadata": {"name": "h"}, "spec": {"tier": 1, "members": [{"type": "Node", "selector": {"exactMatch": {"name": "n1"}}}]}}),
+            ),
+        ),
+    ];
+
+    for (path, review) in cases {
+        let answer = running.client.post_json(path, &review).await;
+        assert_eq!(answer.status, StatusCode::OK, "{path}");
+        let body = answer.json();
+        assert_eq!(body["response"]["uid"], review["request"]["uid"], "{path}");
+        assert_eq!(body["response"]["allowed"], true, "{path}: {body}");
+    }
+}
