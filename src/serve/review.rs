@@ -204,7 +204,7 @@ impl ReviewAnswer {
     }
 
     /// The answer, with how the metrics count it.
-    pub(crate) fn ruled(self) -> Answer<ReviewAnswer> {
+    fn ruled(self) -> Answer<ReviewAnswer> {
         let ruling = match (self.response.allowed, self.is_patched()) {
             (false, _) => Ruling::Denied,
             (true, true) => Ruling::Patched,
@@ -221,7 +221,31 @@ pub trait Reviewer: Send + Sync + 'static {
     fn review(&self, request: &ReviewRequest) -> ReviewAnswer;
 }
 
-impl<R: Reviewer> Handler for R {
+/// A service that answers AdmissionReviews, and may first wait on something (the cluster)
+/// within the request's deadline. Every [`Reviewer`] is one; every one is a [`Handler`].
+pub trait WaitingReviewer: Send + Sync + 'static {
+    /// The answer to `request`, or [`Unavailable`] when the service cannot decide now.
+    ///
+    /// # Errors
+    /// [`Unavailable`] when what the answer needs cannot be had before `deadline`.
+    fn review_by(
+        &self,
+        request: &ReviewRequest,
+        deadline: Instant,
+    ) -> impl Future<Output = Result<ReviewAnswer, Unavailable>> + Send;
+}
+
+impl<R: Reviewer> WaitingReviewer for R {
+    async fn review_by(
+        &self,
+        request: &ReviewRequest,
+        _deadline: Instant,
+    ) -> Result<ReviewAnswer, Unavailable> {
+        Ok(self.review(request))
+    }
+}
+
+impl<R: WaitingReviewer> Handler for R {
     type Request = Review;
     type Response = ReviewAnswer;
 
@@ -232,8 +256,8 @@ impl<R: Reviewer> Handler for R {
     async fn handle(
         &self,
         review: Review,
-        _deadline: Instant,
+        deadline: Instant,
     ) -> Result<Answer<ReviewAnswer>, Unavailable> {
-        Ok(self.review(&review.request).ruled())
+        Ok(self.review_by(&review.request, deadline).await?.ruled())
     }
 }

@@ -16,8 +16,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::registry::{Answer, Handler, Unavailable};
-use super::review::{Review, ReviewAnswer, ReviewRequest, Reviewer};
+use super::registry::Unavailable;
+use super::review::{ReviewAnswer, ReviewRequest, Reviewer, WaitingReviewer};
 use crate::cluster::{Cache, Namespaces};
 use crate::volcano::{self, Operation, PodGroup, Queue, QueueView, Refusal};
 
@@ -117,22 +117,15 @@ impl<T> ReadingQueues<T> {
     }
 }
 
-impl<T: DeserializeOwned + 'static> Handler for ReadingQueues<T> {
-    type Request = Review;
-    type Response = ReviewAnswer;
-
-    fn uid(review: &Review) -> &str {
-        &review.request.uid
-    }
-
-    async fn handle(
+impl<T: DeserializeOwned + 'static> WaitingReviewer for ReadingQueues<T> {
+    async fn review_by(
         &self,
-        review: Review,
+        request: &ReviewRequest,
         _deadline: Instant,
-    ) -> Result<Answer<ReviewAnswer>, Unavailable> {
+    ) -> Result<ReviewAnswer, Unavailable> {
         synced(&self.queues)?;
         let view: &dyn QueueView = self.queues.as_ref();
-        Ok(review_with(&review.request, |review| (self.rule)(review, view)).ruled())
+        Ok(review_with(request, |review| (self.rule)(review, view)))
     }
 }
 
@@ -149,20 +142,12 @@ impl PodGroupMutation {
     }
 }
 
-impl Handler for PodGroupMutation {
-    type Request = Review;
-    type Response = ReviewAnswer;
-
-    fn uid(review: &Review) -> &str {
-        &review.request.uid
-    }
-
-    async fn handle(
+impl WaitingReviewer for PodGroupMutation {
+    async fn review_by(
         &self,
-        review: Review,
+        request: &ReviewRequest,
         deadline: Instant,
-    ) -> Result<Answer<ReviewAnswer>, Unavailable> {
-        let request = &review.request;
+    ) -> Result<ReviewAnswer, Unavailable> {
         let object = request.object.as_ref().unwrap_or(&Value::Null);
         let reads = volcano::decode::<PodGroup>("object", object)
             .ok()
@@ -187,7 +172,7 @@ impl Handler for PodGroupMutation {
                         volcano::QUEUE_NAME_ANNOTATION,
                         crate::admission::error_chain(&error)
                     );
-                    return Ok(ReviewAnswer::forbid(request, message).ruled());
+                    return Ok(ReviewAnswer::forbid(request, message));
                 }
             }
         } else {
@@ -195,8 +180,7 @@ impl Handler for PodGroupMutation {
         };
         Ok(review_with(request, |review| {
             volcano::mutate_podgroup(review, namespace_queue).map(Allowed::Patched)
-        })
-        .ruled())
+        }))
     }
 }
 
