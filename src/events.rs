@@ -322,6 +322,11 @@ pub trait ServerEvents: ClusterEvents + Send + Sync {
 /// The caches of cluster objects the webhook server reads (Volcano's queues), each named by
 /// its resource (`queues`).
 pub trait ClusterEvents: Send + Sync {
+    /// The cache of `resource` starts listing: not synced yet, and nothing failed.
+    fn cache_started(&self, resource: &str) {
+        let _ = resource;
+    }
+
     /// The cache of `resource` holds a complete list from the API server: from the first time
     /// on, reviews that read it are answered.
     fn cache_synced(&self, resource: &str) {

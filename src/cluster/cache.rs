@@ -115,6 +115,7 @@ impl<T: DeserializeOwned + Send + Sync + 'static> Cache<T> {
         );
         let api: Api<DynamicObject> = Api::all_with(client, &api_resource);
         let kept = Arc::clone(&cache);
+        events.cache_started(resource.plural);
         let task = tokio::spawn(async move {
             let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
             let mut stream = std::pin::pin!(stream);

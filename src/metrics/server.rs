@@ -145,6 +145,13 @@ impl ServerEvents for ServerMetrics {
 /// The caches are few and change rarely: each report registers its handle, so that a cache
 /// named only when the server starts needs nothing built before.
 impl ClusterEvents for ServerMetrics {
+    /// Both series exist from the start, so that the first sync and the first failure show as
+    /// changes (a counter first seen at 1 has no rate).
+    fn cache_started(&self, resource: &str) {
+        gauge!(CACHE_SYNCED, RESOURCE_LABEL => resource.to_owned()).set(0.0);
+        counter!(CACHE_WATCH_FAILURES_TOTAL, RESOURCE_LABEL => resource.to_owned()).increment(0);
+    }
+
     fn cache_synced(&self, resource: &str) {
         gauge!(CACHE_SYNCED, RESOURCE_LABEL => resource.to_owned()).set(1.0);
     }
@@ -273,6 +280,37 @@ mod tests {
                 "{name}\n{scrape}"
             );
         }
+    }
+
+    #[test]
+    fn a_started_cache_reads_unsynced_with_no_failure_and_no_update() {
+        let recorder = recorder();
+        let metrics = metrics::with_local_recorder(&recorder, ServerMetrics::register);
+        metrics::with_local_recorder(&recorder, || metrics.cache_started("queues"));
+        let scrape = recorder.handle().render();
+
+        assert_eq!(
+            sample(
+                &scrape,
+                r#"dexaflow_server_cache_synced{resource="queues"}"#
+            ),
+            Some(0.0)
+        );
+        assert_eq!(
+            sample(
+                &scrape,
+                r#"dexaflow_server_cache_watch_failures_total{resource="queues"}"#
+            ),
+            Some(0.0)
+        );
+        assert_eq!(
+            sample(
+                &scrape,
+                r#"dexaflow_server_cache_last_update_timestamp_seconds{resource="queues"}"#
+            ),
+            None,
+            "nothing was taken in yet"
+        );
     }
 
     #[test]

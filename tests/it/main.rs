@@ -76,6 +76,7 @@ mod volcano_jobflows;
 mod volcano_jobs;
 mod volcano_podgroups;
 mod volcano_pods;
+mod volcano_pods_mutate;
 mod volcano_queues;
 mod webhook;
 mod webhook_config;

@@ -4,9 +4,11 @@
 //! `loadtest` whose first hook always errors, so that its breaker opens and stays open, and whose
 //! second never answers, so that its 2 workers stay busy and 4 attempts wait in its buffer of 5;
 //! `dispatch` with a workload of many tenants and DAGs through built-in hooks and a small buffer;
-//! and `serve` with the same hooks, answering a steady stream of `/tasks/admit` and
-//! `/pods/mutate` requests, one at a time, while 3 more are kept stalled in flight and the test
-//! changes its resource groups file and its certificate.
+//! and `serve` with the same hooks, answering a steady stream of `/tasks/admit`, `/pods/mutate`
+//! and `/queues/validate` requests, one at a time, while 3 more are kept stalled in flight and
+//! the test changes its resource groups file and its certificate. `serve` watches the queues of
+//! a test API server on loopback, which the test makes refuse the watch for a while once the
+//! cache has synced, so that the cache's failures are counted while it serves its last state.
 //!
 //! Prometheus scrapes all four every second. The test waits on Prometheus' own readiness and on
 //! every target's health, sees the reload panels read 0 before it changes any file, then polls
@@ -24,6 +26,7 @@
 //! Needs `prometheus` and `promtool` on PATH (Debian's `prometheus` package, which `.ci/run`
 //! installs); without them the test fails rather than passing unseen.
 
+use crate::apiserver::ApiServer;
 use crate::serve_support;
 
 use std::io::{Read, Write};
@@ -35,7 +38,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use dexaflow_admission::admission::{Request, RequestEnvelope};
-use dexaflow_admission::metrics::{AT_CAPACITY_TOTAL, BREAKER_STATE, OUTCOMES_TOTAL};
+use dexaflow_admission::metrics::{
+    AT_CAPACITY_TOTAL, BREAKER_STATE, CACHE_SYNCED, CACHE_WATCH_FAILURES_TOTAL, OUTCOMES_TOTAL,
+};
 use serde_json::{Value, json};
 use serve_support::sample;
 
@@ -426,9 +431,16 @@ fn replace(path: &Path, text: &str) {
     std::fs::rename(&temporary, path).expect("rename");
 }
 
+/// The bearer token of the test API server `serve` reads queues from.
+const CLUSTER_TOKEN: &str = "dashboard-queue-reader";
+/// The services `serve` answers: the two the steady load drives besides `/tasks/admit`, and
+/// one that reads the queue cache.
+const SERVED: &str = "[/tasks/admit, /pods/mutate, /queues/validate]";
+
 /// Starts `serve` in `dir` with `config`'s hooks (the ones `dispatch` reads), a certificate of
-/// `authority` and a resource groups file, the server and its exporter on port 0.
-fn start_serve(dir: &Path, authority: &serve_support::Authority) -> Running {
+/// `authority`, a resource groups file and the cluster of `kubeconfig`, the server and its
+/// exporter on port 0.
+fn start_serve(dir: &Path, authority: &serve_support::Authority, kubeconfig: &Path) -> Running {
     let files = authority
         .issue()
         .mount_as_secret(dir, "..2026_12_03_00_00_00.1");
@@ -438,11 +450,12 @@ fn start_serve(dir: &Path, authority: &serve_support::Authority) -> Running {
     std::fs::write(
         &config_path,
         format!(
-            "{}server:\n  listen: 127.0.0.1:0\n  tls: {{cert_file: {}, key_file: {}}}\n  resource_groups_file: {}\nmetrics: {{listen: 127.0.0.1:0}}\n",
+            "{}server:\n  listen: 127.0.0.1:0\n  tls: {{cert_file: {}, key_file: {}}}\n  resource_groups_file: {}\n  kubeconfig: {}\n  enabled_admission: {SERVED}\nmetrics: {{listen: 127.0.0.1:0}}\n",
             config(),
             files.cert_file.display(),
             files.key_file.display(),
-            groups.display()
+            groups.display(),
+            kubeconfig.display()
         ),
     )
     .expect("write the server's config");
@@ -466,8 +479,8 @@ fn block_on<F: std::future::Future>(future: F) -> F::Output {
         .block_on(future)
 }
 
-/// Sends `/tasks/admit` (tenants in turn, so that every hook acts) and `/pods/mutate` requests
-/// to the server at `address`, one every 20 ms, until `stop` is set.
+/// Sends `/tasks/admit` (tenants in turn, so that every hook acts), `/pods/mutate` and
+/// `/queues/validate` requests to the server at `address`, one every 20 ms, until `stop` is set.
 fn drive_serve(
     address: SocketAddr,
     ca: rustls::pki_types::CertificateDer<'static>,
@@ -481,6 +494,11 @@ fn drive_serve(
             "namespace": "default", "operation": "CREATE", "userInfo": {"username": "load"},
             "object": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
             "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}});
+        let queue = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"uid": "2", "kind": {"group": "scheduling.volcano.sh", "version": "v1beta1", "kind": "Queue"},
+            "resource": {"group": "scheduling.volcano.sh", "version": "v1beta1", "resource": "queues"},
+            "name": "team", "operation": "CREATE", "userInfo": {"username": "load"},
+            "object": {"metadata": {"name": "team"}, "spec": {"weight": 1}}}});
         let mut index = 0;
         while !stop.load(Ordering::Relaxed) {
             let attempt = serde_json::to_value(RequestEnvelope::new(
@@ -490,6 +508,7 @@ fn drive_serve(
             .expect("an attempt is JSON");
             client.post_json("/tasks/admit", &attempt).await;
             client.post_json("/pods/mutate", &pod).await;
+            client.post_json("/queues/validate", &queue).await;
             index += 1;
             // Pacing the load, not waiting for anything.
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -871,12 +890,16 @@ fn agrees(title: &str, index: usize, series: &[(Value, f64)]) -> Result<(), Stri
                 "pods are answered",
             )?;
             need(
+                positive(of("/queues/validate", "allowed")),
+                "queues are admitted from the synced cache",
+            )?;
+            need(
                 of("/tasks/admit", "panic") == Some(0.0),
                 "no handler panicked",
             )
         }
         ("Server latency by service (p50, p99)", _) => {
-            for service in ["/tasks/admit", "/pods/mutate"] {
+            for service in ["/tasks/admit", "/pods/mutate", "/queues/validate"] {
                 need(
                     positive(labelled(series, "service", service)),
                     &format!("{service} answered"),
@@ -884,6 +907,20 @@ fn agrees(title: &str, index: usize, series: &[(Value, f64)]) -> Result<(), Stri
             }
             Ok(())
         }
+        ("Cluster cache synced", 0) => need(
+            labelled(series, "resource", "queues") == Some(1.0),
+            "the queue cache synced, and stays synced while the watch is refused",
+        ),
+        ("Cluster cache age", 0) => need(
+            labelled(series, "resource", "queues").is_some_and(|age| {
+                (0.0..(DATA_DEADLINE + POLL_DEADLINE).as_secs_f64()).contains(&age)
+            }),
+            "the queue cache took in the queues since the test started",
+        ),
+        ("Cluster cache watch failures per second", 0) => need(
+            positive(labelled(series, "resource", "queues")),
+            "the API server refused the queue watch for a while",
+        ),
         (RELOADS_PANEL, _) => need(
             positive(labelled(series, "result", "ok"))
                 && labelled(series, "result", "error") == Some(0.0),
@@ -918,6 +955,9 @@ const EXPECTED_EXPRESSIONS: &[(&str, usize)] = &[
     ("Server latency by service (p50, p99)", 2),
     ("Server requests in flight", 1),
     ("Server reloads per second", 2),
+    ("Cluster cache synced", 1),
+    ("Cluster cache age", 1),
+    ("Cluster cache watch failures per second", 1),
 ];
 
 /// Holds one `/tasks/admit` request of `address` in flight until `release` is set: its head
@@ -953,6 +993,44 @@ fn stall_request(
             }
         }
     });
+}
+
+/// Once `serve`'s queue cache has synced, makes `api` refuse its watch (403) and breaks the
+/// watch, until `serve`'s exporter counts a failure; then lets it watch again. Both waits are
+/// bounded polls of the exporter.
+fn refuse_the_queue_watch_for_a_while(
+    api: &ApiServer,
+    serve: &mut Running,
+    exporter: SocketAddr,
+    deadline: Instant,
+) {
+    let synced = format!("{CACHE_SYNCED}{{resource=\"queues\"}}");
+    let failures = format!("{CACHE_WATCH_FAILURES_TOTAL}{{resource=\"queues\"}}");
+    let mut refused = false;
+    loop {
+        serve.assert_running();
+        let scrape = scrape(exporter);
+        if !refused && sample(&scrape, &synced) == Some(1.0) {
+            api.forbid(true);
+            api.break_watches();
+            refused = true;
+        }
+        if refused && sample(&scrape, &failures).is_some_and(|count| count > 0.0) {
+            api.forbid(false);
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "serve's queue cache {}: {scrape}",
+            if refused {
+                "counted no failure of the refused watch"
+            } else {
+                "never synced"
+            }
+        );
+        // A bounded poll of the exporter, not a wait for time to pass.
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// A check of one panel expression's series (given its panel's title and its place there):
@@ -1072,10 +1150,15 @@ fn every_dashboard_panel_agrees_with_what_the_loads_did_in_a_real_prometheus() {
         deadline,
     );
 
+    // The cluster `serve` reads queues from runs on a runtime of its own for the whole test.
+    let cluster = tokio::runtime::Runtime::new().expect("a runtime for the API server");
+    let api = cluster.block_on(ApiServer::start(CLUSTER_TOKEN));
+    api.put_queue("default", json!({"weight": 1}));
     let authority = serve_support::Authority::new();
     let serve_dir = dir.path().join("serve");
     std::fs::create_dir(&serve_dir).expect("a directory for serve");
-    let mut serve = start_serve(&serve_dir, &authority);
+    let kubeconfig = api.kubeconfig(&serve_dir, CLUSTER_TOKEN);
+    let mut serve = start_serve(&serve_dir, &authority, &kubeconfig);
     let serve_exporter = address_in_log(&mut serve, METRICS_LINE, deadline);
     let serve_listen = address_in_log(&mut serve, "serving https://", deadline);
     let stop_driving = Arc::new(AtomicBool::new(false));
@@ -1118,6 +1201,7 @@ fn every_dashboard_panel_agrees_with_what_the_loads_did_in_a_real_prometheus() {
     );
     wait_for_ready(&mut prometheus, prometheus_address, deadline);
     wait_for_targets(&mut prometheus, prometheus_address, 4, deadline);
+    refuse_the_queue_watch_for_a_while(&api, &mut serve, serve_exporter, deadline);
 
     // Before any file changes, the reload panels read 0 (over at least two scrapes), so the
     // rates they show next come from the reloads driven here.

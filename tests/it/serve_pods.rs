@@ -113,7 +113,7 @@ async fn start() -> Running {
 }
 
 /// The pod the answer's patch makes of the review's object; the object itself when no patch.
-fn patched(review: &Value, answer: &Value) -> Value {
+pub(crate) fn patched(review: &Value, answer: &Value) -> Value {
     let mut pod = review["request"]["object"].clone();
     if let Some(patch) = answer["response"]["patch"].as_str() {
         let bytes = base64::engine::general_purpose::STANDARD
