@@ -334,7 +334,25 @@ fn a_create_without_an_object_is_undecodable() {
 #[test]
 fn a_null_time_zone_is_allowed() {
     assert_eq!(create_spec(json!({"timeZone": null})), Ok(()));
-    assert_eq!(create_spec(json!({"timeZone": "UTC"})), Ok(()));
+}
+
+/// Not in Volcano's tests: `UTC` (which Go knows without zone files) and the `Etc` zones with a
+/// `+` are known.
+#[test]
+fn utc_and_etc_offset_zones_are_allowed() {
+    for zone in ["UTC", "Etc/GMT+5", "Etc/GMT-14"] {
+        assert_eq!(create_spec(json!({"timeZone": zone})), Ok(()), "{zone}");
+    }
+}
+
+/// Not in Volcano's tests: zone names are matched in their own case, as zone files are found
+/// on Linux.
+#[test]
+fn a_zone_name_in_the_wrong_case_is_refused() {
+    assert_eq!(
+        denied(create_spec(json!({"timeZone": "europe/berlin"}))),
+        "invalid timeZone"
+    );
 }
 
 /// Not in Volcano's tests: `Local` is refused in any case, and only that message is given.
