@@ -17,13 +17,18 @@
 //! | `/pods/validate` | [`validate_pod`] with the configured scheduler names |
 //! | `/jobflows/validate` | [`validate_jobflow`] |
 //! | `/hypernodes/validate` | [`validate_hypernode`] |
+//! | `/cronjobs/validate` | [`validate_cronjob`] |
 //! | `/jobs/mutate` | [`mutate_job`] with the configured scheduler names |
 
+mod cron;
+mod cronjob;
+mod cronjobs;
 mod hypernodes;
 mod job;
 mod jobflow;
 mod jobflows;
 mod jobs;
+mod names;
 mod podgroup;
 mod podgroups;
 mod pods;
@@ -33,6 +38,8 @@ mod resource;
 mod review;
 mod view;
 
+pub use cronjob::{CronJob, CronJobSpec, JobTemplateSpec};
+pub use cronjobs::validate_cronjob;
 pub use hypernodes::{
     HyperNode, HyperNodeMember, HyperNodeSpec, MemberSelector, RegexMatch, validate_hypernode,
 };

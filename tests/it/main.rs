@@ -71,6 +71,7 @@ mod serve_volcano;
 mod store;
 mod supervised_dispatch;
 mod token;
+mod volcano_cronjobs;
 mod volcano_hypernodes;
 mod volcano_jobflows;
 mod volcano_jobs;
