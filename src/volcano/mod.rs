@@ -18,7 +18,9 @@
 //! | `/jobflows/validate` | [`validate_jobflow`] |
 //! | `/hypernodes/validate` | [`validate_hypernode`] |
 //! | `/jobs/mutate` | [`mutate_job`] with the configured scheduler names |
+//! | `/jobs/validate` | [`validate_job`] with the [`FeatureGates`] |
 
+mod gates;
 mod hypernodes;
 mod job;
 mod jobflow;
@@ -33,6 +35,7 @@ mod resource;
 mod review;
 mod view;
 
+pub use gates::{FeatureGates, UnknownGate};
 pub use hypernodes::{
     HyperNode, HyperNodeMember, HyperNodeSpec, MemberSelector, RegexMatch, validate_hypernode,
 };
@@ -42,7 +45,7 @@ pub use job::{
 };
 pub use jobflow::{Flow, FlowDependsOn, JobFlow, JobFlowSpec};
 pub use jobflows::validate_jobflow;
-pub use jobs::mutate_job;
+pub use jobs::{mutate_job, validate_job};
 pub use podgroup::{PodGroup, PodGroupSpec, SubGroupPolicySpec};
 pub use podgroups::{
     QUEUE_NAME_ANNOTATION, mutate_podgroup, podgroup_reads_namespace, validate_podgroup,

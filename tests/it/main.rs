@@ -74,6 +74,7 @@ mod token;
 mod volcano_hypernodes;
 mod volcano_jobflows;
 mod volcano_jobs;
+mod volcano_jobs_validate;
 mod volcano_podgroups;
 mod volcano_pods;
 mod volcano_queues;
