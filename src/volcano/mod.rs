@@ -19,10 +19,12 @@
 //! | `/hypernodes/validate` | [`validate_hypernode`] |
 //! | `/cronjobs/validate` | [`validate_cronjob`] |
 //! | `/jobs/mutate` | [`mutate_job`] with the configured scheduler names |
+//! | `/jobs/validate` | [`validate_job`] with the [`FeatureGates`] |
 
 mod cron;
 mod cronjob;
 mod cronjobs;
+mod gates;
 mod hypernodes;
 mod job;
 mod jobflow;
@@ -40,6 +42,7 @@ mod view;
 
 pub use cronjob::{CronJob, CronJobSpec, JobTemplateSpec};
 pub use cronjobs::validate_cronjob;
+pub use gates::{FeatureGates, UnknownGate};
 pub use hypernodes::{
     HyperNode, HyperNodeMember, HyperNodeSpec, MemberSelector, RegexMatch, validate_hypernode,
 };
@@ -49,7 +52,7 @@ pub use job::{
 };
 pub use jobflow::{Flow, FlowDependsOn, JobFlow, JobFlowSpec};
 pub use jobflows::validate_jobflow;
-pub use jobs::mutate_job;
+pub use jobs::{mutate_job, validate_job};
 pub use podgroup::{PodGroup, PodGroupSpec, SubGroupPolicySpec};
 pub use podgroups::{
     QUEUE_NAME_ANNOTATION, mutate_podgroup, podgroup_reads_namespace, validate_podgroup,

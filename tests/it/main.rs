@@ -75,6 +75,7 @@ mod volcano_cronjobs;
 mod volcano_hypernodes;
 mod volcano_jobflows;
 mod volcano_jobs;
+mod volcano_jobs_validate;
 mod volcano_podgroups;
 mod volcano_pods;
 mod volcano_pods_mutate;

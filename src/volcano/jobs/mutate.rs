@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use super::super::job::{Job, TaskSpec};
 use super::super::review::{Operation, Refusal, Review};
+use super::NEEDS_SVC;
 
 /// The queue of a job that names none.
 const DEFAULT_QUEUE: &str = "default";
@@ -13,8 +14,6 @@ const DEFAULT_QUEUE: &str = "default";
 const DEFAULT_SCHEDULER: &str = "volcano";
 /// The retries of a job or task that sets none.
 const DEFAULT_MAX_RETRY: i32 = 3;
-/// The plugins that need the `svc` plugin.
-const NEEDS_SVC: [&str; 4] = ["tensorflow", "mpi", "pytorch", "ray"];
 
 /// Volcano's `/jobs/mutate` for one request (CREATE only): the patch in Volcano's order.
 ///

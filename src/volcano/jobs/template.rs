@@ -1,0 +1,326 @@
+//! The part of Kubernetes' pod-template validation (`ValidatePodTemplate`, after defaulting)
+//! Volcano's job rule runs on each task, and the task's topology policy.
+//!
+//! Checked here, in Kubernetes' field-error wording, each prefixed `spec.task[<i>].` and ended
+//! with `. ` as Volcano joins them:
+//! - the template's name (the task's, a DNS subdomain) and namespace (the job's);
+//! - containers: at least one; each named, a DNS label, unique across containers and init
+//!   containers; an image; ports in 1..=65535 (container and host port), port names valid and
+//!   unique; volume mounts naming a volume of the pod, with a mount path unique in the
+//!   container; resource requests no more than limits (equal for extended resources and huge
+//!   pages);
+//! - volumes: named, DNS labels, unique, each of some type;
+//! - `restartPolicy` one of `Always`, `OnFailure`, `Never` (empty is defaulted to `Always`);
+//! - with the `PodLevelResources` gate on, pod-level `spec.resources`: requests no more than
+//!   limits and no less than the containers' aggregate requests (CPU, memory, huge pages).
+//!
+//! Everything else Kubernetes checks in a pod template is left to the API server, which
+//! checks it when the job's controller creates the pods. Quantities are printed as sent.
+//!
+//! Then, for a task with a topology policy other than `none`, every container (and init
+//! container) must request a whole, non-zero number of CPUs (limits stand in for absent
+//! requests).
+
+use std::collections::{BTreeMap, HashSet};
+
+use k8s_openapi::api::core::v1::{Container, PodSpec, ResourceRequirements, Volume};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+use super::super::gates::FeatureGates;
+use super::super::job::TaskSpec;
+use super::super::resource::signed_milli;
+use super::super::review::{invalid, quoted};
+use super::names::{dns_label, dns_subdomain, port_name};
+use crate::admission::cpu_quantity;
+
+const PORT_RANGE: &str = "must be between 1 and 65535, inclusive";
+
+/// The task's template problems as Volcano appends them (`spec.task[<i>].<error>. ` each), or
+/// its topology-policy problem when the template is valid; empty when neither.
+pub(super) fn template_problems(
+    task: &TaskSpec,
+    index: usize,
+    namespace: &str,
+    gates: &FeatureGates,
+) -> String {
+    let mut errors = Vec::new();
+    if task.name.is_empty() {
+        errors.push("metadata.name: Required value: name or generateName is required".to_owned());
+    }
+    for problem in dns_subdomain(&task.name)
+        .iter()
+        .filter(|_| !task.name.is_empty())
+    {
+        errors.push(invalid("metadata.name", &quoted(&task.name), problem));
+    }
+    if namespace.is_empty() {
+        errors.push("metadata.namespace: Required value".to_owned());
+    }
+    let default_spec = PodSpec::default();
+    let spec = task.template.spec.as_ref().unwrap_or(&default_spec);
+    pod_spec_errors(spec, gates, &mut errors);
+    if !errors.is_empty() {
+        let mut message = format!("spec.task[{index}].");
+        for error in errors {
+            message.push_str(&error);
+            message.push_str(". ");
+        }
+        return message;
+    }
+    topology_policy_problem(task, spec, index)
+}
+
+fn pod_spec_errors(spec: &PodSpec, gates: &FeatureGates, errors: &mut Vec<String>) {
+    const PATH: &str = "template.spec";
+    let volumes = volume_errors(spec.volumes.as_deref().unwrap_or_default(), errors);
+    let mut names = HashSet::new();
+    let containers = spec.containers.as_slice();
+    if containers.is_empty() {
+        errors.push(format!("{PATH}.containers: Required value"));
+    }
+    for (index, container) in containers.iter().enumerate() {
+        let path = format!("{PATH}.containers[{index}]");
+        container_errors(container, &path, &volumes, &mut names, errors);
+    }
+    let init = spec.init_containers.as_deref().unwrap_or_default();
+    for (index, container) in init.iter().enumerate() {
+        let path = format!("{PATH}.initContainers[{index}]");
+        container_errors(container, &path, &volumes, &mut names, errors);
+    }
+    let restart = spec.restart_policy.as_deref().unwrap_or_default();
+    if !["", "Always", "OnFailure", "Never"].contains(&restart) {
+        errors.push(format!(
+            "{PATH}.restartPolicy: Unsupported value: {}: supported values: \"Always\", \"OnFailure\", \"Never\"",
+            quoted(restart)
+        ));
+    }
+    if let Some(resources) = spec
+        .resources
+        .as_ref()
+        .filter(|_| gates.pod_level_resources)
+    {
+        let path = format!("{PATH}.resources");
+        requirement_errors(resources, &path, errors);
+        aggregate_errors(resources, containers, init, &path, errors);
+    }
+}
+
+/// The volumes' names (for the mounts), reporting unnamed, invalid, repeated and typeless ones.
+fn volume_errors<'a>(volumes: &'a [Volume], errors: &mut Vec<String>) -> HashSet<&'a str> {
+    let mut names = HashSet::new();
+    for (index, volume) in volumes.iter().enumerate() {
+        let path = format!("template.spec.volumes[{index}]");
+        let name = volume.name.as_str();
+        if name.is_empty() {
+            errors.push(format!("{path}.name: Required value"));
+        } else {
+            for problem in dns_label(name) {
+                errors.push(invalid(&format!("{path}.name"), &quoted(name), &problem));
+            }
+        }
+        if !name.is_empty() && !names.insert(name) {
+            errors.push(format!("{path}.name: Duplicate value: {}", quoted(name)));
+        }
+        let typed = serde_json::to_value(volume)
+            .ok()
+            .and_then(|value| value.as_object().map(|fields| fields.len() > 1))
+            .unwrap_or(true);
+        if !typed {
+            errors.push(format!(
+                "{path}: Required value: must specify a volume type"
+            ));
+        }
+    }
+    names
+}
+
+fn container_errors(
+    container: &Container,
+    path: &str,
+    volumes: &HashSet<&str>,
+    names: &mut HashSet<String>,
+    errors: &mut Vec<String>,
+) {
+    let name = container.name.as_str();
+    if name.is_empty() {
+        errors.push(format!("{path}.name: Required value"));
+    } else {
+        for problem in dns_label(name) {
+            errors.push(invalid(&format!("{path}.name"), &quoted(name), &problem));
+        }
+        if !names.insert(name.to_owned()) {
+            errors.push(format!("{path}.name: Duplicate value: {}", quoted(name)));
+        }
+    }
+    if container.image.as_deref().unwrap_or_default().is_empty() {
+        errors.push(format!("{path}.image: Required value"));
+    }
+    let mut port_names = HashSet::new();
+    for (index, port) in container.ports.iter().flatten().enumerate() {
+        let path = format!("{path}.ports[{index}]");
+        if let Some(name) = port.name.as_deref().filter(|name| !name.is_empty()) {
+            if !port_names.insert(name) {
+                errors.push(format!("{path}.name: Duplicate value: {}", quoted(name)));
+            }
+            for problem in port_name(name) {
+                errors.push(invalid(&format!("{path}.name"), &quoted(name), &problem));
+            }
+        }
+        if port.container_port == 0 {
+            errors.push(format!("{path}.containerPort: Required value"));
+        } else if !(1..=65535).contains(&port.container_port) {
+            let value = port.container_port.to_string();
+            errors.push(invalid(
+                &format!("{path}.containerPort"),
+                &value,
+                PORT_RANGE,
+            ));
+        }
+        if let Some(host) = port.host_port.filter(|port| !(0..=65535).contains(port)) {
+            let value = host.to_string();
+            errors.push(invalid(&format!("{path}.hostPort"), &value, PORT_RANGE));
+        }
+    }
+    let mut mount_paths = HashSet::new();
+    for (index, mount) in container.volume_mounts.iter().flatten().enumerate() {
+        let path = format!("{path}.volumeMounts[{index}]");
+        if mount.name.is_empty() {
+            errors.push(format!("{path}.name: Required value"));
+        } else if !volumes.contains(mount.name.as_str()) {
+            errors.push(format!("{path}.name: Not found: {}", quoted(&mount.name)));
+        }
+        if mount.mount_path.is_empty() {
+            errors.push(format!("{path}.mountPath: Required value"));
+        } else if !mount_paths.insert(mount.mount_path.as_str()) {
+            errors.push(invalid(
+                &format!("{path}.mountPath"),
+                &quoted(&mount.mount_path),
+                "must be unique",
+            ));
+        }
+    }
+    if let Some(resources) = &container.resources {
+        requirement_errors(resources, &format!("{path}.resources"), errors);
+    }
+}
+
+/// Each request no more than its limit; equal for resources that cannot be overcommitted.
+fn requirement_errors(resources: &ResourceRequirements, path: &str, errors: &mut Vec<String>) {
+    let (Some(requests), Some(limits)) = (&resources.requests, &resources.limits) else {
+        return;
+    };
+    for (name, request) in requests {
+        let Some(limit) = limits.get(name) else {
+            continue;
+        };
+        let (Some(wanted), Some(most)) = (signed_milli(&request.0), signed_milli(&limit.0)) else {
+            continue;
+        };
+        let detail = if wanted != most && !may_overcommit(name) {
+            format!("must be equal to {name} limit of {}", limit.0)
+        } else if wanted > most {
+            format!("must be less than or equal to {name} limit of {}", limit.0)
+        } else {
+            continue;
+        };
+        errors.push(invalid(
+            &format!("{path}.requests"),
+            &quoted(&request.0),
+            &detail,
+        ));
+    }
+}
+
+/// Kubernetes' native resources other than huge pages may request less than their limit.
+fn may_overcommit(name: &str) -> bool {
+    let native = !name.contains('/') || name.contains("kubernetes.io/");
+    native && !name.starts_with("hugepages-")
+}
+
+/// Pod-level requests no less than the containers' aggregate: the larger of the containers'
+/// sum and the largest init container's request.
+fn aggregate_errors(
+    resources: &ResourceRequirements,
+    containers: &[Container],
+    init: &[Container],
+    path: &str,
+    errors: &mut Vec<String>,
+) {
+    let Some(pod) = &resources.requests else {
+        return;
+    };
+    let mut aggregate: BTreeMap<&str, i128> = BTreeMap::new();
+    for (name, milli) in containers.iter().flat_map(requests) {
+        *aggregate.entry(name).or_default() += milli;
+    }
+    for (name, milli) in init.iter().flat_map(requests) {
+        let total = aggregate.entry(name).or_default();
+        *total = (*total).max(milli);
+    }
+    for (name, total) in aggregate {
+        let supported = name == "cpu" || name == "memory" || name.starts_with("hugepages-");
+        let Some(request) = pod.get(name).filter(|_| supported) else {
+            continue;
+        };
+        if signed_milli(&request.0).is_some_and(|milli| milli < total) {
+            let detail = format!(
+                "must be greater than or equal to aggregate container requests of {}",
+                amount(name, total)
+            );
+            let key = format!("{path}.requests[{name}]");
+            errors.push(invalid(&key, &quoted(&request.0), &detail));
+        }
+    }
+}
+
+/// A container's requests in thousandths, skipping what is not a quantity.
+fn requests(container: &Container) -> Vec<(&str, i128)> {
+    let list = container
+        .resources
+        .as_ref()
+        .and_then(|r| r.requests.as_ref());
+    list.into_iter()
+        .flatten()
+        .filter_map(|(name, quantity)| Some((name.as_str(), signed_milli(&quantity.0)?)))
+        .collect()
+}
+
+/// An amount in thousandths as a quantity: whole units when whole, else `m`.
+fn amount(name: &str, milli: i128) -> String {
+    match u128::try_from(milli) {
+        Ok(milli) if name == "cpu" => cpu_quantity(milli),
+        _ if milli % 1000 == 0 => (milli / 1000).to_string(),
+        _ => format!("{milli}m"),
+    }
+}
+
+/// With a topology policy, every container must be given whole CPUs.
+fn topology_policy_problem(task: &TaskSpec, spec: &PodSpec, index: usize) -> String {
+    if task.topology_policy.is_empty() || task.topology_policy == "none" {
+        return String::new();
+    }
+    let init = spec.init_containers.as_deref().unwrap_or_default();
+    let all = spec.containers.iter().chain(init);
+    for (id, container) in all.enumerate() {
+        if whole_cpus(container.resources.as_ref()) == 0 {
+            return format!(
+                "the cpu request isn't an integer in spec.task[{index}] container[{id}]."
+            );
+        }
+    }
+    String::new()
+}
+
+/// The whole CPUs a container requests (its limits when it requests nothing), 0 when not whole.
+fn whole_cpus(resources: Option<&ResourceRequirements>) -> i128 {
+    let Some(resources) = resources else {
+        return 0;
+    };
+    let requests = resources.requests.as_ref().filter(|list| !list.is_empty());
+    let list: Option<&BTreeMap<String, Quantity>> = requests.or(resources.limits.as_ref());
+    let milli = list
+        .and_then(|list| list.get("cpu"))
+        .and_then(|quantity| signed_milli(&quantity.0))
+        .unwrap_or(0);
+    if milli % 1000 == 0 { milli / 1000 } else { 0 }
+}
