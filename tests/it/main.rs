@@ -75,6 +75,8 @@ mod volcano_hypernodes;
 mod volcano_jobflows;
 mod volcano_jobs;
 mod volcano_jobs_validate;
+mod volcano_jobs_validate_tasks;
+mod volcano_jobs_validate_update;
 mod volcano_podgroups;
 mod volcano_pods;
 mod volcano_queues;
