@@ -76,6 +76,7 @@ mod volcano_jobflows;
 mod volcano_jobs;
 mod volcano_jobs_validate;
 mod volcano_jobs_validate_tasks;
+mod volcano_jobs_validate_template;
 mod volcano_jobs_validate_update;
 mod volcano_podgroups;
 mod volcano_pods;
