@@ -452,20 +452,32 @@ fn pod_level_requests_above_pod_level_limits_are_refused() {
     );
 }
 
-/// Volcano: TestValidateJobCreate, "job with privileged init container" and "job with
-/// privileged container"
-#[test]
-fn privileged_containers_are_allowed() {
+/// A job whose one task runs a privileged init container (when `init`) or container.
+fn privileged(init: bool) -> Value {
     let privileged = json!({"privileged": true});
     let mut one = task("task-1", 1);
-    one["template"]["spec"]["initContainers"] = json!([{"name": "init-fake-name",
-        "image": "busybox:1.24", "securityContext": privileged}]);
-    one["template"]["spec"]["containers"][0]["securityContext"] = privileged;
-    let job = job(
+    if init {
+        one["template"]["spec"]["initContainers"] = json!([{"name": "init-fake-name",
+            "image": "busybox:1.24", "securityContext": privileged}]);
+    } else {
+        one["template"]["spec"]["containers"][0]["securityContext"] = privileged;
+    }
+    job(
         "valid-job",
         json!({"minAvailable": 1, "queue": "default", "tasks": [one]}),
-    );
-    assert_eq!(create(&job), Ok(()));
+    )
+}
+
+/// Volcano: TestValidateJobCreate, "job with privileged init container"
+#[test]
+fn a_privileged_init_container_is_allowed() {
+    assert_eq!(create(&privileged(true)), Ok(()));
+}
+
+/// Volcano: TestValidateJobCreate, "job with privileged container"
+#[test]
+fn a_privileged_container_is_allowed() {
+    assert_eq!(create(&privileged(false)), Ok(()));
 }
 
 /// A job whose one task has the topology policy `restricted` and one container given `cpu`.
