@@ -5,13 +5,15 @@
 # path, serve then the bare server back to back, and prints each round's requests per second
 # and each server's own CPU time per request, the medians and the ratios of the medians (the
 # CPU ratio is the steadier of the two on a machine that other work shares). Then p99 at RATE requests/s (examples/rate_client,
-# open loop) on each path and the bare server, once each, unless RATE=0.
+# open loop) on each path and the bare server, once each, unless RATE=0. `/jobs/validate` reads a
+# queue cache of QUEUES queues (1000 by default) that `serve` lists and watches from
+# benches/apiserver.py, a stand-in API server on loopback.
 #
 #   benches/serve_vs_bare.sh                      # 3 rounds of 10 s, 64 connections, 2 threads
 #   ROUNDS=5 DURATION=15s CONNECTIONS=64 THREADS=2 RATE=1000 RATE_DURATION=15s benches/serve_vs_bare.sh
 #   SERVE_BIN=target/old/release/dexaflow-admission BUILD=0 benches/serve_vs_bare.sh
 #
-# Needs wrk (Debian's package `wrk`) and openssl; run from anywhere in the repository.
+# Needs wrk (Debian's package `wrk`), openssl, curl and python3; run from anywhere in the repository.
 set -euo pipefail
 
 ROUNDS=${ROUNDS:-3}
@@ -21,6 +23,7 @@ THREADS=${THREADS:-2}
 RATE=${RATE:-1000}
 RATE_DURATION=${RATE_DURATION:-15s}
 BUILD=${BUILD:-1}
+QUEUES=${QUEUES:-1000}
 
 cd "$(git rev-parse --show-toplevel)"
 command -v wrk >/dev/null || { echo "serve_vs_bare: wrk is not installed (apt-get install wrk)" >&2; exit 2; }
@@ -61,25 +64,48 @@ trap cleanup EXIT
 
 serve_port=$(free_port)
 bare_port=$(free_port)
-DEXAFLOW_SERVER_LISTEN=127.0.0.1:$serve_port DEXAFLOW_SERVER_PROBE_LISTEN=127.0.0.1:0 \
-  DEXAFLOW_METRICS_LISTEN=127.0.0.1:0 \
+probe_port=$(free_port)
+api_port=$(free_port)
+# The cluster /jobs/validate reads: QUEUES open leaf queues, listed once and watched.
+python3 benches/apiserver.py --queues "$QUEUES" --listen "127.0.0.1:$api_port" >"$work/api.out" 2>&1 &
+pids+=($!)
+cat >"$work/kubeconfig" <<KUBECONFIG
+apiVersion: v1
+kind: Config
+clusters: [{name: load, cluster: {server: "http://127.0.0.1:$api_port"}}]
+users: [{name: load, user: {token: load}}]
+contexts: [{name: load, context: {cluster: load, user: load}}]
+current-context: load
+KUBECONFIG
+DEXAFLOW_SERVER_LISTEN=127.0.0.1:$serve_port DEXAFLOW_SERVER_PROBE_LISTEN=127.0.0.1:$probe_port \
+  DEXAFLOW_METRICS_LISTEN=127.0.0.1:0 DEXAFLOW_SERVER_KUBECONFIG="$work/kubeconfig" \
+  DEXAFLOW_SERVER_ENABLED_ADMISSION=/tasks/admit,/pods/mutate,/dags/validate,/jobs/validate \
   "$serve_bin" serve --config examples/serve.yaml >"$work/serve.out" 2>"$work/serve.err" &
 pids+=($!)
+serve_pid=$!
 "$bin/examples/fixed_tls_server" --listen "127.0.0.1:$bare_port" \
   --cert "$tls/tls.crt" --key "$tls/tls.key" >"$work/bare.out" 2>&1 &
 pids+=($!)
+bare_pid=$!
 for _ in $(seq 100); do
   grep -q serving "$work/serve.out" 2>/dev/null && grep -q serving "$work/bare.out" 2>/dev/null && break
   sleep 0.1
 done
 grep -q serving "$work/serve.out" || { echo "serve did not start:" >&2; cat "$work/serve.err" >&2; exit 2; }
 grep -q serving "$work/bare.out" || { echo "fixed_tls_server did not start:" >&2; cat "$work/bare.out" >&2; exit 2; }
+# Ready once the queue cache has synced with the API server.
+for _ in $(seq 100); do
+  curl -sf "http://127.0.0.1:$probe_port/readyz" >/dev/null && break
+  sleep 0.1
+done
+curl -sf "http://127.0.0.1:$probe_port/readyz" >/dev/null || { echo "serve did not get ready:" >&2; cat "$work/serve.err" >&2; exit 2; }
 
 # path body-file: the label, the serve URL's path, and the body both servers are sent.
 paths=(
   "/tasks/admit examples/load/admit.json"
   "/pods/mutate examples/load/pod.json"
   "/dags/validate examples/load/dag.json"
+  "/jobs/validate examples/load/job.json"
 )
 
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
@@ -108,8 +134,8 @@ echo "wrk -t$THREADS -c$CONNECTIONS -d$DURATION, $ROUNDS rounds, serve then bare
 for round in $(seq "$ROUNDS"); do
   for entry in "${paths[@]}"; do
     read -r path body <<<"$entry"
-    read -r s sc < <(rps "https://localhost:$serve_port$path" "$body" "${pids[0]}")
-    read -r b bc < <(rps "https://localhost:$bare_port$path" "$body" "${pids[1]}")
+    read -r s sc < <(rps "https://localhost:$serve_port$path" "$body" "$serve_pid")
+    read -r b bc < <(rps "https://localhost:$bare_port$path" "$body" "$bare_pid")
     echo "$path $s $b $sc $bc" >>"$work/rps"
     printf 'round %d  %-15s serve %8.0f/s %6.1f µs CPU  bare %8.0f/s %6.1f µs CPU  ratio %.2f (CPU %.2f)\n' \
       "$round" "$path" "$s" "$sc" "$b" "$bc" \

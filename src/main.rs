@@ -60,16 +60,17 @@ enum Command {
     /// transitions and deferrals. Exits non-zero if any attempt was lost or executed twice.
     Loadtest(LoadtestArgs),
     /// Serve the admission webhooks over HTTPS (`/tasks/admit`, `/pods/mutate`,
-    /// `/pods/validate`, `/dags/validate`) until SIGTERM or Ctrl-C, then drain requests in
-    /// flight. Configured by the `server` section of the config file; `/tasks/admit` runs the
+    /// `/pods/validate`, `/dags/validate` and Volcano's services, such as `/jobs/validate`)
+    /// until SIGTERM or Ctrl-C, then drain requests in flight. Configured by the `server` section of the config file; `/tasks/admit` runs the
     /// placement, freeze and deny hooks of `execution.admission.hooks`. Prints the addresses
     /// it listens on once it is ready.
     Serve {
         /// The YAML config with a `server` section (see examples/serve.yaml).
         #[arg(long, value_name = "FILE")]
         config: PathBuf,
-        /// The paths to serve, comma-separated (such as "/pods/mutate,/pods/validate");
-        /// overrides `server.enabled_admission`. Unset serves every service.
+        /// The paths to serve, comma-separated (such as "/pods/mutate,/jobs/validate");
+        /// overrides `server.enabled_admission`. Unset serves every service that reads no
+        /// cluster; those that read queues or namespaces are served only when listed.
         #[arg(long, value_name = "LIST")]
         enabled_admission: Option<String>,
     },

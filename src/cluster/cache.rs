@@ -73,7 +73,17 @@ impl<T> Cache<T> {
 
     /// Every object the cache holds, in no particular order.
     pub fn all(&self) -> Vec<Arc<T>> {
-        self.read().values().cloned().collect()
+        self.matching(|_| true)
+    }
+
+    /// The objects `keep` takes, in no particular order: the others are looked at under the
+    /// read lock and never copied.
+    pub fn matching(&self, keep: impl Fn(&T) -> bool) -> Vec<Arc<T>> {
+        self.read()
+            .values()
+            .filter(|object| keep(object))
+            .cloned()
+            .collect()
     }
 
     /// Whether the cache has held a complete list at least once: until then its answers would

@@ -14,9 +14,8 @@ impl QueueView for Cache<Queue> {
 
     fn children(&self, parent: &str) -> Result<Vec<Queue>, ViewError> {
         let mut children: Vec<Queue> = self
-            .all()
+            .matching(|queue| queue.spec.parent == parent)
             .into_iter()
-            .filter(|queue| queue.spec.parent == parent)
             .map(|queue| Queue::clone(&queue))
             .collect();
         // The cache keeps no order; by name, so that a message listing them reads the same.

@@ -73,6 +73,7 @@ pub(super) const SERVER_VOLCANO_ALLOCATED_PODS_CHECK: &str =
     "server.volcano.enable_queue_allocated_pods_check";
 pub(super) const SERVER_VOLCANO_ROOT_QUEUE_PROTECTION: &str =
     "server.volcano.enable_root_queue_protection";
+pub(super) const SERVER_VOLCANO_FEATURE_GATES: &str = "server.volcano.feature_gates";
 /// The key of the Prometheus exporter's address, for `main` to name in an error when the
 /// address cannot be bound.
 pub const METRICS_LISTEN: &str = "metrics.listen";
@@ -143,6 +144,7 @@ pub(super) const LEAVES: &[&str] = &[
     SERVER_VOLCANO_MAX_QUEUE_DEPTH,
     SERVER_VOLCANO_ALLOCATED_PODS_CHECK,
     SERVER_VOLCANO_ROOT_QUEUE_PROTECTION,
+    SERVER_VOLCANO_FEATURE_GATES,
 ];
 
 /// Dexaflow's variable naming its config file. `dexaflow-admission` takes `--config` instead and

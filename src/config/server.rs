@@ -10,7 +10,7 @@
 //! | `server.tls.client_ca_file` | none: no client certificate asked |
 //! | `server.auth.bearer_token_file` | none |
 //! | `server.max_body_bytes` | 3145728 (3 MiB) |
-//! | `server.enabled_admission` | every service |
+//! | `server.enabled_admission` | every service that reads no cluster |
 //! | `server.resource_groups_file` | none: pods are not changed |
 //! | `server.scheduler_names` | `[volcano]` |
 //! | `server.trusted_users` | none |
@@ -32,13 +32,13 @@ use super::keys::{
     SERVER_HTTP2, SERVER_IDLE_TIMEOUT, SERVER_KEY_FILE, SERVER_KUBECONFIG, SERVER_LISTEN,
     SERVER_MAX_BODY_BYTES, SERVER_MAX_CONNECTIONS, SERVER_PROBE_LISTEN,
     SERVER_RESOURCE_GROUPS_FILE, SERVER_SCHEDULER_NAMES, SERVER_SHUTDOWN_GRACE,
-    SERVER_TRUSTED_USERS, SERVER_VOLCANO_ALLOCATED_PODS_CHECK, SERVER_VOLCANO_MAX_QUEUE_DEPTH,
-    SERVER_VOLCANO_ROOT_QUEUE_PROTECTION,
+    SERVER_TRUSTED_USERS, SERVER_VOLCANO_ALLOCATED_PODS_CHECK, SERVER_VOLCANO_FEATURE_GATES,
+    SERVER_VOLCANO_MAX_QUEUE_DEPTH, SERVER_VOLCANO_ROOT_QUEUE_PROTECTION,
 };
 use super::reader::{Problem, Raw, Reader, expected};
 use super::{ConfigError, ConfigErrors, Key, Server};
 use crate::serve::{self, SettingNames, SettingsFile, TlsFiles};
-use crate::volcano::QueueSettings;
+use crate::volcano::{FeatureGates, QueueSettings};
 
 /// The most `server.max_connections` takes: past it the cap no longer bounds anything a
 /// machine can hold.
@@ -132,6 +132,19 @@ impl Reader {
                 defaults.enable_root_queue_protection,
             ),
         };
+        let feature_gates = self.get(
+            SERVER_VOLCANO_FEATURE_GATES,
+            FeatureGates::default(),
+            parse_feature_gates,
+            |gates| {
+                let mut shown = serde_yaml_ng::Mapping::new();
+                shown.insert(
+                    Value::String("PodLevelResources".to_owned()),
+                    Value::Bool(gates.pod_level_resources),
+                );
+                Value::Mapping(shown)
+            },
+        );
         for (key, file) in [(SERVER_CERT_FILE, &cert_file), (SERVER_KEY_FILE, &key_file)] {
             if server == Server::Required && file.is_none() && !self.is_bad(key) {
                 self.errors.push(ConfigError::Required {
@@ -170,6 +183,7 @@ impl Reader {
             idle_timeout,
             kubeconfig,
             volcano,
+            feature_gates,
         })
     }
 }
@@ -236,4 +250,60 @@ fn parse_enabled(raw: &Raw) -> Result<Option<Vec<String>>, Problem> {
         ));
     }
     Ok(Some(paths))
+}
+
+/// Volcano's feature gates: a map of gate to true or false in the file, `Gate=true,Other=false`
+/// (as Volcano's `--feature-gates` takes them) in the environment, over the defaults.
+fn parse_feature_gates(raw: &Raw) -> Result<FeatureGates, Problem> {
+    let mut gates = FeatureGates::default();
+    let entries: Vec<(String, Value)> = match (&raw.value, &raw.env) {
+        (Value::Mapping(entries), _) => entries
+            .iter()
+            .map(|(name, enabled)| {
+                let name = name.as_str().ok_or_else(|| Problem {
+                    at: String::new(),
+                    expected: "gate names as text".to_owned(),
+                    got: Some(describe(name)),
+                })?;
+                Ok((name.to_owned(), enabled.clone()))
+            })
+            .collect::<Result<_, Problem>>()?,
+        (Value::String(text), Some(_)) => text
+            .split(',')
+            .map(str::trim)
+            .filter(|entry| !entry.is_empty())
+            .map(|entry| {
+                let (name, enabled) = entry.split_once('=').ok_or_else(|| Problem {
+                    at: String::new(),
+                    expected: "Gate=true or Gate=false, comma-separated".to_owned(),
+                    got: Some(format!("{entry:?}")),
+                })?;
+                let enabled = match enabled.trim() {
+                    "true" => Value::Bool(true),
+                    "false" => Value::Bool(false),
+                    other => Value::String(other.to_owned()),
+                };
+                Ok((name.trim().to_owned(), enabled))
+            })
+            .collect::<Result<_, Problem>>()?,
+        _ => return Err(expected("a map of feature gate to true or false")),
+    };
+    for (name, enabled) in entries {
+        let Value::Bool(enabled) = enabled else {
+            return Err(Problem {
+                at: format!(".{name}"),
+                expected: "true or false".to_owned(),
+                got: Some(describe(&enabled)),
+            });
+        };
+        gates.set(&name, enabled).map_err(|unknown| Problem {
+            at: format!(".{name}"),
+            expected: format!(
+                "a feature gate that changes an admission verdict ({})",
+                FeatureGates::KNOWN.join(", ")
+            ),
+            got: Some(unknown.name),
+        })?;
+    }
+    Ok(gates)
 }

@@ -35,6 +35,7 @@ mod registry;
 mod reload;
 pub mod review;
 mod server;
+pub mod services;
 mod settings;
 mod tls;
 pub mod volcano;
@@ -56,6 +57,7 @@ use crate::cluster::{self, Cache, Namespaces, Watching};
 use crate::events::{ClusterEvents, ServerEvents};
 use crate::volcano::{self as rules, Queue};
 use server::ReadyCondition;
+use services::ClusterRead;
 use volcano::{Allowed, Pure, ReadingQueues};
 
 /// The built-in services, with what they need kept alive and the conditions of readiness they
@@ -66,9 +68,9 @@ pub(crate) struct Builtin {
     pub(crate) watching: Vec<Watching>,
 }
 
-/// The built-in services: `/pods/mutate` (with the resource groups of
-/// `settings.resource_groups_file`, watched, its reloads told to `events`, or none),
-/// `/pods/validate`, `/dags/validate`, and Volcano's `/queues/mutate` and `/queues/validate`.
+/// The built-in services, one for each row of [`services::BUILTIN_SERVICES`]: `/pods/mutate`
+/// (with the resource groups of `settings.resource_groups_file`, watched, its reloads told to
+/// `events`, or none), `/pods/validate`, `/dags/validate`, and Volcano's.
 /// A service that reads the cluster connects to it only when it is enabled, and the server is
 /// ready only once its cache has synced; with none of them enabled no cluster is needed.
 /// Call it inside a tokio runtime.
@@ -86,17 +88,19 @@ pub(crate) async fn builtin(
         None => ResourceGroups::fixed(Vec::new()),
     };
     // A service that reads the cluster is served only when listed.
-    let listed = |path: &str| {
-        settings
-            .enabled_admission
-            .as_ref()
-            .is_some_and(|paths| paths.iter().any(|enabled| enabled == path))
+    let enabled_reading = |read: ClusterRead| {
+        services::BUILTIN_SERVICES.iter().any(|row| {
+            row.reads == read
+                && settings
+                    .enabled_admission
+                    .as_ref()
+                    .is_some_and(|paths| paths.iter().any(|enabled| enabled == row.path))
+        })
     };
     let mut conditions = Vec::new();
     let mut watching = Vec::new();
-    let reads_queues =
-        listed(volcano::QUEUES_VALIDATE_PATH) || listed(volcano::PODGROUPS_VALIDATE_PATH);
-    let reads_namespaces = listed(volcano::PODGROUPS_MUTATE_PATH);
+    let reads_queues = enabled_reading(ClusterRead::Queues);
+    let reads_namespaces = enabled_reading(ClusterRead::Namespaces);
     let client = if reads_queues || reads_namespaces {
         let client = cluster::connect(
             settings.kubeconfig.as_deref(),
@@ -125,73 +129,65 @@ pub(crate) async fn builtin(
     let namespaces = client.filter(|_| reads_namespaces).map(Namespaces::new);
     let scheduler_names = settings.scheduler_names.clone();
     let queue_settings = settings.volcano.clone();
+    let feature_gates = settings.feature_gates;
     let registry = Registry::new()
-        .register(Service::new(
-            pods::MUTATE_PATH,
-            Kind::Mutating,
+        .register(Service::builtin(
+            services::PODS_MUTATE,
             pods::Mutation::new(groups),
         ))?
-        .register(Service::new(
-            pods::VALIDATE_PATH,
-            Kind::Validating,
+        .register(Service::builtin(
+            services::PODS_VALIDATE,
             pods::Validation::new(
                 settings.scheduler_names.iter().cloned(),
                 settings.trusted_users.iter().cloned(),
             ),
         ))?
-        .register(Service::new(
-            dags::PATH,
-            Kind::Validating,
+        .register(Service::builtin(
+            services::DAGS_VALIDATE,
             dags::DagValidation,
         ))?
-        .register(Service::new(
-            volcano::QUEUES_MUTATE_PATH,
-            Kind::Mutating,
-            Pure::new(|review| rules::mutate_queue(review).map(Allowed::Patched)),
+        .register(Service::builtin(
+            services::JOBS_VALIDATE,
+            ReadingQueues::new(Arc::clone(&queues), move |review, view| {
+                rules::validate_job(review, view, &feature_gates).map(|()| Allowed::AsItIs)
+            }),
         ))?
-        .register(
-            Service::new(
-                volcano::QUEUES_VALIDATE_PATH,
-                Kind::Validating,
-                ReadingQueues::new(Arc::clone(&queues), move |review, view| {
-                    rules::validate_queue(review, view, &queue_settings).map(|()| Allowed::AsItIs)
-                }),
-            )
-            .reading_the_cluster(),
-        )?
-        .register(Service::new(
-            volcano::JOBS_MUTATE_PATH,
-            Kind::Mutating,
+        .register(Service::builtin(
+            services::JOBS_MUTATE,
             Pure::new(move |review| {
                 rules::mutate_job(review, &scheduler_names).map(Allowed::Patched)
             }),
         ))?
-        .register(
-            Service::new(
-                volcano::PODGROUPS_VALIDATE_PATH,
-                Kind::Validating,
-                ReadingQueues::new(queues, |review, view| {
-                    rules::validate_podgroup(review, view).map(|()| Allowed::AsItIs)
-                }),
-            )
-            .reading_the_cluster(),
-        )?
-        .register(
-            Service::new(
-                volcano::PODGROUPS_MUTATE_PATH,
-                Kind::Mutating,
-                volcano::PodGroupMutation::new(namespaces),
-            )
-            .reading_the_cluster(),
-        )?
-        .register(Service::new(
-            volcano::JOBFLOWS_VALIDATE_PATH,
-            Kind::Validating,
+        .register(Service::builtin(
+            services::QUEUES_VALIDATE,
+            ReadingQueues::new(Arc::clone(&queues), move |review, view| {
+                rules::validate_queue(review, view, &queue_settings).map(|()| Allowed::AsItIs)
+            }),
+        ))?
+        .register(Service::builtin(
+            services::QUEUES_MUTATE,
+            Pure::new(|review| rules::mutate_queue(review).map(Allowed::Patched)),
+        ))?
+        .register(Service::builtin(
+            services::PODGROUPS_VALIDATE,
+            ReadingQueues::new(queues, |review, view| {
+                rules::validate_podgroup(review, view).map(|()| Allowed::AsItIs)
+            }),
+        ))?
+        .register(Service::builtin(
+            services::PODGROUPS_MUTATE,
+            volcano::PodGroupMutation::new(namespaces),
+        ))?
+        .register(Service::builtin(
+            services::CRONJOBS_VALIDATE,
+            Pure::new(|review| rules::validate_cronjob(review).map(|()| Allowed::AsItIs)),
+        ))?
+        .register(Service::builtin(
+            services::JOBFLOWS_VALIDATE,
             Pure::new(|review| rules::validate_jobflow(review).map(|()| Allowed::AsItIs)),
         ))?
-        .register(Service::new(
-            volcano::HYPERNODES_VALIDATE_PATH,
-            Kind::Validating,
+        .register(Service::builtin(
+            services::HYPERNODES_VALIDATE,
             Pure::new(|review| rules::validate_hypernode(review).map(|()| Allowed::AsItIs)),
         ))?;
     Ok(Builtin {

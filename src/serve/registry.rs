@@ -11,6 +11,7 @@ use serde::de::DeserializeOwned;
 use tokio::time::Instant;
 
 use super::ServeError;
+use super::services::BuiltinService;
 pub use crate::events::Ruling;
 use crate::events::{RequestOutcome, ServerEvents, ServiceEvents};
 
@@ -155,11 +156,13 @@ impl Service {
         }
     }
 
-    /// The same service, marked as reading the cluster: served only when listed in the
-    /// enabled paths, since it needs a Kubernetes client.
-    pub(crate) fn reading_the_cluster(mut self) -> Service {
-        self.reads_cluster = true;
-        self
+    /// The built-in service of `row`, answered by `handler`; one that reads the cluster is
+    /// served only when listed in the enabled paths, since it needs a Kubernetes client.
+    pub(crate) fn builtin(row: BuiltinService, handler: impl Handler) -> Service {
+        Service {
+            reads_cluster: row.reads_the_cluster(),
+            ..Service::new(row.path, row.kind, handler)
+        }
     }
 
     /// The same service for authenticated callers only: each request must carry the bearer

@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::ServeError;
 use super::auth::BearerToken;
 use super::{groups, reload, tls};
-use crate::volcano::QueueSettings;
+use crate::volcano::{FeatureGates, QueueSettings};
 
 /// Everything `serve` needs to start, as plain values; the config reader fills it from the
 /// `server` section, and tests build it directly.
@@ -54,8 +54,11 @@ pub struct Settings {
     /// takes `KUBECONFIG`, else the pod's service account. Read only when an enabled service
     /// reads the cluster.
     pub kubeconfig: Option<PathBuf>,
-    /// Volcano's admission flags, with Volcano's defaults.
+    /// Volcano's queue flags, with Volcano's defaults.
     pub volcano: QueueSettings,
+    /// The Kubernetes feature gates that change a verdict of `/jobs/validate`, as Volcano's
+    /// `--feature-gates` sets them.
+    pub feature_gates: FeatureGates,
     /// What an error calls these settings, so that it names what its reader wrote.
     pub names: SettingNames,
 }
@@ -200,6 +203,7 @@ impl Settings {
             idle_timeout: Settings::DEFAULT_IDLE_TIMEOUT,
             kubeconfig: None,
             volcano: QueueSettings::default(),
+            feature_gates: FeatureGates::default(),
             names: SettingNames::default(),
         }
     }

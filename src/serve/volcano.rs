@@ -25,6 +25,8 @@ use crate::volcano::{self, Operation, PodGroup, Queue, QueueView, Refusal};
 pub const QUEUES_VALIDATE_PATH: &str = "/queues/validate";
 /// The path of Volcano's queue defaults.
 pub const QUEUES_MUTATE_PATH: &str = "/queues/mutate";
+/// The path of Volcano's job validation.
+pub const JOBS_VALIDATE_PATH: &str = "/jobs/validate";
 /// The path of Volcano's job defaults.
 pub const JOBS_MUTATE_PATH: &str = "/jobs/mutate";
 /// The path of Volcano's pod group validation.
@@ -35,6 +37,8 @@ pub const PODGROUPS_MUTATE_PATH: &str = "/podgroups/mutate";
 pub const JOBFLOWS_VALIDATE_PATH: &str = "/jobflows/validate";
 /// The path of Volcano's hypernode validation.
 pub const HYPERNODES_VALIDATE_PATH: &str = "/hypernodes/validate";
+/// The path of Volcano's cron job validation.
+pub const CRONJOBS_VALIDATE_PATH: &str = "/cronjobs/validate";
 
 /// What a rule allowed: as it is, or with a patch.
 pub(crate) enum Allowed {

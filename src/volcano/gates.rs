@@ -2,9 +2,6 @@
 
 use std::fmt;
 
-/// The gates [`FeatureGates::set`] knows, as Kubernetes names them.
-const KNOWN: [&str; 1] = ["PodLevelResources"];
-
 /// The Kubernetes feature gates Volcano's webhook manager reads while validating, as set on its
 /// command line (`--feature-gates`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,6 +20,9 @@ impl Default for FeatureGates {
 }
 
 impl FeatureGates {
+    /// The gates [`FeatureGates::set`] knows, as Kubernetes names them.
+    pub const KNOWN: [&str; 1] = ["PodLevelResources"];
+
     /// Turns the gate `name` on or off.
     ///
     /// # Errors
@@ -53,7 +53,7 @@ impl fmt::Display for UnknownGate {
             f,
             "feature gate {:?} changes no admission verdict; known gates: {}",
             self.name,
-            KNOWN.join(", ")
+            FeatureGates::KNOWN.join(", ")
         )
     }
 }

@@ -13,18 +13,21 @@ use serde_yaml_ng::Value;
 
 const MANIFESTS: &str = "deploy/kubernetes";
 const KUSTOMIZATION: &str = "kustomization.yaml";
-const WEBHOOK_KINDS: [&str; 2] = [
+/// The webhook configurations of the Volcano overlay.
+pub(super) const VOLCANO_WEBHOOKS: &str = "deploy/volcano/webhooks.yaml";
+pub(super) const WEBHOOK_KINDS: [&str; 2] = [
     "MutatingWebhookConfiguration",
     "ValidatingWebhookConfiguration",
 ];
 /// The label the documented first step (`kubectl apply -k ... -l 'KEY!=VALUE'`) leaves out.
-const WEBHOOK_COMPONENT: (&str, &str) = ("app.kubernetes.io/component", "admission-webhooks");
+pub(super) const WEBHOOK_COMPONENT: (&str, &str) =
+    ("app.kubernetes.io/component", "admission-webhooks");
 
 fn repo_path(relative: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(relative)
 }
 
-fn read(relative: &str) -> String {
+pub(super) fn read(relative: &str) -> String {
     let path = repo_path(relative);
     fs::read_to_string(&path).unwrap_or_else(|err| panic!("{}: {err}", path.display()))
 }
@@ -128,16 +131,22 @@ fn kustomization_resources() -> Vec<String> {
     kustomization.resources
 }
 
-/// Every document of one manifest file, in order.
+/// Every document of one manifest file of deploy/kubernetes, in order.
 fn documents(file: &str) -> Vec<Value> {
-    let text = read(&format!("{MANIFESTS}/{file}"));
+    documents_at(&format!("{MANIFESTS}/{file}"))
+}
+
+/// Every document of the manifest file at `relative` (to the repository), in order.
+pub(super) fn documents_at(relative: &str) -> Vec<Value> {
+    let file = relative;
+    let text = read(relative);
     serde_yaml_ng::Deserializer::from_str(&text)
         .map(|document| Value::deserialize(document).unwrap_or_else(|err| panic!("{file}: {err}")))
         .filter(|document| !document.is_null())
         .collect()
 }
 
-fn string_at<'a>(document: &'a Value, path: &[&str]) -> Option<&'a str> {
+pub(super) fn string_at<'a>(document: &'a Value, path: &[&str]) -> Option<&'a str> {
     path.iter()
         .try_fold(document, |value, key| value.get(key))?
         .as_str()
@@ -234,10 +243,19 @@ fn only_the_webhook_configurations_carry_the_label_the_first_step_leaves_out() {
     );
 }
 
+/// The webhook configurations of the base and of the Volcano overlay.
+pub(super) fn every_webhook_configuration() -> Vec<Value> {
+    applied_objects()
+        .into_iter()
+        .chain(documents_at(VOLCANO_WEBHOOKS))
+        .filter(|object| WEBHOOK_KINDS.contains(&string_at(object, &["kind"]).unwrap_or_default()))
+        .collect()
+}
+
 #[test]
 fn every_webhook_leaves_out_the_namespaces_the_server_needs_to_come_back() {
     let mut webhooks = 0;
-    for object in applied_objects() {
+    for object in every_webhook_configuration() {
         if !WEBHOOK_KINDS.contains(&string_at(&object, &["kind"]).unwrap_or_default()) {
             continue;
         }
@@ -273,7 +291,10 @@ fn every_webhook_leaves_out_the_namespaces_the_server_needs_to_come_back() {
             }
         }
     }
-    assert_eq!(webhooks, 2, "the mutating and the validating webhook");
+    assert_eq!(
+        webhooks, 11,
+        "the two pod webhooks and Volcano's nine: {webhooks}"
+    );
 }
 
 #[test]

@@ -35,6 +35,7 @@ mod config_env;
 mod config_executor;
 mod config_worker_threads;
 mod deploy;
+mod deploy_volcano;
 mod dispatch;
 mod dispatch_errors;
 mod dispatch_refusals;

@@ -39,12 +39,13 @@ fn an_unknown_enabled_admission_path_fails_the_start_naming_the_flag() {
     Authority::new().issue().write_to(dir.path());
     let (code, stderr) = serve(
         dir.path(),
-        &["--enabled-admission", "/pods/mutate, /jobs/validate"],
+        &["--enabled-admission", "/pods/mutate, /widgets/validate"],
     );
     assert_eq!(code, Some(2), "{stderr}");
     assert!(
-        stderr
-            .contains("--enabled-admission: enabled admission \"/jobs/validate\" is not a service"),
+        stderr.contains(
+            "--enabled-admission: enabled admission \"/widgets/validate\" is not a service"
+        ),
         "{stderr}"
     );
 }

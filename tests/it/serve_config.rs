@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use dexaflow_admission::config::{Config, check_server_files};
 use dexaflow_admission::serve::{SettingNames, Settings, TlsFiles};
-use dexaflow_admission::volcano::QueueSettings;
+use dexaflow_admission::volcano::{FeatureGates, QueueSettings};
 
 const NO_ENV: [(String, String); 0] = [];
 
@@ -47,6 +47,7 @@ server:
     max_queue_depth: 8
     enable_queue_allocated_pods_check: true
     enable_root_queue_protection: false
+    feature_gates: {PodLevelResources: false}
 "#,
         &[],
     )
@@ -75,6 +76,9 @@ server:
             max_queue_depth: 8,
             enable_queue_allocated_pods_check: true,
             enable_root_queue_protection: false,
+        },
+        feature_gates: FeatureGates {
+            pod_level_resources: false,
         },
         names: SettingNames {
             listen: "server.listen",
@@ -234,6 +238,54 @@ fn volcano_flags_take_volcano_s_defaults_and_their_variables_and_a_bad_depth_is_
     assert!(
         errors.contains("server.volcano.max_queue_depth: expected an integer from 1 to 100, got 0"),
         "{errors}"
+    );
+}
+
+#[test]
+fn feature_gates_default_to_kubernetes_and_take_volcano_s_flag_syntax_in_the_variable() {
+    let base = "server: {tls: {cert_file: c.pem, key_file: k.pem}}";
+
+    let defaults = load(base, &[]).expect("valid").feature_gates;
+    let from_variable = load(
+        base,
+        &[(
+            "DEXAFLOW_SERVER_VOLCANO_FEATURE_GATES",
+            "PodLevelResources=false",
+        )],
+    )
+    .expect("valid")
+    .feature_gates;
+
+    assert!(defaults.pod_level_resources, "on since Kubernetes 1.34");
+    assert_eq!(defaults, FeatureGates::default());
+    assert!(!from_variable.pod_level_resources);
+}
+
+#[test]
+fn an_unknown_feature_gate_or_a_value_not_a_flag_is_refused_naming_the_gate() {
+    let unknown = load(
+        "server: {tls: {cert_file: c.pem, key_file: k.pem}, volcano: {feature_gates: {PodSchedulingReadiness: true}}}",
+        &[],
+    )
+    .expect_err("a gate that changes no verdict");
+    let not_a_flag = load(
+        "server: {tls: {cert_file: c.pem, key_file: k.pem}}",
+        &[(
+            "DEXAFLOW_SERVER_VOLCANO_FEATURE_GATES",
+            "PodLevelResources=maybe",
+        )],
+    )
+    .expect_err("not true or false");
+
+    assert!(
+        unknown.contains("server.volcano.feature_gates.PodSchedulingReadiness: expected a feature gate that changes an admission verdict (PodLevelResources), got PodSchedulingReadiness"),
+        "{unknown}"
+    );
+    assert!(
+        not_a_flag.contains("server.volcano.feature_gates.PodLevelResources")
+            && not_a_flag.contains("DEXAFLOW_SERVER_VOLCANO_FEATURE_GATES")
+            && not_a_flag.contains("expected true or false, got \"maybe\""),
+        "{not_a_flag}"
     );
 }
 

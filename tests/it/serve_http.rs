@@ -122,7 +122,7 @@ async fn a_server_tells_its_observer_each_answer_by_service_and_outcome_without_
     let invalid = running.client.post("/pods/mutate", "").await;
     let unknown = running
         .client
-        .post_json("/jobs/validate", &dag_body())
+        .post_json("/widgets/validate", &dag_body())
         .await;
 
     assert_eq!(allowed.status, StatusCode::OK);
@@ -350,7 +350,7 @@ async fn an_unknown_path_is_answered_404_and_counted() {
     let running = start_with(|_, _| {}, |r| r, Some(&recorder)).await;
     let answer = running
         .client
-        .post_json("/jobs/validate", &dag_body())
+        .post_json("/widgets/validate", &dag_body())
         .await;
     assert_eq!(answer.status, StatusCode::NOT_FOUND);
     assert_eq!(answer.content_type(), "application/json");

@@ -212,12 +212,12 @@ async fn unset_enabled_admission_serves_every_service_that_needs_no_cluster() {
 async fn an_unknown_enabled_admission_fails_naming_it_and_every_service() {
     let error = start_error_with(
         |_, _| {},
-        |builder| builder.enabled(serve::parse_enabled("/pods/mutate,/jobs/validate")),
+        |builder| builder.enabled(serve::parse_enabled("/pods/mutate,/widgets/validate")),
     )
     .await;
     assert_eq!(
         error.to_string(),
-        "enabled_admission: enabled admission \"/jobs/validate\" is not a service (the services are /pods/mutate, /pods/validate, /dags/validate, /queues/mutate, /queues/validate, /jobs/mutate, /podgroups/validate, /podgroups/mutate, /jobflows/validate, /hypernodes/validate, /tasks/admit)"
+        "enabled_admission: enabled admission \"/widgets/validate\" is not a service (the services are /pods/mutate, /pods/validate, /dags/validate, /jobs/validate, /jobs/mutate, /queues/validate, /queues/mutate, /podgroups/validate, /podgroups/mutate, /cronjobs/validate, /jobflows/validate, /hypernodes/validate, /tasks/admit)"
     );
 }
 

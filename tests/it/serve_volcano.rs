@@ -3,13 +3,18 @@
 //! after start is seen by the next review, and with no service that reads the cluster enabled
 //! the server needs no kubeconfig.
 
-use crate::apiserver::ApiServer;
-use crate::serve_support::{self, Running, eventually, probe, start_with};
+use crate::apiserver::{self, ApiServer};
+use crate::serve_support::{self, Running, eventually, probe, recorder, sample, start_with};
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use base64::Engine;
+use dexaflow_admission::metrics::CACHE_WATCH_FAILURES_TOTAL;
+use dexaflow_admission::serve::Kind;
+use dexaflow_admission::serve::services::BUILTIN_SERVICES;
 use http::StatusCode;
+use metrics_exporter_prometheus::PrometheusRecorder;
 use serde_json::{Value, json};
 
 const TOKEN: &str = "volcano-reader-token";
@@ -257,7 +262,7 @@ fn podgroup_review(namespace: &str, queue: &str) -> Value {
     })
 }
 
-/// A server with every Volcano service enabled, reading `api`'s cluster.
+/// A server with every built-in service of the table enabled, reading `api`'s cluster.
 async fn serve_every_volcano_service(api: &ApiServer) -> (Running, tempfile::TempDir) {
     let kube = tempfile::tempdir().expect("a directory");
     let kubeconfig = api.kubeconfig(kube.path(), TOKEN);
@@ -265,17 +270,10 @@ async fn serve_every_volcano_service(api: &ApiServer) -> (Running, tempfile::Tem
         move |settings, _| {
             settings.kubeconfig = Some(kubeconfig);
             settings.enabled_admission = Some(
-                [
-                    "/queues/validate",
-                    "/queues/mutate",
-                    "/jobs/mutate",
-                    "/podgroups/validate",
-                    "/podgroups/mutate",
-                    "/jobflows/validate",
-                    "/hypernodes/validate",
-                ]
-                .map(str::to_owned)
-                .to_vec(),
+                BUILTIN_SERVICES
+                    .iter()
+                    .map(|service| service.path.to_owned())
+                    .collect(),
             );
         },
         |builder| builder,
@@ -348,71 +346,191 @@ async fn a_pod_group_whose_namespace_cannot_be_read_is_denied_naming_the_namespa
     assert!(answer["response"]["patch"].is_null());
 }
 
+/// The kind and an object of `resource` that every service registered for it allows: its
+/// queue is `default`, which the test API server holds, open.
+fn allowed_object(resource: &str) -> (&'static str, Value) {
+    let job_spec = json!({"queue": "default", "minAvailable": 1, "tasks": [{"name": "worker",
+        "replicas": 1, "template": {"spec": {"containers": [{"name": "main", "image": "busybox"}]}}}]});
+    match resource {
+        "pods" => (
+            "Pod",
+            json!({"metadata": {"name": "p", "namespace": "team-a"},
+            "spec": {"containers": [{"name": "main", "image": "busybox"}]}}),
+        ),
+        "jobs" => (
+            "Job",
+            json!({"metadata": {"name": "j", "namespace": "team-a"}, "spec": job_spec}),
+        ),
+        "queues" => (
+            "Queue",
+            json!({"metadata": {"name": "team"}, "spec": {"weight": 1}}),
+        ),
+        "podgroups" => (
+            "PodGroup",
+            json!({"metadata": {"name": "pg", "namespace": "team-a"},
+            "spec": {"queue": "default", "minMember": 1}}),
+        ),
+        "cronjobs" => (
+            "CronJob",
+            json!({"metadata": {"name": "cj", "namespace": "team-a"},
+            "spec": {"schedule": "*/5 * * * *", "jobTemplate": {"spec": job_spec}}}),
+        ),
+        "jobflows" => (
+            "JobFlow",
+            json!({"metadata": {"name": "f", "namespace": "team-a"},
+            "spec": {"flows": [{"name": "a"}]}}),
+        ),
+        "hypernodes" => (
+            "HyperNode",
+            json!({"metadata": {"name": "h"}, "spec": {"tier": 1,
+            "members": [{"type": "Node", "selector": {"exactMatch": {"name": "n1"}}}]}}),
+        ),
+        other => panic!("the test has no object for {other}: give it one"),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_enabled_volcano_service_answers_a_review_of_its_resource() {
+async fn every_service_of_the_table_answers_a_review_of_its_resource_when_enabled() {
     let api = ApiServer::start(TOKEN).await;
     api.put_queue("default", json!({"weight": 1}));
+    api.put_namespace("team-a", json!({}));
     let (running, _kube) = serve_every_volcano_service(&api).await;
     until_ready(&running).await;
-    let review = |kind: &str, group: &str, version: &str, object: Value| {
-        json!({
+
+    for service in BUILTIN_SERVICES {
+        let Some(admits) = service.admits else {
+            continue;
+        };
+        let (kind, object) = allowed_object(admits.resource);
+        let review = json!({
             "apiVersion": "admission.k8s.io/v1",
             "kind": "AdmissionReview",
             "request": {
-                "uid": format!("uid-{kind}"),
-                "kind": {"group": group, "version": version, "kind": kind},
+                "uid": format!("uid-{}", service.path),
+                "kind": {"group": admits.group, "version": admits.version, "kind": kind},
+                "resource": {"group": admits.group, "version": admits.version, "resource": admits.resource},
                 "name": object["metadata"]["name"],
-                "namespace": "team-a",
-                "operation": "CREATE",
+                "namespace": object["metadata"]["namespace"].as_str().unwrap_or_default(),
+                "operation": admits.operations[0],
                 "userInfo": {"username": "kubernetes-admin"},
                 "object": object,
             }
-        })
-    };
-    let cases = [
-        (
-            "/jobs/mutate",
-            review(
-                "Job",
-                "batch.volcano.sh",
-                "v1alpha1",
-                json!({"metadata": {"name": "j"}, "spec": {"tasks": [{"replicas": 1, "template": {}}]}}),
-            ),
-        ),
-        (
-            "/podgroups/validate",
-            review(
-                "PodGroup",
-                "scheduling.volcano.sh",
-                "v1beta1",
-                json!({"metadata": {"name": "pg"}, "spec": {"queue": "default", "minMember": 1}}),
-            ),
-        ),
-        (
-            "/jobflows/validate",
-            review(
-                "JobFlow",
-                "flow.volcano.sh",
-                "v1alpha1",
-                json!({"metadata": {"name": "f"}, "spec": {"flows": [{"name": "a"}]}}),
-            ),
-        ),
-        (
-            "/hypernodes/validate",
-            review(
-                "HyperNode",
-                "topology.volcano.sh",
-                "v1alpha1",
-                json!({"metadata": {"name": "h"}, "spec": {"tier": 1, "members": [{"type": "Node", "selector": {"exactMatch": {"name": "n1"}}}]}}),
-            ),
-        ),
-    ];
+        });
 
-    for (path, review) in cases {
-        let answer = running.client.post_json(path, &review).await;
-        assert_eq!(answer.status, StatusCode::OK, "{path}");
+        let answer = running.client.post_json(service.path, &review).await;
+
+        assert_eq!(answer.status, StatusCode::OK, "{}", service.path);
         let body = answer.json();
-        assert_eq!(body["response"]["uid"], review["request"]["uid"], "{path}");
-        assert_eq!(body["response"]["allowed"], true, "{path}: {body}");
+        assert_eq!(
+            body["response"]["uid"], review["request"]["uid"],
+            "{}",
+            service.path
+        );
+        assert_eq!(
+            body["response"]["allowed"], true,
+            "{}: {body}",
+            service.path
+        );
+        if service.kind == Kind::Validating {
+            assert!(
+                body["response"]["patch"].is_null(),
+                "{} sent a patch",
+                service.path
+            );
+        }
     }
+}
+
+/// The failed lists and watches of the queue cache `recorder` has counted.
+fn queue_watch_failures(recorder: &PrometheusRecorder) -> f64 {
+    sample(
+        &recorder.handle().render(),
+        &format!("{CACHE_WATCH_FAILURES_TOTAL}{{resource=\"queues\"}}"),
+    )
+    .unwrap_or_default()
+}
+
+/// A server with `/queues/validate` alone, reading the cluster of `kubeconfig`, counted by
+/// `recorder`.
+async fn serve_queue_validation(
+    kubeconfig: PathBuf,
+    recorder: &Arc<PrometheusRecorder>,
+) -> Running {
+    start_with(
+        move |settings, _| {
+            settings.kubeconfig = Some(kubeconfig);
+            settings.enabled_admission = Some(vec!["/queues/validate".to_owned()]);
+        },
+        |builder| builder,
+        Some(recorder),
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_api_server_down_at_start_keeps_the_server_unready_and_its_failures_counted() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let address = closed.local_addr().expect("bound");
+    drop(closed);
+    let kube = tempfile::tempdir().expect("a directory");
+    let kubeconfig = apiserver::kubeconfig(kube.path(), &format!("http://{address}"), TOKEN);
+    let recorder = recorder();
+    let running = serve_queue_validation(kubeconfig, &recorder).await;
+
+    let failures = eventually("a failed list to be counted", || {
+        let failures = queue_watch_failures(&recorder);
+        async move { (failures >= 1.0).then_some(failures) }
+    })
+    .await;
+
+    assert!(failures >= 1.0);
+    let probes = running.server.probe_addr().expect("a probe listener");
+    assert_eq!(
+        probe(probes, "/readyz").await,
+        Some(StatusCode::SERVICE_UNAVAILABLE)
+    );
+    running
+        .client
+        .post_json("/queues/validate", &queue_review("CREATE", child_of_team()))
+        .await
+        .assert_error(StatusCode::SERVICE_UNAVAILABLE, "has not synced");
+    assert_eq!(
+        probe(probes, "/healthz").await,
+        Some(StatusCode::OK),
+        "the server itself is alive"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_api_server_lost_after_the_sync_leaves_the_last_queues_served() {
+    let api = ApiServer::start(TOKEN).await;
+    api.put_queue("team", json!({"weight": 1}));
+    let kube = tempfile::tempdir().expect("a directory");
+    let recorder = recorder();
+    let running = serve_queue_validation(api.kubeconfig(kube.path(), TOKEN), &recorder).await;
+    until_ready(&running).await;
+
+    api.forbid(true);
+    api.break_watches();
+    eventually("the refused watch to be counted", || {
+        let failures = queue_watch_failures(&recorder);
+        async move { (failures >= 1.0).then_some(()) }
+    })
+    .await;
+    let answer = running
+        .client
+        .post_json("/queues/validate", &queue_review("CREATE", child_of_team()))
+        .await;
+
+    assert_eq!(answer.status, StatusCode::OK);
+    assert_eq!(
+        answer.json()["response"]["allowed"],
+        true,
+        "the parent queue is still known"
+    );
+    assert_eq!(
+        probe(running.server.probe_addr().expect("probes"), "/readyz").await,
+        Some(StatusCode::OK),
+        "a cache that synced once stays ready"
+    );
 }

@@ -92,18 +92,7 @@ impl ApiServer {
 
     /// Writes a kubeconfig for this server with `token` into `dir`, and returns its path.
     pub fn kubeconfig(&self, dir: &Path, token: &str) -> PathBuf {
-        let path = dir.join("kubeconfig");
-        std::fs::write(
-            &path,
-            format!(
-                "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster: {{server: \"{}\"}}\n\
-                 users:\n- name: test\n  user: {{token: {token}}}\ncontexts:\n- name: test\n  \
-                 context: {{cluster: test, user: test}}\ncurrent-context: test\n",
-                self.url()
-            ),
-        )
-        .expect("write the kubeconfig");
-        path
+        kubeconfig(dir, &self.url(), token)
     }
 
     /// Adds or replaces the queue `name` with `spec`, telling every watch.
@@ -328,4 +317,20 @@ fn status(code: StatusCode, reason: &str, message: &str) -> Response<Body> {
             "code": code.as_u16(),
         })),
     )
+}
+
+/// Writes a kubeconfig for the API server at `url` with `token` into `dir`, and returns its
+/// path.
+pub fn kubeconfig(dir: &Path, url: &str, token: &str) -> PathBuf {
+    let path = dir.join("kubeconfig");
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster: {{server: \"{url}\"}}\n\
+             users:\n- name: test\n  user: {{token: {token}}}\ncontexts:\n- name: test\n  \
+             context: {{cluster: test, user: test}}\ncurrent-context: test\n"
+        ),
+    )
+    .expect("write the kubeconfig");
+    path
 }
