@@ -65,14 +65,18 @@ pub fn is_control_or_format(ch: char) -> bool {
 
 /// An error and its sources joined with `: `, each part once, as a reason or a cause shows it.
 ///
-/// Each layer puts its own context in its message and its cause in `source()`, so walking the
-/// chain prints every part exactly once.
+/// Each layer should put its own context in its message and its cause in `source()`; some
+/// libraries' errors (kube's, for one) also print their cause in their message, so a cause
+/// whose text already ends what is written is left out rather than said twice.
 pub fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
+        let cause_text = cause.to_string();
+        if !text.ends_with(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
         source = cause.source();
     }
     text
@@ -109,6 +113,60 @@ pub(crate) fn display_duration(duration: Duration) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[derive(Debug)]
+    struct Layer {
+        text: &'static str,
+        cause: Option<Box<Layer>>,
+    }
+
+    impl std::fmt::Display for Layer {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.text)
+        }
+    }
+
+    impl std::error::Error for Layer {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            self.cause.as_deref().map(|cause| cause as _)
+        }
+    }
+
+    fn layers(texts: &[&'static str]) -> Layer {
+        texts
+            .iter()
+            .rev()
+            .fold(None, |cause, text| {
+                Some(Layer {
+                    text,
+                    cause: cause.map(Box::new),
+                })
+            })
+            .expect("at least one layer")
+    }
+
+    #[test]
+    fn an_error_chain_joins_each_layer_once() {
+        let chain = layers(&["reading config.yaml", "permission denied"]);
+
+        assert_eq!(
+            super::error_chain(&chain),
+            "reading config.yaml: permission denied"
+        );
+    }
+
+    #[test]
+    fn a_cause_a_layer_already_printed_is_not_said_twice() {
+        let chain = layers(&[
+            "failed to read kubeconfig: No such file (os error 2)",
+            "No such file (os error 2)",
+        ]);
+
+        assert_eq!(
+            super::error_chain(&chain),
+            "failed to read kubeconfig: No such file (os error 2)"
+        );
+    }
+
     use super::*;
 
     #[test]
