@@ -309,3 +309,30 @@ fn setting_an_unknown_gate_is_refused_naming_the_known_ones() {
     );
     assert_eq!(gates, FeatureGates::default());
 }
+
+/// Kubernetes: port names are unique in a container
+#[test]
+fn two_ports_of_one_name_are_refused() {
+    let mut main = busybox("main");
+    main["ports"] = json!([{"containerPort": 80, "name": "http"},
+                           {"containerPort": 81, "name": "http"}]);
+    assert_eq!(
+        denied(create(&with_pod(json!({"containers": [main]})))),
+        "spec.task[0].template.spec.containers[0].ports[1].name: Duplicate value: \"http\"."
+    );
+}
+
+/// Kubernetes: each rule of a port name is reported
+#[test]
+fn a_port_name_of_digits_and_hyphens_is_refused_for_each_rule() {
+    let mut main = busybox("main");
+    main["ports"] = json!([{"containerPort": 80, "name": "-8--0"}]);
+    let invalid =
+        "spec.task[0].template.spec.containers[0].ports[0].name: Invalid value: \"-8--0\"";
+    assert_eq!(
+        denied(create(&with_pod(json!({"containers": [main]})))),
+        format!(
+            "{invalid}: must contain at least one letter (a-z). template.spec.containers[0].ports[0].name: Invalid value: \"-8--0\": must not contain consecutive hyphens. template.spec.containers[0].ports[0].name: Invalid value: \"-8--0\": must not begin or end with a hyphen."
+        )
+    );
+}

@@ -148,9 +148,6 @@ fn container_errors(
         for problem in dns_label(name) {
             errors.push(invalid(&format!("{path}.name"), &quoted(name), &problem));
         }
-        if !names.insert(name.to_owned()) {
-            errors.push(format!("{path}.name: Duplicate value: {}", quoted(name)));
-        }
     }
     if container.image.as_deref().unwrap_or_default().is_empty() {
         errors.push(format!("{path}.image: Required value"));
@@ -159,11 +156,12 @@ fn container_errors(
     for (index, port) in container.ports.iter().flatten().enumerate() {
         let path = format!("{path}.ports[{index}]");
         if let Some(name) = port.name.as_deref().filter(|name| !name.is_empty()) {
-            if !port_names.insert(name) {
-                errors.push(format!("{path}.name: Duplicate value: {}", quoted(name)));
+            let problems = port_name(name);
+            for problem in &problems {
+                errors.push(invalid(&format!("{path}.name"), &quoted(name), problem));
             }
-            for problem in port_name(name) {
-                errors.push(invalid(&format!("{path}.name"), &quoted(name), &problem));
+            if problems.is_empty() && !port_names.insert(name) {
+                errors.push(format!("{path}.name: Duplicate value: {}", quoted(name)));
             }
         }
         if port.container_port == 0 {
@@ -201,6 +199,10 @@ fn container_errors(
     }
     if let Some(resources) = &container.resources {
         requirement_errors(resources, &format!("{path}.resources"), errors);
+    }
+    // Kubernetes checks the name's uniqueness after the container's own fields.
+    if !names.insert(name.to_owned()) {
+        errors.push(format!("{path}.name: Duplicate value: {}", quoted(name)));
     }
 }
 
