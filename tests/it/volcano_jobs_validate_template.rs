@@ -336,3 +336,29 @@ fn a_port_name_of_digits_and_hyphens_is_refused_for_each_rule() {
         )
     );
 }
+
+/// Kubernetes: a mount without a name or path is reported for each, and names no volume
+#[test]
+fn a_mount_without_name_or_path_is_refused_for_each() {
+    let mut main = busybox("main");
+    main["volumeMounts"] = json!([{}]);
+    let path = "template.spec.containers[0].volumeMounts[0]";
+    assert_eq!(
+        denied(create(&with_pod(json!({"containers": [main]})))),
+        format!(
+            "spec.task[0].{path}.name: Required value. {path}.name: Not found: \"\". {path}.mountPath: Required value."
+        )
+    );
+}
+
+/// Kubernetes: a volume with an error cannot be mounted
+#[test]
+fn a_mount_of_a_typeless_volume_is_refused_for_both() {
+    let mut main = busybox("main");
+    main["volumeMounts"] = json!([{"name": "data", "mountPath": "/data"}]);
+    let spec = json!({"containers": [main], "volumes": [{"name": "data"}]});
+    assert_eq!(
+        denied(create(&with_pod(spec))),
+        "spec.task[0].template.spec.volumes[0]: Required value: must specify a volume type. template.spec.containers[0].volumeMounts[0].name: Not found: \"data\"."
+    );
+}

@@ -105,31 +105,36 @@ fn pod_spec_errors(spec: &PodSpec, gates: &FeatureGates, errors: &mut Vec<String
     }
 }
 
-/// The volumes' names (for the mounts), reporting unnamed, invalid, repeated and typeless ones.
+/// The names of the valid volumes (the ones mounts may name), reporting typeless, unnamed,
+/// invalid and repeated ones; as Kubernetes, a volume with an error is not mountable.
 fn volume_errors<'a>(volumes: &'a [Volume], errors: &mut Vec<String>) -> HashSet<&'a str> {
     let mut names = HashSet::new();
     for (index, volume) in volumes.iter().enumerate() {
         let path = format!("template.spec.volumes[{index}]");
         let name = volume.name.as_str();
-        if name.is_empty() {
-            errors.push(format!("{path}.name: Required value"));
-        } else {
-            for problem in dns_label(name) {
-                errors.push(invalid(&format!("{path}.name"), &quoted(name), &problem));
-            }
-        }
-        if !name.is_empty() && !names.insert(name) {
-            errors.push(format!("{path}.name: Duplicate value: {}", quoted(name)));
-        }
+        let mut found = Vec::new();
         let typed = serde_json::to_value(volume)
             .ok()
             .and_then(|value| value.as_object().map(|fields| fields.len() > 1))
             .unwrap_or(true);
         if !typed {
-            errors.push(format!(
+            found.push(format!(
                 "{path}: Required value: must specify a volume type"
             ));
         }
+        if name.is_empty() {
+            found.push(format!("{path}.name: Required value"));
+        }
+        for problem in dns_label(name).iter().filter(|_| !name.is_empty()) {
+            found.push(invalid(&format!("{path}.name"), &quoted(name), problem));
+        }
+        if names.contains(name) {
+            found.push(format!("{path}.name: Duplicate value: {}", quoted(name)));
+        }
+        if found.is_empty() {
+            names.insert(name);
+        }
+        errors.append(&mut found);
     }
     names
 }
@@ -184,12 +189,14 @@ fn container_errors(
         let path = format!("{path}.volumeMounts[{index}]");
         if mount.name.is_empty() {
             errors.push(format!("{path}.name: Required value"));
-        } else if !volumes.contains(mount.name.as_str()) {
+        }
+        if !volumes.contains(mount.name.as_str()) {
             errors.push(format!("{path}.name: Not found: {}", quoted(&mount.name)));
         }
         if mount.mount_path.is_empty() {
             errors.push(format!("{path}.mountPath: Required value"));
-        } else if !mount_paths.insert(mount.mount_path.as_str()) {
+        }
+        if !mount_paths.insert(mount.mount_path.as_str()) {
             errors.push(invalid(
                 &format!("{path}.mountPath"),
                 &quoted(&mount.mount_path),
