@@ -362,3 +362,14 @@ fn a_mount_of_a_typeless_volume_is_refused_for_both() {
         "spec.task[0].template.spec.volumes[0]: Required value: must specify a volume type. template.spec.containers[0].volumeMounts[0].name: Not found: \"data\"."
     );
 }
+
+/// Kubernetes: an extended resource requested needs a limit
+#[test]
+fn an_extended_resource_requested_without_a_limit_is_refused() {
+    let mut main = busybox("main");
+    main["resources"] = json!({"requests": {"nvidia.com/gpu": "1"}});
+    assert_eq!(
+        denied(create(&with_pod(json!({"containers": [main]})))),
+        "spec.task[0].template.spec.containers[0].resources.limits: Required value: Limit must be set for non overcommitable resources."
+    );
+}

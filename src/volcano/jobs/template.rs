@@ -8,7 +8,7 @@
 //!   containers; an image; ports in 1..=65535 (container and host port), port names valid and
 //!   unique; volume mounts naming a volume of the pod, with a mount path unique in the
 //!   container; resource requests no more than limits (equal for extended resources and huge
-//!   pages);
+//!   pages, whose limit must then be set);
 //! - volumes: named, DNS labels, unique, each of some type;
 //! - `restartPolicy` one of `Always`, `OnFailure`, `Never` (empty is defaulted to `Always`);
 //! - with the `PodLevelResources` gate on, pod-level `spec.resources`: requests no more than
@@ -213,13 +213,21 @@ fn container_errors(
     }
 }
 
-/// Each request no more than its limit; equal for resources that cannot be overcommitted.
+/// Each request no more than its limit; equal, and a limit set, for resources that cannot be
+/// overcommitted.
 fn requirement_errors(resources: &ResourceRequirements, path: &str, errors: &mut Vec<String>) {
-    let (Some(requests), Some(limits)) = (&resources.requests, &resources.limits) else {
+    let Some(requests) = &resources.requests else {
         return;
     };
+    let no_limits = BTreeMap::new();
+    let limits = resources.limits.as_ref().unwrap_or(&no_limits);
     for (name, request) in requests {
         let Some(limit) = limits.get(name) else {
+            if !may_overcommit(name) {
+                errors.push(format!(
+                    "{path}.limits: Required value: Limit must be set for non overcommitable resources"
+                ));
+            }
             continue;
         };
         let (Some(wanted), Some(most)) = (signed_milli(&request.0), signed_milli(&limit.0)) else {
