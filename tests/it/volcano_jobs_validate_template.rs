@@ -373,3 +373,13 @@ fn an_extended_resource_requested_without_a_limit_is_refused() {
         "spec.task[0].template.spec.containers[0].resources.limits: Required value: Limit must be set for non overcommitable resources."
     );
 }
+
+/// Kubernetes: an image without surrounding whitespace
+#[test]
+fn an_image_with_a_trailing_space_is_refused() {
+    let spec = json!({"containers": [{"name": "main", "image": "busybox:1.24 "}]});
+    assert_eq!(
+        denied(create(&with_pod(spec))),
+        "spec.task[0].template.spec.containers[0].image: Invalid value: \"busybox:1.24 \": must not have leading or trailing whitespace."
+    );
+}
