@@ -499,3 +499,51 @@ fn a_delete_is_answered_as_an_unknown_operation() {
         })
     );
 }
+
+/// Not in Volcano's tests: unknown plugins, which Go reports in random map order, by name here
+#[test]
+fn unknown_plugins_are_reported_by_name() {
+    let job = simple_job("plugins", json!({"plugins": {"zeta": [], "alpha": []}}));
+    assert_eq!(
+        denied(create(&job)),
+        "unable to find job plugin: alpha; unable to find job plugin: zeta;"
+    );
+}
+
+/// A cache that holds an open `default` queue but cannot list children.
+struct NoChildren;
+
+impl QueueView for NoChildren {
+    fn queue(&self, name: &str) -> Result<Queue, ViewError> {
+        Queues::standard().queue(name)
+    }
+    fn children(&self, _parent: &str) -> Result<Vec<Queue>, ViewError> {
+        Err(ViewError::Unavailable {
+            reason: "cache not synced".to_owned(),
+        })
+    }
+    fn queues(&self) -> Result<Vec<Queue>, ViewError> {
+        Queues::standard().queues()
+    }
+}
+
+/// Not in Volcano's tests: the child queues cannot be read
+#[test]
+fn a_failed_read_of_child_queues_is_refused_naming_the_queue_and_reason() {
+    let job = simple_job("no-children", json!({}));
+    let verdict = validate_job(
+        &Review {
+            operation: Operation::Create,
+            name: "no-children",
+            namespace: "test",
+            object: Some(&decoded(&job)),
+            old_object: None,
+        },
+        &NoChildren,
+        &FeatureGates::default(),
+    );
+    assert_eq!(
+        denied(verdict),
+        "failed to get child queues for queue default: cache not synced;"
+    );
+}

@@ -309,3 +309,77 @@ fn setting_an_unknown_gate_is_refused_naming_the_known_ones() {
     );
     assert_eq!(gates, FeatureGates::default());
 }
+
+/// Kubernetes: port names are unique in a container
+#[test]
+fn two_ports_of_one_name_are_refused() {
+    let mut main = busybox("main");
+    main["ports"] = json!([{"containerPort": 80, "name": "http"},
+                           {"containerPort": 81, "name": "http"}]);
+    assert_eq!(
+        denied(create(&with_pod(json!({"containers": [main]})))),
+        "spec.task[0].template.spec.containers[0].ports[1].name: Duplicate value: \"http\"."
+    );
+}
+
+/// Kubernetes: each rule of a port name is reported
+#[test]
+fn a_port_name_of_digits_and_hyphens_is_refused_for_each_rule() {
+    let mut main = busybox("main");
+    main["ports"] = json!([{"containerPort": 80, "name": "-8--0"}]);
+    let invalid =
+        "spec.task[0].template.spec.containers[0].ports[0].name: Invalid value: \"-8--0\"";
+    assert_eq!(
+        denied(create(&with_pod(json!({"containers": [main]})))),
+        format!(
+            "{invalid}: must contain at least one letter (a-z). template.spec.containers[0].ports[0].name: Invalid value: \"-8--0\": must not contain consecutive hyphens. template.spec.containers[0].ports[0].name: Invalid value: \"-8--0\": must not begin or end with a hyphen."
+        )
+    );
+}
+
+/// Kubernetes: a mount without a name or path is reported for each, and names no volume
+#[test]
+fn a_mount_without_name_or_path_is_refused_for_each() {
+    let mut main = busybox("main");
+    main["volumeMounts"] = json!([{}]);
+    let path = "template.spec.containers[0].volumeMounts[0]";
+    assert_eq!(
+        denied(create(&with_pod(json!({"containers": [main]})))),
+        format!(
+            "spec.task[0].{path}.name: Required value. {path}.name: Not found: \"\". {path}.mountPath: Required value."
+        )
+    );
+}
+
+/// Kubernetes: a volume with an error cannot be mounted
+#[test]
+fn a_mount_of_a_typeless_volume_is_refused_for_both() {
+    let mut main = busybox("main");
+    main["volumeMounts"] = json!([{"name": "data", "mountPath": "/data"}]);
+    let spec = json!({"containers": [main], "volumes": [{"name": "data"}]});
+    assert_eq!(
+        denied(create(&with_pod(spec))),
+        "spec.task[0].template.spec.volumes[0]: Required value: must specify a volume type. template.spec.containers[0].volumeMounts[0].name: Not found: \"data\"."
+    );
+}
+
+/// Kubernetes: an extended resource requested needs a limit
+#[test]
+fn an_extended_resource_requested_without_a_limit_is_refused() {
+    let mut main = busybox("main");
+    main["resources"] = json!({"requests": {"nvidia.com/gpu": "1"}});
+    assert_eq!(
+        denied(create(&with_pod(json!({"containers": [main]})))),
+        "spec.task[0].template.spec.containers[0].resources.limits: Required value: Limit must be set for non overcommitable resources."
+    );
+}
+
+/// Kubernetes: an image without surrounding whitespace
+#[test]
+fn an_image_with_a_trailing_space_is_refused() {
+    let spec = json!({"containers": [{"name": "main", "image": "busybox:1.24 "}]});
+    assert_eq!(
+        denied(create(&with_pod(spec))),
+        "spec.task[0].template.spec.containers[0].image: Invalid value: \"busybox:1.24 \": must not have leading or trailing whitespace."
+    );
+}

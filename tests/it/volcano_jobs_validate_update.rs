@@ -216,3 +216,36 @@ fn an_update_without_the_old_job_is_undecodable() {
         "{verdict:?}"
     );
 }
+
+/// The stored job with its container requesting `cpu`.
+fn requesting(cpu: &str) -> Value {
+    let mut job = stored();
+    job["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["resources"] =
+        json!({"requests": {"cpu": cpu}});
+    job
+}
+
+/// Volcano: validateJobUpdate compares with apimachinery's semantic equality (quantities by
+/// value)
+#[test]
+fn a_quantity_written_in_another_unit_is_not_a_change() {
+    assert_eq!(update(&requesting("1"), &requesting("1000m")), Ok(()));
+}
+
+/// Volcano: validateJobUpdate, a quantity of another value
+#[test]
+fn a_changed_quantity_is_refused() {
+    assert_eq!(
+        denied(update(&requesting("1"), &requesting("2"))),
+        OTHER_FIELDS
+    );
+}
+
+/// Volcano: validateJobUpdate compares with apimachinery's semantic equality (an empty list is
+/// the same as none)
+#[test]
+fn an_empty_list_is_the_same_as_none() {
+    let mut job = stored();
+    job["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["args"] = json!([]);
+    assert_eq!(update(&stored(), &job), Ok(()));
+}

@@ -116,15 +116,18 @@ pub(crate) fn port_name(value: &str) -> Vec<String> {
     if value.len() > MAX_PORT_NAME {
         problems.push(too_long(MAX_PORT_NAME));
     }
-    if !value.bytes().all(is_label_byte) {
+    if !value.bytes().all(is_label_byte) || value.is_empty() {
         problems.push(
             "must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)".to_owned(),
         );
-    } else if !value.bytes().any(|b| b.is_ascii_lowercase()) {
+    }
+    if !value.bytes().any(|b| b.is_ascii_lowercase()) {
         problems.push("must contain at least one letter (a-z)".to_owned());
-    } else if value.contains("--") {
+    }
+    if value.contains("--") {
         problems.push("must not contain consecutive hyphens".to_owned());
-    } else if value.starts_with('-') || value.ends_with('-') {
+    }
+    if value.starts_with('-') || value.ends_with('-') {
         problems.push("must not begin or end with a hyphen".to_owned());
     }
     problems

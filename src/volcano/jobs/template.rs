@@ -5,10 +5,10 @@
 //! with `. ` as Volcano joins them:
 //! - the template's name (the task's, a DNS subdomain) and namespace (the job's);
 //! - containers: at least one; each named, a DNS label, unique across containers and init
-//!   containers; an image; ports in 1..=65535 (container and host port), port names valid and
-//!   unique; volume mounts naming a volume of the pod, with a mount path unique in the
-//!   container; resource requests no more than limits (equal for extended resources and huge
-//!   pages);
+//!   containers; an image without surrounding whitespace; ports in 1..=65535 (container and
+//!   host port), port names valid and unique; volume mounts naming a valid volume of the pod,
+//!   with a mount path unique in the container; resource requests no more than limits (for
+//!   extended resources and huge pages, a limit set and equal);
 //! - volumes: named, DNS labels, unique, each of some type;
 //! - `restartPolicy` one of `Always`, `OnFailure`, `Never` (empty is defaulted to `Always`);
 //! - with the `PodLevelResources` gate on, pod-level `spec.resources`: requests no more than
@@ -105,31 +105,36 @@ fn pod_spec_errors(spec: &PodSpec, gates: &FeatureGates, errors: &mut Vec<String
     }
 }
 
-/// The volumes' names (for the mounts), reporting unnamed, invalid, repeated and typeless ones.
+/// The names of the valid volumes (the ones mounts may name), reporting typeless, unnamed,
+/// invalid and repeated ones; as Kubernetes, a volume with an error is not mountable.
 fn volume_errors<'a>(volumes: &'a [Volume], errors: &mut Vec<String>) -> HashSet<&'a str> {
     let mut names = HashSet::new();
     for (index, volume) in volumes.iter().enumerate() {
         let path = format!("template.spec.volumes[{index}]");
         let name = volume.name.as_str();
-        if name.is_empty() {
-            errors.push(format!("{path}.name: Required value"));
-        } else {
-            for problem in dns_label(name) {
-                errors.push(invalid(&format!("{path}.name"), &quoted(name), &problem));
-            }
-        }
-        if !name.is_empty() && !names.insert(name) {
-            errors.push(format!("{path}.name: Duplicate value: {}", quoted(name)));
-        }
+        let mut found = Vec::new();
         let typed = serde_json::to_value(volume)
             .ok()
             .and_then(|value| value.as_object().map(|fields| fields.len() > 1))
             .unwrap_or(true);
         if !typed {
-            errors.push(format!(
+            found.push(format!(
                 "{path}: Required value: must specify a volume type"
             ));
         }
+        if name.is_empty() {
+            found.push(format!("{path}.name: Required value"));
+        }
+        for problem in dns_label(name).iter().filter(|_| !name.is_empty()) {
+            found.push(invalid(&format!("{path}.name"), &quoted(name), problem));
+        }
+        if names.contains(name) {
+            found.push(format!("{path}.name: Duplicate value: {}", quoted(name)));
+        }
+        if found.is_empty() {
+            names.insert(name);
+        }
+        errors.append(&mut found);
     }
     names
 }
@@ -148,22 +153,27 @@ fn container_errors(
         for problem in dns_label(name) {
             errors.push(invalid(&format!("{path}.name"), &quoted(name), &problem));
         }
-        if !names.insert(name.to_owned()) {
-            errors.push(format!("{path}.name: Duplicate value: {}", quoted(name)));
-        }
     }
-    if container.image.as_deref().unwrap_or_default().is_empty() {
+    let image = container.image.as_deref().unwrap_or_default();
+    if image.is_empty() {
         errors.push(format!("{path}.image: Required value"));
+    } else if image.trim() != image {
+        errors.push(invalid(
+            &format!("{path}.image"),
+            &quoted(image),
+            "must not have leading or trailing whitespace",
+        ));
     }
     let mut port_names = HashSet::new();
     for (index, port) in container.ports.iter().flatten().enumerate() {
         let path = format!("{path}.ports[{index}]");
         if let Some(name) = port.name.as_deref().filter(|name| !name.is_empty()) {
-            if !port_names.insert(name) {
-                errors.push(format!("{path}.name: Duplicate value: {}", quoted(name)));
+            let problems = port_name(name);
+            for problem in &problems {
+                errors.push(invalid(&format!("{path}.name"), &quoted(name), problem));
             }
-            for problem in port_name(name) {
-                errors.push(invalid(&format!("{path}.name"), &quoted(name), &problem));
+            if problems.is_empty() && !port_names.insert(name) {
+                errors.push(format!("{path}.name: Duplicate value: {}", quoted(name)));
             }
         }
         if port.container_port == 0 {
@@ -186,12 +196,14 @@ fn container_errors(
         let path = format!("{path}.volumeMounts[{index}]");
         if mount.name.is_empty() {
             errors.push(format!("{path}.name: Required value"));
-        } else if !volumes.contains(mount.name.as_str()) {
+        }
+        if !volumes.contains(mount.name.as_str()) {
             errors.push(format!("{path}.name: Not found: {}", quoted(&mount.name)));
         }
         if mount.mount_path.is_empty() {
             errors.push(format!("{path}.mountPath: Required value"));
-        } else if !mount_paths.insert(mount.mount_path.as_str()) {
+        }
+        if !mount_paths.insert(mount.mount_path.as_str()) {
             errors.push(invalid(
                 &format!("{path}.mountPath"),
                 &quoted(&mount.mount_path),
@@ -202,15 +214,27 @@ fn container_errors(
     if let Some(resources) = &container.resources {
         requirement_errors(resources, &format!("{path}.resources"), errors);
     }
+    // Kubernetes checks the name's uniqueness after the container's own fields.
+    if !names.insert(name.to_owned()) {
+        errors.push(format!("{path}.name: Duplicate value: {}", quoted(name)));
+    }
 }
 
-/// Each request no more than its limit; equal for resources that cannot be overcommitted.
+/// Each request no more than its limit; equal, and a limit set, for resources that cannot be
+/// overcommitted.
 fn requirement_errors(resources: &ResourceRequirements, path: &str, errors: &mut Vec<String>) {
-    let (Some(requests), Some(limits)) = (&resources.requests, &resources.limits) else {
+    let Some(requests) = &resources.requests else {
         return;
     };
+    let no_limits = BTreeMap::new();
+    let limits = resources.limits.as_ref().unwrap_or(&no_limits);
     for (name, request) in requests {
         let Some(limit) = limits.get(name) else {
+            if !may_overcommit(name) {
+                errors.push(format!(
+                    "{path}.limits: Required value: Limit must be set for non overcommitable resources"
+                ));
+            }
             continue;
         };
         let (Some(wanted), Some(most)) = (signed_milli(&request.0), signed_milli(&limit.0)) else {

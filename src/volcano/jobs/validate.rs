@@ -3,8 +3,11 @@
 
 use std::collections::HashSet;
 
+use serde_json::Value;
+
 use super::super::gates::FeatureGates;
 use super::super::job::{Job, JobSpec, NetworkTopologySpec, TaskSpec};
+use super::super::resource::signed_milli;
 use super::super::review::{Operation, Refusal, Review};
 use super::super::view::QueueView;
 use super::derived::derived_name_problems;
@@ -27,6 +30,18 @@ const PLUGINS: [&str; 8] = [
 const DEFAULT_MPI_MASTER: &str = "master";
 /// The queue a job may not be submitted to.
 const ROOT_QUEUE: &str = "root";
+/// Why an update changing anything else is refused.
+const FIXED_FIELDS: &str = "job updates may not change fields other than `minAvailable`, `tasks[*].replicas under spec` and `PriorityClassName`";
+/// The maps of a job spec (Go maps: empty is the same as unset).
+const MAPS: [&str; 7] = [
+    "labels",
+    "annotations",
+    "nodeSelector",
+    "plugins",
+    "requests",
+    "limits",
+    "overhead",
+];
 const BOTH_TIERS: &str =
     "must not specify 'highestTierAllowed' and 'highestTierName' in networkTopology simultaneously";
 
@@ -296,14 +311,14 @@ fn update_problem(old: &Job, new: &Job) -> Option<String> {
     if old.spec.tasks.len() != new.spec.tasks.len() {
         return Some("job updates may not add or remove tasks".to_owned());
     }
-    if comparable(&new.spec, &old.spec) != comparable(&old.spec, &old.spec) {
-        return Some("job updates may not change fields other than `minAvailable`, `tasks[*].replicas under spec` and `PriorityClassName`".to_owned());
+    if semantic(&comparable(&new.spec, &old.spec)) != semantic(&comparable(&old.spec, &old.spec)) {
+        return Some(FIXED_FIELDS.to_owned());
     }
     None
 }
 
 /// `spec` with what an update may change taken from `old`, claim names of volumes with a
-/// claim blanked (the controller fills them), and unset plugins the same as none.
+/// claim blanked (the controller fills them).
 fn comparable(spec: &JobSpec, old: &JobSpec) -> JobSpec {
     let mut spec = spec.clone();
     spec.min_available = old.min_available;
@@ -318,12 +333,42 @@ fn comparable(spec: &JobSpec, old: &JobSpec) -> JobSpec {
             volume.volume_claim_name.clear();
         }
     }
-    if spec
-        .plugins
-        .as_ref()
-        .is_some_and(|plugins| plugins.is_empty())
-    {
-        spec.plugins = None;
-    }
     spec
+}
+
+/// The spec as apimachinery's semantic equality sees it: empty lists and maps the same as
+/// unset (empty structs are kept), and resource quantities (under `requests`, `limits`, `overhead`) by value, so that
+/// `1000m` equals `1`.
+fn semantic(spec: &JobSpec) -> Value {
+    let mut value = serde_json::to_value(spec).unwrap_or(Value::Null);
+    normalize(&mut value, false);
+    value
+}
+
+fn normalize(value: &mut Value, quantities: bool) {
+    match value {
+        Value::Object(fields) => {
+            for (key, field) in fields.iter_mut() {
+                let holds_quantities = matches!(key.as_str(), "requests" | "limits" | "overhead");
+                normalize(field, holds_quantities);
+                if quantities {
+                    if let Some(milli) = field.as_str().and_then(signed_milli) {
+                        *field = Value::from(milli.to_string());
+                    }
+                }
+            }
+            fields.retain(|key, field| !is_empty(key, field));
+        }
+        Value::Array(items) => items.iter_mut().for_each(|item| normalize(item, false)),
+        _ => {}
+    }
+}
+
+fn is_empty(key: &str, value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::Array(items) => items.is_empty(),
+        Value::Object(fields) => fields.is_empty() && MAPS.contains(&key),
+        _ => false,
+    }
 }
