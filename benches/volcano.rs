@@ -171,7 +171,11 @@ fn volcano_rules(c: &mut Criterion) {
         })
     });
     group.bench_function("cronjobs/validate", |b| {
-        b.iter(|| create::<volcano::CronJob, _>(black_box(&cronjob), volcano::validate_cronjob))
+        b.iter(|| {
+            create::<volcano::CronJob, _>(black_box(&cronjob), |review| {
+                volcano::validate_cronjob(review, &gates)
+            })
+        })
     });
     group.bench_function("jobflows/validate", |b| {
         b.iter(|| create::<JobFlow, _>(black_box(&jobflow), volcano::validate_jobflow))

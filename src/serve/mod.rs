@@ -180,7 +180,9 @@ pub(crate) async fn builtin(
         ))?
         .register(Service::builtin(
             services::CRONJOBS_VALIDATE,
-            Pure::new(|review| rules::validate_cronjob(review).map(|()| Allowed::AsItIs)),
+            Pure::new(move |review| {
+                rules::validate_cronjob(review, &feature_gates).map(|()| Allowed::AsItIs)
+            }),
         ))?
         .register(Service::builtin(
             services::JOBFLOWS_VALIDATE,

@@ -1,8 +1,12 @@
-//! `/cronjobs/validate`: a cronjob's schedule parses, its time zone is a known IANA name, and
-//! its name leaves room for the suffix of the jobs it creates.
+//! `/cronjobs/validate`: a cronjob's schedule parses, its time zone is a known IANA name, its
+//! name leaves room for the suffix of the jobs it creates, and (beyond Volcano) the job it
+//! creates would pass `/jobs/validate`.
 
 use super::cron::check_schedule;
 use super::cronjob::{CronJob, CronJobSpec};
+use super::gates::FeatureGates;
+use super::job::Job;
+use super::jobs::template_job_problems;
 use super::names::qualified_name_errors;
 use super::review::{Operation, Refusal, Review, invalid, quoted};
 
@@ -33,7 +37,7 @@ const CONCURRENCY_POLICIES: [&str; 3] = ["Allow", "Forbid", "Replace"];
 /// # Errors
 /// [`Refusal::Denied`] with the joined messages; [`Refusal::UnknownOperation`] for any
 /// operation but CREATE and UPDATE; [`Refusal::Undecodable`] when the request has no object.
-pub fn validate_cronjob(review: &Review<'_, CronJob>) -> Result<(), Refusal> {
+pub fn validate_cronjob(review: &Review<'_, CronJob>, gates: &FeatureGates) -> Result<(), Refusal> {
     if !matches!(review.operation, Operation::Create | Operation::Update) {
         return Err(Refusal::UnknownOperation {
             operation: review.operation.as_str().to_owned(),
@@ -50,7 +54,7 @@ pub fn validate_cronjob(review: &Review<'_, CronJob>) -> Result<(), Refusal> {
         cronjob.metadata.name.as_deref().unwrap_or_default(),
     ));
     messages.extend(field_problems(&cronjob.spec));
-    // Seam: the job template (`spec.jobTemplate`) validated as a job joins the messages here.
+    messages.extend(job_template_problem(cronjob, review.namespace, gates));
     if messages.is_empty() {
         Ok(())
     } else {
@@ -173,4 +177,31 @@ fn field_problems(spec: &CronJobSpec) -> Vec<String> {
         }
     }
     problems
+}
+
+/// A name that passes every name check, under which the job template is judged: each job's
+/// own name (the cronjob's and a suffix) and the names derived from it are judged when the job
+/// is made, and the cronjob's name above.
+const STAND_IN_JOB_NAME: &str = "job";
+
+/// Beyond Volcano: the job template judged as `/jobs/validate` judges a new job, but for its
+/// queue and its names (judged when each job is made); `None` when it passes.
+fn job_template_problem(
+    cronjob: &CronJob,
+    namespace: &str,
+    gates: &FeatureGates,
+) -> Option<String> {
+    let template = &cronjob.spec.job_template;
+    let mut metadata = template.metadata.clone();
+    metadata.name = Some(STAND_IN_JOB_NAME.to_owned());
+    metadata.namespace = metadata
+        .namespace
+        .or_else(|| cronjob.metadata.namespace.clone());
+    let job = Job {
+        metadata,
+        spec: template.spec.clone(),
+        ..Job::default()
+    };
+    let problems = template_job_problems(&job, namespace, gates);
+    (!problems.is_empty()).then(|| format!("spec.jobTemplate: {problems}"))
 }

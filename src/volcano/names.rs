@@ -1,5 +1,6 @@
-//! Kubernetes' qualified-name rule (apimachinery's `IsQualifiedName`), in Kubernetes' words, for
-//! the Volcano rules that quote those words.
+//! Kubernetes' name rules (apimachinery's `validation` package at v0.36, the version Volcano
+//! builds with), in Kubernetes' words, for the Volcano rules that quote them: qualified names,
+//! DNS labels and subdomains, port names.
 
 /// The longest name part of a qualified name, in bytes.
 const MAX_NAME_PART: usize = 63;
@@ -63,10 +64,7 @@ pub(crate) fn qualified_name_errors(value: &str) -> Vec<String> {
 /// Whether `value` matches the DNS-subdomain pattern: dot-separated labels of lower-case
 /// alphanumerics and `-`, each starting and ending with an alphanumeric.
 fn is_subdomain(value: &str) -> bool {
-    let edge = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
-    value
-        .split('.')
-        .all(|label| is_edged(label, edge, |b| b == b'-'))
+    value.split('.').all(is_label)
 }
 
 /// Whether `text` is non-empty, starts and ends with an `edge` byte, and has only `edge` and
@@ -77,6 +75,98 @@ fn is_edged(text: &str, edge: impl Fn(u8) -> bool, inner: impl Fn(u8) -> bool) -
         return false;
     };
     edge(first) && edge(last) && bytes.iter().all(|&b| edge(b) || inner(b))
+}
+
+/// The longest DNS label.
+const MAX_LABEL: usize = 63;
+/// The longest port name.
+const MAX_PORT_NAME: usize = 15;
+
+const LABEL: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+const LABEL_1035: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
+
+/// apimachinery's message for a value longer than `max`.
+pub(crate) fn too_long(max: usize) -> String {
+    format!("must be no more than {max} characters")
+}
+
+fn is_label_byte(b: u8) -> bool {
+    b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'
+}
+
+/// Whether `text` matches the DNS-label pattern: lower-case alphanumerics and `-`, starting and
+/// ending with an alphanumeric.
+fn is_label(text: &str) -> bool {
+    is_edged(
+        text,
+        |b| b.is_ascii_lowercase() || b.is_ascii_digit(),
+        |b| b == b'-',
+    )
+}
+
+/// apimachinery's `IsDNS1123Label`: every problem, empty when valid.
+pub(crate) fn dns_label(value: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    if value.len() > MAX_LABEL {
+        problems.push(too_long(MAX_LABEL));
+    }
+    if !is_label(value) {
+        problems.push(LABEL.to_owned());
+    }
+    problems
+}
+
+/// apimachinery's `IsDNS1035Label`: every problem, empty when valid.
+pub(crate) fn dns_1035_label(value: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    if value.len() > MAX_LABEL {
+        problems.push(too_long(MAX_LABEL));
+    }
+    let starts_with_letter = value.bytes().next().is_some_and(|b| b.is_ascii_lowercase());
+    if !starts_with_letter || !is_label(value) {
+        problems.push(LABEL_1035.to_owned());
+    }
+    problems
+}
+
+/// apimachinery's `IsDNS1123Subdomain`: every problem, empty when valid.
+pub(crate) fn dns_subdomain(value: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    if value.len() > MAX_SUBDOMAIN {
+        problems.push(too_long(MAX_SUBDOMAIN));
+    }
+    if !is_subdomain(value) {
+        problems.push(SUBDOMAIN_RULE.to_owned());
+    }
+    problems
+}
+
+/// apimachinery's `IsValidPortName`: every problem, empty when valid.
+pub(crate) fn port_name(value: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    if value.len() > MAX_PORT_NAME {
+        problems.push(too_long(MAX_PORT_NAME));
+    }
+    if !value.bytes().all(is_label_byte) || value.is_empty() {
+        problems.push(
+            "must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)".to_owned(),
+        );
+    }
+    if !value.bytes().any(|b| b.is_ascii_lowercase()) {
+        problems.push("must contain at least one letter (a-z)".to_owned());
+    }
+    if value.contains("--") {
+        problems.push("must not contain consecutive hyphens".to_owned());
+    }
+    if value.starts_with('-') || value.ends_with('-') {
+        problems.push("must not begin or end with a hyphen".to_owned());
+    }
+    problems
+}
+
+/// Several messages as Go prints a string slice with `%v`: `[a b]`.
+pub(crate) fn go_list(problems: &[String]) -> String {
+    format!("[{}]", problems.join(" "))
 }
 
 #[cfg(test)]

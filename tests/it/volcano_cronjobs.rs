@@ -6,7 +6,9 @@
 //! whole request whose other parts are valid, so the answer is that check's. Every case is one
 //! admission request: none was left out.
 
-use dexaflow_admission::volcano::{CronJob, Operation, Refusal, Review, decode, validate_cronjob};
+use dexaflow_admission::volcano::{
+    CronJob, FeatureGates, Operation, Refusal, Review, decode, validate_cronjob,
+};
 use serde_json::{Value, json};
 
 /// A cronjob as Volcano's tests build one: the job template of `getJobTemplate`, the `Allow`
@@ -40,13 +42,16 @@ fn cronjob(name: &str, changes: Value) -> CronJob {
 }
 
 fn review(operation: Operation, cronjob: &CronJob) -> Result<(), Refusal> {
-    validate_cronjob(&Review {
-        operation,
-        name: cronjob.metadata.name.as_deref().unwrap_or_default(),
-        namespace: "default",
-        object: Some(cronjob),
-        old_object: None,
-    })
+    validate_cronjob(
+        &Review {
+            operation,
+            name: cronjob.metadata.name.as_deref().unwrap_or_default(),
+            namespace: "default",
+            object: Some(cronjob),
+            old_object: None,
+        },
+        &FeatureGates::default(),
+    )
 }
 
 /// The verdict on creating `cronjob`.
@@ -295,13 +300,16 @@ fn an_update_is_refused_as_a_create_is() {
 /// Not in Volcano's tests: a DELETE is not a cronjob operation.
 #[test]
 fn a_delete_is_an_unknown_operation() {
-    let verdict = validate_cronjob(&Review {
-        operation: Operation::Delete,
-        name: "cronvcjob",
-        namespace: "default",
-        object: None,
-        old_object: None,
-    });
+    let verdict = validate_cronjob(
+        &Review {
+            operation: Operation::Delete,
+            name: "cronvcjob",
+            namespace: "default",
+            object: None,
+            old_object: None,
+        },
+        &FeatureGates::default(),
+    );
     assert!(
         matches!(verdict, Err(Refusal::UnknownOperation { ref operation, .. }) if operation == "DELETE"),
         "{verdict:?}"
@@ -311,13 +319,16 @@ fn a_delete_is_an_unknown_operation() {
 /// Not in Volcano's tests: a CREATE with no object cannot be judged.
 #[test]
 fn a_create_without_an_object_is_undecodable() {
-    let verdict = validate_cronjob(&Review {
-        operation: Operation::Create,
-        name: "cronvcjob",
-        namespace: "default",
-        object: None,
-        old_object: None,
-    });
+    let verdict = validate_cronjob(
+        &Review {
+            operation: Operation::Create,
+            name: "cronvcjob",
+            namespace: "default",
+            object: None,
+            old_object: None,
+        },
+        &FeatureGates::default(),
+    );
     assert!(
         matches!(
             verdict,
@@ -425,4 +436,43 @@ fn field_errors_follow_volcanos_messages() {
              \"Forbid\", \"Replace\""
         )
     );
+}
+
+/// Not in Volcano's tests: the job a cronjob makes is judged as `/jobs/validate` judges a new
+/// job, so that a template no job could pass is refused when it is written.
+#[test]
+fn a_job_template_without_tasks_is_refused_as_such_a_job_would_be() {
+    let verdict = create_spec(json!({"jobTemplate": {"spec": {"queue": "default", "tasks": []}}}));
+
+    assert_eq!(
+        denied(verdict),
+        "spec.jobTemplate: No task specified in job spec"
+    );
+}
+
+/// Not in Volcano's tests: a template's pod-template problem is named under `spec.jobTemplate`.
+#[test]
+fn a_job_template_whose_container_has_no_image_is_refused_naming_the_field() {
+    let verdict = create_spec(
+        json!({"jobTemplate": {"spec": {"queue": "default", "tasks": [
+        {"name": "task-1", "replicas": 1, "template": {"spec": {"containers": [{"name": "main"}]}}}]}}}),
+    );
+
+    assert_eq!(
+        denied(verdict),
+        "spec.jobTemplate: spec.task[0].template.spec.containers[0].image: Required value."
+    );
+}
+
+/// Not in Volcano's tests: the template's queue is read when each job is made, not when the
+/// cronjob is written (the cronjob service reads no cluster).
+#[test]
+fn a_job_template_naming_a_queue_not_yet_made_is_allowed() {
+    let verdict = create_spec(
+        json!({"jobTemplate": {"spec": {"queue": "made-later", "tasks": [
+        {"name": "task-1", "replicas": 1, "template": {"spec": {"containers": [
+            {"name": "main", "image": "busybox"}]}}}]}}}),
+    );
+
+    assert_eq!(verdict, Ok(()));
 }

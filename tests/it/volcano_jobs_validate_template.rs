@@ -10,7 +10,7 @@ use super::volcano_jobs_validate::{create, denied, job, simple_job, task};
 
 const LABEL: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
 const LABEL_1035: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
-const TOO_LONG: &str = "name part must be no more than 63 characters";
+const TOO_LONG: &str = "name part must be no more than 63 bytes";
 
 /// A job named `job` whose one task `task-1` has the pod `spec`.
 fn with_pod(spec: Value) -> Value {

@@ -10,8 +10,8 @@
 //! the job's and pods' names keep them within Kubernetes' limits.
 
 use super::super::job::Job;
+use super::super::names::{dns_1035_label, dns_label};
 use super::NEEDS_SVC;
-use super::names::{dns_1035_label, dns_label};
 
 /// Every derived name Kubernetes would refuse, one sentence each, naming the object, what
 /// derives it and the rule it breaks.

@@ -2,12 +2,12 @@
 
 mod derived;
 mod mutate;
-mod names;
 mod policies;
 mod template;
 mod validate;
 
 pub use mutate::mutate_job;
+pub(crate) use validate::template_job_problems;
 pub use validate::validate_job;
 
 /// The plugins that need the `svc` plugin (the mutator adds it for them).

@@ -3,8 +3,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use super::super::job::{Job, LifecyclePolicy, VolumeSpec};
+use super::super::names::{dns_subdomain, go_list};
 use super::super::review::{invalid, quoted};
-use super::names::{dns_subdomain, go_list};
 
 /// The events a policy may name (Volcano's externally usable ones).
 const EVENTS: [&str; 8] = [

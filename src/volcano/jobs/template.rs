@@ -28,9 +28,9 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::super::gates::FeatureGates;
 use super::super::job::TaskSpec;
+use super::super::names::{dns_label, dns_subdomain, port_name};
 use super::super::resource::signed_milli;
 use super::super::review::{invalid, quoted};
-use super::names::{dns_label, dns_subdomain, port_name};
 use crate::admission::cpu_quantity;
 
 const PORT_RANGE: &str = "must be between 1 and 65535, inclusive";

@@ -7,11 +7,11 @@ use serde_json::Value;
 
 use super::super::gates::FeatureGates;
 use super::super::job::{Job, JobSpec, NetworkTopologySpec, TaskSpec};
+use super::super::names::{go_list, qualified_name_errors};
 use super::super::resource::signed_milli;
 use super::super::review::{Operation, Refusal, Review};
 use super::super::view::QueueView;
 use super::derived::derived_name_problems;
-use super::names::{go_list, qualified_name};
 use super::policies::{is_dag, policies_problem, volumes_problem};
 use super::template::template_problems;
 
@@ -68,7 +68,7 @@ pub fn validate_job(
     match review.operation {
         Operation::Create => {
             let job = review.object.ok_or_else(|| Refusal::missing("object"))?;
-            let message = create_problems(job, review.namespace, queues, gates);
+            let message = create_problems(job, review.namespace, Some(queues), gates);
             match message.trim() {
                 "" => Ok(()),
                 message => Err(Refusal::denied(message)),
@@ -88,11 +88,21 @@ pub fn validate_job(
     }
 }
 
-/// Every problem of a new job, concatenated as Volcano builds its message (untrimmed).
+/// Every problem of `job` that needs no cluster (all of `/jobs/validate`'s CREATE checks but
+/// the queue's), concatenated and trimmed: how a cronjob's job template is judged, since the
+/// queue it names is read when each job is created from it.
+pub(crate) fn template_job_problems(job: &Job, namespace: &str, gates: &FeatureGates) -> String {
+    create_problems(job, namespace, None, gates)
+        .trim()
+        .to_owned()
+}
+
+/// Every problem of a new job, concatenated as Volcano builds its message (untrimmed); the queue
+/// is checked only when `queues` is given.
 fn create_problems(
     job: &Job,
     namespace: &str,
-    queues: &dyn QueueView,
+    queues: Option<&dyn QueueView>,
     gates: &FeatureGates,
 ) -> String {
     let spec = &job.spec;
@@ -131,7 +141,7 @@ fn create_problems(
             message.push_str(&problem);
         }
         let pod = format!("{name}-{}-{index}", task.name);
-        let problems = qualified_name(&pod);
+        let problems = qualified_name_errors(&pod);
         if !problems.is_empty() {
             message.push_str(&format!(
                 "create pod with name {pod} validate failed {};",
@@ -141,7 +151,7 @@ fn create_problems(
         message.push_str(&template_problems(task, index, namespace, gates));
         message.push_str(&partition_problem(task, name));
     }
-    let problems = qualified_name(name);
+    let problems = qualified_name_errors(name);
     if !problems.is_empty() {
         message.push_str(&format!(
             "create job with name {name} validate failed {}",
@@ -160,7 +170,9 @@ fn create_problems(
         }
     }
     message.extend(volumes_problem(&spec.volumes));
-    message.push_str(&queue_problems(&spec.queue, queues));
+    if let Some(queues) = queues {
+        message.push_str(&queue_problems(&spec.queue, queues));
+    }
     let depends = spec.tasks.iter().any(|task| task.depends_on.is_some());
     if depends && !is_dag(job) {
         message.push_str(
