@@ -534,3 +534,56 @@ async fn an_api_server_lost_after_the_sync_leaves_the_last_queues_served() {
         "a cache that synced once stays ready"
     );
 }
+
+/// An AdmissionReview of a CREATE of a one-task job in `queue`, as the API server sends it.
+fn job_review(queue: &str) -> Value {
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "9d2c4e6a-job",
+            "kind": {"group": "batch.volcano.sh", "version": "v1alpha1", "kind": "Job"},
+            "resource": {"group": "batch.volcano.sh", "version": "v1alpha1", "resource": "jobs"},
+            "name": "train",
+            "namespace": "team-a",
+            "operation": "CREATE",
+            "userInfo": {"username": "kubernetes-admin"},
+            "object": {"metadata": {"name": "train", "namespace": "team-a"}, "spec": {
+                "queue": queue, "minAvailable": 1, "tasks": [{"name": "worker", "replicas": 1,
+                "template": {"spec": {"containers": [{"name": "main", "image": "busybox"}]}}}]}},
+        }
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_closed_after_start_refuses_the_next_job_submitted_to_it() {
+    let api = ApiServer::start(TOKEN).await;
+    api.put_queue("team", json!({"weight": 1}));
+    let (running, _kube) = serve_every_volcano_service(&api).await;
+    until_ready(&running).await;
+    let open = running
+        .client
+        .post_json("/jobs/validate", &job_review("team"))
+        .await
+        .json();
+
+    api.put_queue_in_state("team", json!({"weight": 1}), "Closed");
+    let client = running.client.clone();
+    let closed = eventually("the closed queue seen", move || {
+        let client = client.clone();
+        async move {
+            let answer = client
+                .post_json("/jobs/validate", &job_review("team"))
+                .await
+                .json();
+            (answer["response"]["allowed"] == false).then_some(answer)
+        }
+    })
+    .await;
+
+    assert_eq!(open["response"]["allowed"], true, "{open}");
+    assert_eq!(
+        closed["response"]["status"]["message"],
+        "can only submit job to queue with state `Open`, queue `team` status is `Closed`;"
+    );
+}

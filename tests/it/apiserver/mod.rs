@@ -97,13 +97,19 @@ impl ApiServer {
 
     /// Adds or replaces the queue `name` with `spec`, telling every watch.
     pub fn put_queue(&self, name: &str, spec: Value) {
+        self.put_queue_in_state(name, spec, "Open");
+    }
+
+    /// Adds or replaces the queue `name` with `spec` in `state` (`Open`, `Closed`), telling
+    /// every watch.
+    pub fn put_queue_in_state(&self, name: &str, spec: Value, state: &str) {
         let version = self.next_version();
         let queue = json!({
             "apiVersion": "scheduling.volcano.sh/v1beta1",
             "kind": "Queue",
             "metadata": {"name": name, "resourceVersion": version.to_string()},
             "spec": spec,
-            "status": {"state": "Open"},
+            "status": {"state": state},
         });
         let added = self
             .state
