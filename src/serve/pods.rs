@@ -9,8 +9,9 @@
 use std::collections::{BTreeMap, HashSet};
 
 use k8s_openapi::api::core::v1::Pod;
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::groups::{PodKeys, ResourceGroups};
 use super::review::{ReviewAnswer, ReviewRequest, Reviewer};
@@ -50,17 +51,21 @@ fn check_kind(request: &ReviewRequest) -> Result<(), Refusal> {
     )))
 }
 
-/// The pod in `object` (`field` names it in the refusal).
-fn decode(object: &Value, field: &str) -> Result<Pod, Refusal> {
-    Pod::deserialize(object)
+/// `T` (a pod, or its JSON tree) from `from` (the object's text, or its tree); `field` names it
+/// in the refusal.
+fn decode<'de, T: Deserialize<'de>>(
+    from: impl Deserializer<'de>,
+    field: &str,
+) -> Result<T, Refusal> {
+    T::deserialize(from)
         .map_err(|error| Refusal::BadRequest(format!("{field} is not a pod: {error}")))
 }
 
 /// The review's object, refused when it has none.
-fn object(request: &ReviewRequest) -> Result<&Value, Refusal> {
+fn object(request: &ReviewRequest) -> Result<&RawValue, Refusal> {
     request
         .object
-        .as_ref()
+        .as_deref()
         .ok_or_else(|| Refusal::BadRequest("the review has no object".to_owned()))
 }
 
@@ -83,9 +88,14 @@ impl Reviewer for Mutation {
         if request.operation != "CREATE" {
             return ReviewAnswer::allow(request);
         }
+        // The patch is written against the object's JSON tree, the group chosen from its keys.
         let decoded = check_kind(request)
             .and_then(|()| object(request))
-            .and_then(|original| Ok((original, decode(original, "the object")?)));
+            .and_then(|text| decode::<Value>(text, "the object"))
+            .and_then(|original| {
+                let pod: Pod = decode(&original, "the object")?;
+                Ok((original, pod))
+            });
         let (original, pod) = match decoded {
             Ok(decoded) => decoded,
             Err(refusal) => return refusal.answer(request),
@@ -107,7 +117,7 @@ impl Reviewer for Mutation {
         let Some(group) = groups.iter().find(|group| group.takes(keys)) else {
             return ReviewAnswer::allow(request);
         };
-        ReviewAnswer::patch(request, &group.patch(original))
+        ReviewAnswer::patch(request, &group.patch(&original))
     }
 }
 
@@ -148,9 +158,9 @@ impl Validation {
         let pod = decode(object(request)?, "the object")?;
         // The API server sends the old object with every UPDATE; without one, every reserved
         // key counts as added.
-        let old = match request.old_object.as_ref().filter(|_| update) {
-            Some(old) if !old.is_null() => Some(decode(old, "the old object")?),
-            _ => None,
+        let old = match request.old_object.as_deref().filter(|_| update) {
+            Some(old) => Some(decode(old, "the old object")?),
+            None => None,
         };
         let user = &request.user_info.username;
         if !self.trusted_users.contains(user) {

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use base64::Engine;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::value::RawValue;
 use tokio::time::Instant;
 
 use super::registry::{Answer, Handler, Ruling, Unavailable};
@@ -19,7 +19,7 @@ use super::registry::{Answer, Handler, Ruling, Unavailable};
 pub const REVIEW_API_VERSION: &str = "admission.k8s.io/v1";
 
 /// An AdmissionReview the API server sent.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Review {
     /// Always [`REVIEW_API_VERSION`].
@@ -46,7 +46,7 @@ pub enum ReviewKind {
 }
 
 /// The request inside a review.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ReviewRequest {
     /// The id the answer must echo.
@@ -64,12 +64,13 @@ pub struct ReviewRequest {
     pub operation: String,
     /// Who asked.
     pub user_info: UserInfo,
-    /// The object being admitted (absent on DELETE).
+    /// The object being admitted (absent on DELETE), kept as its JSON text so that each
+    /// service decodes it once, straight into the type it reads.
     #[serde(default)]
-    pub object: Option<Value>,
-    /// The object as it was before an UPDATE (absent on CREATE).
+    pub object: Option<Box<RawValue>>,
+    /// The object as it was before an UPDATE (absent on CREATE), as its JSON text.
     #[serde(default)]
-    pub old_object: Option<Value>,
+    pub old_object: Option<Box<RawValue>>,
 }
 
 /// A group, version and kind.
@@ -259,5 +260,30 @@ impl<R: WaitingReviewer> Handler for R {
         deadline: Instant,
     ) -> Result<Answer<ReviewAnswer>, Unavailable> {
         Ok(self.review_by(&review.request, deadline).await?.ruled())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ReviewRequest;
+
+    fn request(objects: &str) -> ReviewRequest {
+        serde_json::from_str(&format!(
+            r#"{{"uid": "1", "kind": {{"group": "", "version": "v1", "kind": "Pod"}}, "operation": "UPDATE", "userInfo": {{}}, {objects}}}"#
+        ))
+        .expect("a review request")
+    }
+
+    #[test]
+    fn a_null_or_absent_object_is_none_and_a_present_one_keeps_its_text() {
+        let null = request(r#""object": {"metadata": {"name": "p"}}, "oldObject": null"#);
+        let absent = request(r#""object": {"metadata": {"name": "p"}}"#);
+
+        assert!(null.old_object.is_none());
+        assert!(absent.old_object.is_none());
+        assert_eq!(
+            null.object.as_deref().map(|text| text.get()),
+            Some(r#"{"metadata": {"name": "p"}}"#)
+        );
     }
 }

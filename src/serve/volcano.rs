@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use json_patch::{Patch, PatchOperation};
 use serde::de::DeserializeOwned;
-use serde_json::Value;
+use serde_json::value::RawValue;
 use tokio::time::Instant;
 
 use super::registry::Unavailable;
@@ -50,16 +50,25 @@ type PureRule<T> = dyn Fn(&volcano::Review<'_, T>) -> Result<Allowed, Refusal> +
 type QueueRule<T> =
     dyn Fn(&volcano::Review<'_, T>, &dyn QueueView) -> Result<Allowed, Refusal> + Send + Sync;
 
+/// The request's `field` (its object or old object) decoded from its JSON text as `T`; absent
+/// or `null` is `None`.
+fn decoded<T: DeserializeOwned>(
+    field: &'static str,
+    text: &Option<Box<RawValue>>,
+) -> Result<Option<T>, Refusal> {
+    match text {
+        Some(text) => volcano::decode(field, text.as_ref()),
+        None => Ok(None),
+    }
+}
+
 /// Decodes `request`'s object and old object as `T` and answers with what `rule` makes of them.
 fn review_with<T: DeserializeOwned>(
     request: &ReviewRequest,
     rule: impl FnOnce(&volcano::Review<'_, T>) -> Result<Allowed, Refusal>,
 ) -> ReviewAnswer {
-    let decode = |field, value: &Option<Value>| {
-        volcano::decode::<T>(field, value.as_ref().unwrap_or(&Value::Null))
-    };
-    let decoded = decode("object", &request.object)
-        .and_then(|object| Ok((object, decode("oldObject", &request.old_object)?)));
+    let decoded = decoded::<T>("object", &request.object)
+        .and_then(|object| Ok((object, decoded::<T>("oldObject", &request.old_object)?)));
     let (object, old_object) = match decoded {
         Ok(decoded) => decoded,
         Err(refusal) => return ReviewAnswer::bad_request(request, refusal.to_string()),
@@ -152,8 +161,7 @@ impl WaitingReviewer for PodGroupMutation {
         request: &ReviewRequest,
         deadline: Instant,
     ) -> Result<ReviewAnswer, Unavailable> {
-        let object = request.object.as_ref().unwrap_or(&Value::Null);
-        let reads = volcano::decode::<PodGroup>("object", object)
+        let reads = decoded::<PodGroup>("object", &request.object)
             .ok()
             .flatten()
             .is_some_and(|group| volcano::podgroup_reads_namespace(&group));

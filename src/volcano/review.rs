@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer};
 
 /// The operation of an admission request, as Kubernetes names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,24 +112,20 @@ impl fmt::Display for Refusal {
 
 impl std::error::Error for Refusal {}
 
-/// Decodes a request's `object` or `oldObject` (`field` names which, for the error): `null`
+/// Decodes a request's `object` or `oldObject` (`field` names which, for the error) from any
+/// JSON deserializer (a `&serde_json::Value`, or the `&RawValue` text the server keeps): `null`
 /// is `None`; unknown fields are ignored and missing ones take their defaults.
 ///
 /// # Errors
 /// [`Refusal::Undecodable`] naming the field and serde's reason when the value is not the type.
-pub fn decode<T: DeserializeOwned>(
+pub fn decode<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
     field: &'static str,
-    value: &serde_json::Value,
+    value: D,
 ) -> Result<Option<T>, Refusal> {
-    if value.is_null() {
-        return Ok(None);
-    }
-    T::deserialize(value)
-        .map(Some)
-        .map_err(|error| Refusal::Undecodable {
-            field,
-            reason: error.to_string(),
-        })
+    Option::<T>::deserialize(value).map_err(|error| Refusal::Undecodable {
+        field,
+        reason: error.to_string(),
+    })
 }
 
 /// One of apimachinery's field errors of type "Invalid value", written as Kubernetes writes it:
