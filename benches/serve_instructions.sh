@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `serve`'s instructions per request, counted by callgrind (repeatable on a shared machine, where
 # times are not): starts `serve --config examples/serve.yaml` under `valgrind --tool=callgrind`,
-# then for /tasks/admit and /pods/mutate sends 50 requests to warm up, zeroes the counters, sends
+# then for /tasks/admit, /pods/mutate and /jobs/validate (1,000 queues in its cache, from
+# benches/apiserver.py) sends 50 requests to warm up, zeroes the counters, sends
 # REQUESTS more over one kept-alive HTTP/1.1 TLS connection (curl), dumps the counters and prints
 # the instructions per request. The counts include TLS, hyper and the runtime, all the server's
 # threads.
@@ -28,22 +29,41 @@ work=$(mktemp -d)
 pid=
 cleanup() {
   [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
+  [ -n "${api_pid:-}" ] && kill "$api_pid" 2>/dev/null || true
   wait 2>/dev/null || true
   rm -rf "$work"
 }
 trap cleanup EXIT
 
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-DEXAFLOW_SERVER_LISTEN=127.0.0.1:$port DEXAFLOW_SERVER_PROBE_LISTEN=127.0.0.1:0 \
-  DEXAFLOW_METRICS_LISTEN=127.0.0.1:0 \
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+port=$(free_port)
+probe_port=$(free_port)
+api_port=$(free_port)
+# The cluster /jobs/validate reads: 1,000 open leaf queues, listed once and watched.
+python3 benches/apiserver.py --queues 1000 --listen "127.0.0.1:$api_port" >"$work/api.out" 2>&1 &
+api_pid=$!
+cat >"$work/kubeconfig" <<KUBECONFIG
+apiVersion: v1
+kind: Config
+clusters: [{name: load, cluster: {server: "http://127.0.0.1:$api_port"}}]
+users: [{name: load, user: {token: load}}]
+contexts: [{name: load, context: {cluster: load, user: load}}]
+current-context: load
+KUBECONFIG
+DEXAFLOW_SERVER_LISTEN=127.0.0.1:$port DEXAFLOW_SERVER_PROBE_LISTEN=127.0.0.1:$probe_port \
+  DEXAFLOW_METRICS_LISTEN=127.0.0.1:0 DEXAFLOW_SERVER_KUBECONFIG="$work/kubeconfig" \
+  DEXAFLOW_SERVER_ENABLED_ADMISSION=/tasks/admit,/pods/mutate,/jobs/validate \
   valgrind --tool=callgrind --callgrind-out-file="$work/cg" "$serve_bin" serve \
   --config examples/serve.yaml >"$work/serve.out" 2>"$work/serve.err" &
 pid=$!
+# Ready once listening and the queue cache has synced.
 for _ in $(seq 600); do
-  grep -q serving "$work/serve.out" 2>/dev/null && break
+  curl -sf "http://127.0.0.1:$probe_port/readyz" >/dev/null && break
   sleep 0.2
 done
-grep -q serving "$work/serve.out" || { echo "serve did not start:" >&2; cat "$work/serve.err" >&2; exit 2; }
+curl -sf "http://127.0.0.1:$probe_port/readyz" >/dev/null || { echo "serve did not get ready:" >&2; cat "$work/serve.err" >&2; exit 2; }
 
 send() { # path body-file count: one curl, one connection, the URL globbed into count requests
   curl -s -o /dev/null --cacert target/serve-tls/ca.crt -H 'content-type: application/json' \
@@ -52,12 +72,12 @@ send() { # path body-file count: one curl, one connection, the URL globbed into 
 
 echo "serve under callgrind, $REQUESTS requests per path after 50 to warm up"
 dump=0
-for pair in "/tasks/admit admit.json" "/pods/mutate pod.json"; do
+for pair in "/tasks/admit admit.json" "/pods/mutate pod.json" "/jobs/validate job.json"; do
   read -r path body <<<"$pair"
   send "$path" "$body" 50
-  callgrind_control -z "$pid" >/dev/null
+  callgrind_control -z "$pid" >/dev/null 2>&1
   send "$path" "$body" "$REQUESTS"
-  callgrind_control -d "$pid" >/dev/null
+  callgrind_control -d "$pid" >/dev/null 2>&1
   dump=$((dump + 1))
   total=$(awk '/^(totals|summary):/ { print $2; exit }' "$work/cg.$dump")
   printf '%-14s %12d instructions per request\n' "$path" $((total / REQUESTS))
