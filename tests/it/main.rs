@@ -73,6 +73,7 @@ mod store;
 mod supervised_dispatch;
 mod token;
 mod volcano_cronjobs;
+mod volcano_e2e;
 mod volcano_hypernodes;
 mod volcano_jobflows;
 mod volcano_jobs;
