@@ -1,5 +1,7 @@
 //! Volcano's `/podgroups/validate` and `/podgroups/mutate` rules, with the cases of Volcano's
-//! `validate_podgroup_test.go` and `mutate_podgroup_test.go` ported one test each.
+//! `validate_podgroup_test.go` and `mutate_podgroup_test.go` ported one test each, and the four
+//! specs of its e2e `podgroup_mutate_test.go` (three of them the same requests as unit cases,
+//! named on those tests).
 
 use dexaflow_admission::volcano::{
     Operation, PodGroup, Queue, QueueView, Refusal, Review, ViewError, decode, mutate_podgroup,
@@ -159,7 +161,8 @@ fn mutated(queue: &str, namespace_queue: Result<Option<String>, ViewError>) -> V
     patched
 }
 
-/// Volcano: Test_createPodGroupPatch, "podgroup with non-default queue"
+/// Volcano: Test_createPodGroupPatch, "podgroup with non-default queue"; and the e2e spec
+/// "PodGroup Mutating E2E Test", "Should not modify podgroup with custom queue"
 #[test]
 fn a_pod_group_in_a_named_queue_keeps_it_and_needs_no_namespace_read() {
     let group = group(json!({"queue": "custom-queue"}));
@@ -168,7 +171,8 @@ fn a_pod_group_in_a_named_queue_keeps_it_and_needs_no_namespace_read() {
     assert_eq!(patched["spec"]["queue"], "custom-queue");
 }
 
-/// Volcano: Test_createPodGroupPatch, "podgroup with default queue and namespace with queue annotation"
+/// Volcano: Test_createPodGroupPatch, "podgroup with default queue and namespace with queue annotation";
+/// and the e2e spec "Should set queue from namespace annotation when podgroup uses default queue"
 #[test]
 fn a_pod_group_in_the_default_queue_takes_its_namespaces_queue() {
     assert!(podgroup_reads_namespace(&group(
@@ -178,11 +182,26 @@ fn a_pod_group_in_the_default_queue_takes_its_namespaces_queue() {
     assert_eq!(patched["spec"]["queue"], "ns-queue");
 }
 
-/// Volcano: Test_createPodGroupPatch, "podgroup with default queue and namespace without queue annotation"
+/// Volcano: Test_createPodGroupPatch, "podgroup with default queue and namespace without queue annotation";
+/// and the e2e spec "Should keep default queue when namespace has no queue annotation"
 #[test]
 fn a_pod_group_in_the_default_queue_stays_there_when_its_namespace_names_none() {
     let patched = mutated("default", Ok(None));
     assert_eq!(patched["spec"]["queue"], "default");
+}
+
+/// Volcano e2e: "PodGroup Mutating E2E Test", "Should handle multiple podgroups in same
+/// namespace": of two pod groups created in an annotated namespace, the one in `default` takes
+/// the namespace's queue and the one in a queue of its own keeps it.
+#[test]
+fn of_two_pod_groups_in_one_namespace_only_the_default_one_takes_its_queue() {
+    let namespace_queue = || Ok(Some("ns-queue".to_owned()));
+
+    let defaulted = mutated("default", namespace_queue());
+    let custom = mutated("custom-queue", namespace_queue());
+
+    assert_eq!(defaulted["spec"]["queue"], "ns-queue");
+    assert_eq!(custom["spec"]["queue"], "custom-queue");
 }
 
 /// Not in Volcano's tests: a failed namespace read changes nothing and allows the pod group.

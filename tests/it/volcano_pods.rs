@@ -1,5 +1,5 @@
-//! Volcano's `/pods/validate` rule, with the case of Volcano's `admit_pod_test.go` ported, and
-//! the annotation checks it leaves untested.
+//! Volcano's `/pods/validate` rule, with the case of Volcano's `admit_pod_test.go` and every spec
+//! of its e2e `pod_validation_test.go` ported, and the annotation checks they leave untested.
 
 use dexaflow_admission::volcano::{Operation, Refusal, Review, decode, validate_pod};
 use k8s_openapi::api::core::v1::Pod;
@@ -91,5 +91,106 @@ fn both_budget_annotations_at_once_are_refused() {
     assert_eq!(
         denied(validate("volcano", annotations)),
         "not allow configure multiple annotations <[volcano.sh/jdb-min-available volcano.sh/jdb-max-unavailable]> at same time"
+    );
+}
+
+// Volcano's e2e specs of `test/e2e/admission/pod_validation_test.go`, each the one pod CREATE
+// its webhook receives ("Pod Validating E2E Test", every spec).
+
+/// The denial of a volcano pod annotated `annotations`; Volcano's e2e specs check that it
+/// contains their text.
+fn denial_of(annotations: serde_json::Value) -> String {
+    denied(validate("volcano", annotations))
+}
+
+/// Volcano e2e: "Should allow pod creation with valid annotations"
+#[test]
+fn e2e_a_minimum_of_two_is_allowed() {
+    assert_eq!(
+        validate("volcano", json!({"volcano.sh/jdb-min-available": "2"})),
+        Ok(())
+    );
+}
+
+/// Volcano e2e: "Should allow pod creation with valid percentage annotation"
+#[test]
+fn e2e_fifty_percent_unavailable_is_allowed() {
+    assert_eq!(
+        validate("volcano", json!({"volcano.sh/jdb-max-unavailable": "50%"})),
+        Ok(())
+    );
+}
+
+/// Volcano e2e: "Should reject pod creation with invalid negative annotation value"
+#[test]
+fn e2e_a_negative_minimum_is_refused_as_not_positive() {
+    assert!(
+        denial_of(json!({"volcano.sh/jdb-min-available": "-1"}))
+            .contains("must be a positive integer")
+    );
+}
+
+/// Volcano e2e: "Should reject pod creation with invalid zero annotation value"
+#[test]
+fn e2e_a_zero_minimum_is_refused_as_not_positive() {
+    assert!(
+        denial_of(json!({"volcano.sh/jdb-min-available": "0"}))
+            .contains("must be a positive integer")
+    );
+}
+
+/// Volcano e2e: "Should reject pod creation with invalid percentage annotation (0%)"
+#[test]
+fn e2e_zero_percent_is_refused_as_out_of_range() {
+    assert!(
+        denial_of(json!({"volcano.sh/jdb-max-unavailable": "0%"}))
+            .contains("percentage which between 1% ~ 99%")
+    );
+}
+
+/// Volcano e2e: "Should reject pod creation with invalid percentage annotation (100%)"
+#[test]
+fn e2e_a_hundred_percent_is_refused_as_out_of_range() {
+    assert!(
+        denial_of(json!({"volcano.sh/jdb-max-unavailable": "100%"}))
+            .contains("percentage which between 1% ~ 99%")
+    );
+}
+
+/// Volcano e2e: "Should reject pod creation with invalid string annotation"
+#[test]
+fn e2e_a_word_is_refused_as_no_budget() {
+    assert_eq!(
+        denial_of(json!({"volcano.sh/jdb-min-available": "invalid"})),
+        r#"invalid value strconv.Atoi: parsing "invalid": invalid syntax for volcano.sh/jdb-min-available"#
+    );
+}
+
+/// Volcano e2e: "Should reject pod creation with multiple conflicting annotations"
+#[test]
+fn e2e_both_annotations_at_once_are_refused() {
+    assert!(
+        denial_of(
+            json!({"volcano.sh/jdb-min-available": "2", "volcano.sh/jdb-max-unavailable": "50%"})
+        )
+        .contains("not allow configure multiple annotations")
+    );
+}
+
+/// Volcano e2e: "Should allow pod creation without annotations when using volcano scheduler"
+#[test]
+fn e2e_a_volcano_pod_without_budget_annotations_is_allowed() {
+    assert_eq!(validate("volcano", json!({})), Ok(()));
+}
+
+/// Volcano e2e: "Should allow pod creation with non-volcano scheduler (bypass validation)"
+#[test]
+fn e2e_a_bad_budget_on_a_pod_of_another_scheduler_is_not_checked() {
+    assert_eq!(
+        validate(
+            "default-scheduler",
+            json!({"volcano.sh/jdb-min-available": "-1"})
+        ),
+        Ok(())
     );
 }
