@@ -1,5 +1,9 @@
 //! Volcano's `/hypernodes/validate` rule, with the cases of Volcano's
-//! `admit_hypernode_test.go` ported one test each.
+//! `admit_hypernode_test.go` ported one test each, and the specs of its e2e
+//! `hypernode_validation_test.go` that reach the webhook. Not ported, since the API server
+//! refuses them by the CRD's schema before any webhook is called: an empty `exactMatch.name`,
+//! an empty `regexMatch.pattern` ("should be at least 1 chars long") and a name that is no DNS
+//! name ("should match").
 
 use dexaflow_admission::volcano::{
     HyperNode, Operation, Refusal, Review, decode, validate_hypernode,
@@ -60,5 +64,89 @@ fn a_hypernode_without_members_is_refused() {
         Err(Refusal::Denied(
             "[].spec.members: Invalid value: null: member must have at least one member".to_owned()
         ))
+    );
+}
+
+/// The verdict on `operation` of a hypernode with `members`.
+fn judge(operation: Operation, members: Value) -> Result<(), Refusal> {
+    let value =
+        json!({"metadata": {"name": "e2e-hypernode"}, "spec": {"tier": 1, "members": members}});
+    let node: HyperNode = decode("object", &value)
+        .expect("a hypernode")
+        .expect("not null");
+    validate_hypernode(&Review {
+        operation,
+        name: "e2e-hypernode",
+        namespace: "",
+        object: Some(&node),
+        old_object: None,
+    })
+}
+
+/// Volcano e2e: "Should allow HyperNode creation with valid exactMatch selector"
+#[test]
+fn e2e_a_member_by_exact_name_is_allowed() {
+    let members = json!([{"type": "Node", "selector": {"exactMatch": {"name": "node-1"}}}]);
+    assert_eq!(judge(Operation::Create, members), Ok(()));
+}
+
+/// Volcano e2e: "Should allow HyperNode creation with valid regexMatch selector"
+#[test]
+fn e2e_a_member_by_a_valid_pattern_is_allowed() {
+    let members = json!([{"type": "Node", "selector": {"regexMatch": {"pattern": "node-[0-9]+"}}}]);
+    assert_eq!(judge(Operation::Create, members), Ok(()));
+}
+
+/// Volcano e2e: "Should allow HyperNode creation with valid labelMatch selector"
+#[test]
+fn e2e_a_member_by_labels_is_allowed() {
+    let members = json!([{"type": "Node",
+        "selector": {"labelMatch": {"matchLabels": {"topology-rack": "rack1"}}}}]);
+    assert_eq!(judge(Operation::Create, members), Ok(()));
+}
+
+/// Volcano e2e: "Should reject HyperNode creation with invalid regex pattern"
+#[test]
+fn e2e_a_pattern_that_does_not_compile_is_refused_naming_the_field() {
+    let members = json!([{"type": "Node", "selector": {"regexMatch": {"pattern": "a(b"}}}]);
+    let Err(Refusal::Denied(message)) = judge(Operation::Create, members) else {
+        panic!("expected a denial");
+    };
+    assert!(
+        message.contains("member regexMatch pattern is invalid"),
+        "{message}"
+    );
+    assert!(message.contains("regexMatch.pattern"), "{message}");
+}
+
+/// Volcano e2e: "Should reject HyperNode creation with no members"
+#[test]
+fn e2e_a_hypernode_without_members_is_refused() {
+    let Err(Refusal::Denied(message)) = judge(Operation::Create, json!([])) else {
+        panic!("expected a denial");
+    };
+    assert!(
+        message.contains("member must have at least one member"),
+        "{message}"
+    );
+    assert!(message.contains("members"), "{message}");
+}
+
+/// Volcano e2e: "Should allow HyperNode update with valid changes": the members become a pattern.
+#[test]
+fn e2e_an_update_to_a_valid_pattern_is_allowed() {
+    let members = json!([{"type": "Node", "selector": {"regexMatch": {"pattern": "node-[1-5]"}}}]);
+    assert_eq!(judge(Operation::Update, members), Ok(()));
+}
+
+/// Volcano e2e: "Should reject HyperNode update with invalid changes": the members emptied.
+#[test]
+fn e2e_an_update_that_empties_the_members_is_refused() {
+    let Err(Refusal::Denied(message)) = judge(Operation::Update, json!([])) else {
+        panic!("expected a denial");
+    };
+    assert!(
+        message.contains("member must have at least one member"),
+        "{message}"
     );
 }

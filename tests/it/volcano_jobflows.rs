@@ -1,5 +1,5 @@
 //! Volcano's `/jobflows/validate` rule, with the cases of Volcano's `validate_jobflow_test.go`
-//! and `util_test.go` ported one test each.
+//! and `util_test.go` and the specs of its e2e `jobflow_validation_test.go` ported one test each.
 
 use dexaflow_admission::volcano::{JobFlow, Operation, Refusal, Review, decode, validate_jobflow};
 use serde_json::{Value, json};
@@ -199,4 +199,103 @@ fn the_job_flow_validator_answers_a_delete_as_an_unknown_operation() {
     assert!(
         matches!(refusal, Refusal::UnknownOperation { ref operation, .. } if operation == "DELETE")
     );
+}
+
+// Volcano's e2e specs of `test/e2e/admission/jobflow_validation_test.go` ("JobFlow Validating
+// E2E Test", every spec), each the one request its webhook receives.
+
+/// Volcano e2e: "Should allow jobflow creation with valid DAG structure"
+#[test]
+fn e2e_a_five_flow_dag_is_allowed() {
+    let flows: &[(&str, &[&str])] = &[
+        ("a", &[]),
+        ("b", &["a"]),
+        ("c", &["a", "b"]),
+        ("d", &["b"]),
+        ("e", &["c", "d"]),
+    ];
+    assert_eq!(validate(flows), Ok(()));
+}
+
+/// Volcano e2e: "Should allow jobflow creation with duplicate flow names"
+#[test]
+fn e2e_a_repeated_flow_name_is_allowed() {
+    let flows: &[(&str, &[&str])] = &[("a", &[]), ("a", &[]), ("b", &["a"])];
+    assert_eq!(validate(flows), Ok(()));
+}
+
+/// Volcano e2e: "Should reject jobflow creation with missing flow definition"
+#[test]
+fn e2e_a_dependency_on_an_undefined_flow_is_refused_as_no_dag() {
+    let flows: &[(&str, &[&str])] = &[("b", &["a"]), ("c", &["a", "b"])];
+    let message = denied(validate(flows));
+    assert!(message.contains(NOT_DAG), "{message}");
+    assert!(message.contains("vertex is not defined"), "{message}");
+}
+
+/// Volcano e2e: "Should allow jobflow creation with multiple flows having same dependency target"
+#[test]
+fn e2e_flows_sharing_a_target_and_a_repeated_name_are_allowed() {
+    let flows: &[(&str, &[&str])] = &[("a", &[]), ("b", &["a"]), ("c", &["a"]), ("c", &["b"])];
+    assert_eq!(validate(flows), Ok(()));
+}
+
+/// Volcano e2e: "Should allow jobflow update with valid DAG structure": the update adds a flow
+/// `c` after `b`.
+#[test]
+fn e2e_an_update_that_keeps_a_dag_is_allowed() {
+    let value = json!({"metadata": {"name": "updated-jobflow", "namespace": "test"},
+        "spec": {"flows": [{"name": "a"}, {"name": "b", "dependsOn": {"targets": ["a"]}},
+            {"name": "c", "dependsOn": {"targets": ["b"]}}]}});
+    let flow: JobFlow = decode("object", &value)
+        .expect("a job flow")
+        .expect("not null");
+    let review = Review {
+        operation: Operation::Update,
+        name: "updated-jobflow",
+        namespace: "test",
+        object: Some(&flow),
+        old_object: None,
+    };
+    assert_eq!(validate_jobflow(&review), Ok(()));
+}
+
+/// Volcano e2e: "Should allow jobflow creation with simple linear dependency chain"
+#[test]
+fn e2e_a_linear_chain_is_allowed() {
+    let flows: &[(&str, &[&str])] = &[("start", &[]), ("middle", &["start"]), ("end", &["middle"])];
+    assert_eq!(validate(flows), Ok(()));
+}
+
+/// Volcano e2e: "Should allow jobflow creation with complex valid DAG structure"
+#[test]
+fn e2e_two_roots_joining_into_one_chain_are_allowed() {
+    let flows: &[(&str, &[&str])] = &[
+        ("root1", &[]),
+        ("root2", &[]),
+        ("level1-a", &["root1"]),
+        ("level1-b", &["root2"]),
+        ("level2", &["level1-a", "level1-b"]),
+        ("final", &["level2"]),
+    ];
+    assert_eq!(validate(flows), Ok(()));
+}
+
+/// Volcano e2e: "Should allow jobflow creation with empty flows list"
+#[test]
+fn e2e_no_flows_at_all_is_allowed() {
+    assert_eq!(validate(&[]), Ok(()));
+}
+
+/// Volcano e2e: "Should allow jobflow creation with single flow (no dependencies)"
+#[test]
+fn e2e_a_single_flow_is_allowed() {
+    assert_eq!(validate(&[("single-flow", &[])]), Ok(()));
+}
+
+/// Volcano e2e: "Should reject jobflow creation with self-dependency"
+#[test]
+fn e2e_a_flow_waiting_for_itself_is_refused_as_no_dag() {
+    let message = denied(validate(&[("self-dependent", &["self-dependent"])]));
+    assert!(message.contains(NOT_DAG), "{message}");
 }
