@@ -1,5 +1,6 @@
-//! Volcano's `/jobs/mutate` rule, with the cases of Volcano's `mutate_job_test.go` ported one
-//! test each: each applies the patch to the job as sent and compares the result.
+//! Volcano's `/jobs/mutate` rule, with the cases of Volcano's `mutate_job_test.go` and the specs
+//! of its e2e `job_mutate_test.go` ported one test each: each applies the patch to the job as
+//! sent and compares the result.
 
 use dexaflow_admission::volcano::{Job, Operation, Refusal, Review, decode, mutate_job};
 use json_patch::PatchOperation;
@@ -187,4 +188,126 @@ fn the_job_mutator_answers_an_update_as_an_unknown_operation() {
     assert!(
         matches!(refusal, Refusal::UnknownOperation { ref operation, .. } if operation == "UPDATE")
     );
+}
+
+// Volcano's e2e specs of `test/e2e/admission/job_mutate_test.go` ("Job Mutating E2E Test",
+// every spec), each the one CREATE its webhook receives, judged by the job the patch makes.
+
+/// A job of one one-pod task, with `spec`'s fields.
+fn one_task_job(spec: Value) -> Value {
+    let mut spec = spec;
+    spec["tasks"] = json!([{"name": "task-1", "replicas": 1, "template": template()}]);
+    job(spec)
+}
+
+/// Volcano e2e: "Should add default queue when not specified"
+#[test]
+fn e2e_a_job_without_a_queue_goes_to_default() {
+    assert_eq!(
+        mutated(&one_task_job(json!({})))["spec"]["queue"],
+        "default"
+    );
+}
+
+/// Volcano e2e: "Should add default scheduler name when not specified"
+#[test]
+fn e2e_a_job_without_a_scheduler_gets_the_configured_one() {
+    assert_eq!(
+        mutated(&one_task_job(json!({})))["spec"]["schedulerName"],
+        "volcano"
+    );
+}
+
+/// Volcano e2e: "Should add default maxRetry when not specified"
+#[test]
+fn e2e_a_job_without_retries_gets_three() {
+    assert_eq!(mutated(&one_task_job(json!({})))["spec"]["maxRetry"], 3);
+}
+
+/// Volcano e2e: "Should calculate and set default minAvailable when not specified"
+#[test]
+fn e2e_a_job_s_minimum_is_the_sum_of_its_tasks_replicas() {
+    let job = job(json!({"tasks": [
+        {"name": "task-1", "replicas": 2, "template": template()},
+        {"name": "task-2", "replicas": 3, "template": template()}]}));
+    assert_eq!(mutated(&job)["spec"]["minAvailable"], 5);
+}
+
+/// Volcano e2e: "Should calculate minAvailable considering task-level minAvailable when specified"
+#[test]
+fn e2e_a_job_s_minimum_counts_a_task_s_own_minimum() {
+    let job = job(json!({"tasks": [
+        {"name": "task-1", "replicas": 2, "minAvailable": 1, "template": template()},
+        {"name": "task-2", "replicas": 3, "template": template()}]}));
+    assert_eq!(mutated(&job)["spec"]["minAvailable"], 4);
+}
+
+/// The plugins of a one-task job with `plugins`, once mutated.
+fn mutated_plugins(plugins: Value) -> Value {
+    mutated(&one_task_job(json!({"plugins": plugins})))["spec"]["plugins"].clone()
+}
+
+/// Volcano e2e: "Should add svc plugin for tensorflow plugin"
+#[test]
+fn e2e_tensorflow_gets_the_svc_plugin() {
+    let plugins = mutated_plugins(json!({"tensorflow": []}));
+    assert!(
+        plugins.get("svc").is_some() && plugins.get("tensorflow").is_some(),
+        "{plugins}"
+    );
+}
+
+/// Volcano e2e: "Should add svc plugin for mpi plugin"
+#[test]
+fn e2e_mpi_gets_the_svc_plugin() {
+    let plugins = mutated_plugins(json!({"mpi": []}));
+    assert!(
+        plugins.get("svc").is_some() && plugins.get("mpi").is_some(),
+        "{plugins}"
+    );
+}
+
+/// Volcano e2e: "Should add svc plugin for pytorch plugin"
+#[test]
+fn e2e_pytorch_gets_the_svc_plugin() {
+    let plugins = mutated_plugins(json!({"pytorch": []}));
+    assert!(
+        plugins.get("svc").is_some() && plugins.get("pytorch").is_some(),
+        "{plugins}"
+    );
+}
+
+/// Volcano e2e: "Should add ssh plugin for mpi plugin"
+#[test]
+fn e2e_mpi_gets_the_ssh_plugin_too() {
+    let plugins = mutated_plugins(json!({"mpi": []}));
+    assert!(
+        plugins.get("ssh").is_some() && plugins.get("svc").is_some(),
+        "{plugins}"
+    );
+}
+
+/// Volcano e2e: "Should not override existing plugins"
+#[test]
+fn e2e_an_svc_plugin_s_own_arguments_are_kept() {
+    let plugins = mutated_plugins(json!({"tensorflow": [], "svc": ["--enable-networking"]}));
+    assert_eq!(plugins["svc"], json!(["--enable-networking"]));
+    assert!(plugins.get("tensorflow").is_some(), "{plugins}");
+}
+
+/// Volcano e2e: "Should preserve existing field values when specified"
+#[test]
+fn e2e_every_value_the_job_sets_is_kept() {
+    let job = job(json!({"minAvailable": 2, "queue": "custom-queue-job",
+        "schedulerName": "custom-sched", "maxRetry": 10, "tasks": [
+        {"name": "custom-task", "replicas": 3, "minAvailable": 2, "maxRetry": 5,
+         "template": template()}]}));
+    let spec = mutated(&job)["spec"].clone();
+    assert_eq!(spec["minAvailable"], 2);
+    assert_eq!(spec["queue"], "custom-queue-job");
+    assert_eq!(spec["schedulerName"], "custom-sched");
+    assert_eq!(spec["maxRetry"], 10);
+    assert_eq!(spec["tasks"][0]["name"], "custom-task");
+    assert_eq!(spec["tasks"][0]["minAvailable"], 2);
+    assert_eq!(spec["tasks"][0]["maxRetry"], 5);
 }
