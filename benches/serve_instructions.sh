@@ -15,6 +15,7 @@
 set -euo pipefail
 
 REQUESTS=${REQUESTS:-1000}
+QUEUES=1000
 BUILD=${BUILD:-1}
 
 cd "$(git rev-parse --show-toplevel)"
@@ -40,18 +41,8 @@ free_port() {
 }
 port=$(free_port)
 probe_port=$(free_port)
-api_port=$(free_port)
-# The cluster /jobs/validate reads: 1,000 open leaf queues, listed once and watched.
-python3 benches/apiserver.py --queues 1000 --listen "127.0.0.1:$api_port" >"$work/api.out" 2>&1 &
-api_pid=$!
-cat >"$work/kubeconfig" <<KUBECONFIG
-apiVersion: v1
-kind: Config
-clusters: [{name: load, cluster: {server: "http://127.0.0.1:$api_port"}}]
-users: [{name: load, user: {token: load}}]
-contexts: [{name: load, context: {cluster: load, user: load}}]
-current-context: load
-KUBECONFIG
+# The cluster /jobs/validate reads: QUEUES open leaf queues, listed once and watched.
+source benches/stand_in_cluster.sh
 DEXAFLOW_SERVER_LISTEN=127.0.0.1:$port DEXAFLOW_SERVER_PROBE_LISTEN=127.0.0.1:$probe_port \
   DEXAFLOW_METRICS_LISTEN=127.0.0.1:0 DEXAFLOW_SERVER_KUBECONFIG="$work/kubeconfig" \
   DEXAFLOW_SERVER_ENABLED_ADMISSION=/tasks/admit,/pods/mutate,/jobs/validate \

@@ -65,18 +65,9 @@ trap cleanup EXIT
 serve_port=$(free_port)
 bare_port=$(free_port)
 probe_port=$(free_port)
-api_port=$(free_port)
 # The cluster /jobs/validate reads: QUEUES open leaf queues, listed once and watched.
-python3 benches/apiserver.py --queues "$QUEUES" --listen "127.0.0.1:$api_port" >"$work/api.out" 2>&1 &
-pids+=($!)
-cat >"$work/kubeconfig" <<KUBECONFIG
-apiVersion: v1
-kind: Config
-clusters: [{name: load, cluster: {server: "http://127.0.0.1:$api_port"}}]
-users: [{name: load, user: {token: load}}]
-contexts: [{name: load, context: {cluster: load, user: load}}]
-current-context: load
-KUBECONFIG
+source benches/stand_in_cluster.sh
+pids+=("$api_pid")
 DEXAFLOW_SERVER_LISTEN=127.0.0.1:$serve_port DEXAFLOW_SERVER_PROBE_LISTEN=127.0.0.1:$probe_port \
   DEXAFLOW_METRICS_LISTEN=127.0.0.1:0 DEXAFLOW_SERVER_KUBECONFIG="$work/kubeconfig" \
   DEXAFLOW_SERVER_ENABLED_ADMISSION=/tasks/admit,/pods/mutate,/dags/validate,/jobs/validate \

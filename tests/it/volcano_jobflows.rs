@@ -40,7 +40,8 @@ fn denied(verdict: Result<(), Refusal>) -> String {
 
 const NOT_DAG: &str = "jobflow Flow is not DAG";
 
-/// Volcano: TestValidateJobFlowCreate, "validate valid-jobflow"
+/// Volcano: TestValidateJobFlowCreate, "validate valid-jobflow"; and the e2e spec "JobFlow
+/// Validating E2E Test", "Should allow jobflow creation with valid DAG structure" (the same flows)
 #[test]
 fn a_diamond_of_defined_flows_is_allowed() {
     let flows: &[(&str, &[&str])] = &[
@@ -203,19 +204,6 @@ fn the_job_flow_validator_answers_a_delete_as_an_unknown_operation() {
 
 // Volcano's e2e specs of `test/e2e/admission/jobflow_validation_test.go` ("JobFlow Validating
 // E2E Test", every spec), each the one request its webhook receives.
-
-/// Volcano e2e: "Should allow jobflow creation with valid DAG structure"
-#[test]
-fn e2e_a_five_flow_dag_is_allowed() {
-    let flows: &[(&str, &[&str])] = &[
-        ("a", &[]),
-        ("b", &["a"]),
-        ("c", &["a", "b"]),
-        ("d", &["b"]),
-        ("e", &["c", "d"]),
-    ];
-    assert_eq!(validate(flows), Ok(()));
-}
 
 /// Volcano e2e: "Should allow jobflow creation with duplicate flow names"
 #[test]
