@@ -136,9 +136,16 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for WithoutUid<'_, A> {
         &mut self,
         seed: K,
     ) -> Result<Option<K::Value>, A::Error> {
-        while let Some(key) = self.map.next_key::<String>()? {
-            if key != "uid" {
-                return seed.deserialize(key.into_deserializer()).map(Some);
+        while let Some(key) = self.map.next_key::<Key<'de>>()? {
+            match key {
+                Key::Borrowed("uid") => {}
+                Key::Owned(key) if key == "uid" => {}
+                Key::Borrowed(key) => {
+                    return seed
+                        .deserialize(de::value::BorrowedStrDeserializer::new(key))
+                        .map(Some);
+                }
+                Key::Owned(key) => return seed.deserialize(key.into_deserializer()).map(Some),
             }
             if self.uid.is_some() {
                 return Err(de::Error::duplicate_field("uid"));
@@ -150,6 +157,42 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for WithoutUid<'_, A> {
 
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, A::Error> {
         self.map.next_value_seed(seed)
+    }
+}
+
+/// A key of the request envelope: borrowed from the body when it has no escapes, so that
+/// reading a key allocates nothing.
+enum Key<'de> {
+    Borrowed(&'de str),
+    Owned(String),
+}
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Key<'de>, D::Error> {
+        deserializer.deserialize_str(KeyVisitor)
+    }
+}
+
+/// The visitor of [`Key`].
+struct KeyVisitor;
+
+impl<'de> Visitor<'de> for KeyVisitor {
+    type Value = Key<'de>;
+
+    fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str("a field name")
+    }
+
+    fn visit_borrowed_str<E: de::Error>(self, key: &'de str) -> Result<Key<'de>, E> {
+        Ok(Key::Borrowed(key))
+    }
+
+    fn visit_str<E: de::Error>(self, key: &str) -> Result<Key<'de>, E> {
+        Ok(Key::Owned(key.to_owned()))
+    }
+
+    fn visit_string<E: de::Error>(self, key: String) -> Result<Key<'de>, E> {
+        Ok(Key::Owned(key))
     }
 }
 

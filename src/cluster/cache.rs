@@ -1,7 +1,7 @@
 //! A cache of one kind of cluster object, kept by listing then watching it (kube-rs's watcher:
 //! resource versions, bookmarks, a relist when the watch breaks or its version expires).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
@@ -34,15 +34,65 @@ pub const QUEUES: Resource = Resource {
     plural: "queues",
 };
 
-/// The objects of one kind by name, as last listed and watched, decoded as `T`.
+/// What a [`Cache`] files an object under besides its name, so that the members of a group
+/// are found without looking at every object: a queue under its parent.
+pub trait Grouped {
+    /// The key of the object's group, such as a queue's `spec.parent`.
+    fn group(&self) -> &str;
+}
+
+/// The objects of one kind by name, as last listed and watched, decoded as `T`, and by group
+/// ([`Grouped`]).
 ///
 /// A lookup takes a read lock that an update holds only to insert or remove one object, or to
-/// swap in a whole relisted map built beside it.
+/// swap in a whole relisted set built beside it.
 #[derive(Debug)]
 pub struct Cache<T> {
     resource: Resource,
-    objects: RwLock<HashMap<String, Arc<T>>>,
+    objects: RwLock<Objects<T>>,
     synced: AtomicBool,
+}
+
+/// The cached objects, by name and by group.
+#[derive(Debug)]
+struct Objects<T> {
+    by_name: HashMap<String, Arc<T>>,
+    /// Each group's members by name, in name order.
+    by_group: HashMap<String, BTreeMap<String, Arc<T>>>,
+}
+
+impl<T> Default for Objects<T> {
+    fn default() -> Self {
+        Objects {
+            by_name: HashMap::new(),
+            by_group: HashMap::new(),
+        }
+    }
+}
+
+impl<T: Grouped> Objects<T> {
+    /// Files `value` under `name` and its group, in place of what was there.
+    fn insert(&mut self, name: String, value: Arc<T>) {
+        self.remove(&name);
+        self.by_group
+            .entry(value.group().to_owned())
+            .or_default()
+            .insert(name.clone(), Arc::clone(&value));
+        self.by_name.insert(name, value);
+    }
+
+    /// Takes the object named `name` out of its name and its group, if it is there.
+    fn remove(&mut self, name: &str) {
+        let Some(old) = self.by_name.remove(name) else {
+            return;
+        };
+        if let Some(members) = self.by_group.get_mut(old.group()) {
+            members.remove(name);
+            if members.is_empty() {
+                self.by_group.remove(old.group());
+            }
+        }
+    }
 }
 
 /// The task keeping a [`Cache`]; dropping it stops the watch (the cache keeps what it holds).
@@ -61,29 +111,29 @@ impl<T> Cache<T> {
     pub fn unwatched(resource: Resource) -> Arc<Cache<T>> {
         Arc::new(Cache {
             resource,
-            objects: RwLock::new(HashMap::new()),
+            objects: RwLock::new(Objects::default()),
             synced: AtomicBool::new(false),
         })
     }
 
     /// The object named `name`, if the cache holds one.
     pub fn get(&self, name: &str) -> Option<Arc<T>> {
-        self.read().get(name).cloned()
+        self.read().by_name.get(name).cloned()
     }
 
     /// Every object the cache holds, in no particular order.
     pub fn all(&self) -> Vec<Arc<T>> {
-        self.matching(|_| true)
+        self.read().by_name.values().cloned().collect()
     }
 
-    /// The objects `keep` takes, in no particular order: the others are looked at under the
-    /// read lock and never copied.
-    pub fn matching(&self, keep: impl Fn(&T) -> bool) -> Vec<Arc<T>> {
+    /// The members of the group `key` ([`Grouped::group`]) in name order; only they are looked
+    /// at.
+    pub fn group(&self, key: &str) -> Vec<Arc<T>> {
         self.read()
-            .values()
-            .filter(|object| keep(object))
-            .cloned()
-            .collect()
+            .by_group
+            .get(key)
+            .map(|members| members.values().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// Whether the cache has held a complete list at least once: until then its answers would
@@ -97,17 +147,17 @@ impl<T> Cache<T> {
         self.resource
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Arc<T>>> {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Objects<T>> {
         // A panic while holding the lock leaves a map that is whole after every statement.
         self.objects.read().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<String, Arc<T>>> {
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Objects<T>> {
         self.objects.write().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
-impl<T: DeserializeOwned + Send + Sync + 'static> Cache<T> {
+impl<T: Grouped + DeserializeOwned + Send + Sync + 'static> Cache<T> {
     /// Starts listing and watching `resource` with `client` on the current tokio runtime, and
     /// returns the cache (empty and not synced until the first list is whole) and the task
     /// keeping it. A failed list or watch is logged, told to `events`, and tried again after
@@ -129,21 +179,21 @@ impl<T: DeserializeOwned + Send + Sync + 'static> Cache<T> {
         let task = tokio::spawn(async move {
             let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
             let mut stream = std::pin::pin!(stream);
-            let mut relisted: Option<HashMap<String, Arc<T>>> = None;
+            let mut relisted: Option<Objects<T>> = None;
             while let Some(event) = stream.next().await {
                 match event {
-                    Ok(Event::Init) => relisted = Some(HashMap::new()),
+                    Ok(Event::Init) => relisted = Some(Objects::default()),
                     Ok(Event::InitApply(object)) => {
-                        if let (Some(map), Some((name, value))) =
+                        if let (Some(objects), Some((name, value))) =
                             (relisted.as_mut(), kept.decode(object))
                         {
-                            map.insert(name, value);
+                            objects.insert(name, value);
                         }
                     }
                     Ok(Event::InitDone) => {
-                        if let Some(map) = relisted.take() {
-                            let count = map.len();
-                            *kept.write() = map;
+                        if let Some(objects) = relisted.take() {
+                            let count = objects.by_name.len();
+                            *kept.write() = objects;
                             if !kept.synced.swap(true, Ordering::AcqRel) {
                                 tracing::info!(resource = resource.plural, count, "cache synced");
                                 events.cache_synced(resource.plural);

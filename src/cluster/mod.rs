@@ -13,7 +13,7 @@ mod cache;
 mod namespaces;
 mod queues;
 
-pub use cache::{Cache, QUEUES, Resource, Watching};
+pub use cache::{Cache, Grouped, QUEUES, Resource, Watching};
 pub use namespaces::{NamespaceError, Namespaces};
 
 use std::ffi::OsString;

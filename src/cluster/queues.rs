@@ -1,7 +1,13 @@
 //! The queue cache as the read-only view Volcano's rules take.
 
-use super::Cache;
+use super::{Cache, Grouped};
 use crate::volcano::{Queue, QueueView, ViewError};
+
+impl Grouped for Queue {
+    fn group(&self) -> &str {
+        &self.spec.parent
+    }
+}
 
 impl QueueView for Cache<Queue> {
     fn queue(&self, name: &str) -> Result<Queue, ViewError> {
@@ -13,14 +19,12 @@ impl QueueView for Cache<Queue> {
     }
 
     fn children(&self, parent: &str) -> Result<Vec<Queue>, ViewError> {
-        let mut children: Vec<Queue> = self
-            .matching(|queue| queue.spec.parent == parent)
+        // In name order, so that a message listing them reads the same every time.
+        Ok(self
+            .group(parent)
             .into_iter()
             .map(|queue| Queue::clone(&queue))
-            .collect();
-        // The cache keeps no order; by name, so that a message listing them reads the same.
-        children.sort_by(|a, b| a.name().cmp(b.name()));
-        Ok(children)
+            .collect())
     }
 
     fn queues(&self) -> Result<Vec<Queue>, ViewError> {

@@ -44,7 +44,7 @@ pub trait QueueView {
     /// cannot be read.
     fn queue(&self, name: &str) -> Result<Queue, ViewError>;
 
-    /// The queues whose `spec.parent` is `parent`, in the cache's order.
+    /// The queues whose `spec.parent` is `parent`, in name order.
     ///
     /// # Errors
     /// [`ViewError::Unavailable`] when the cache cannot be read.

@@ -255,6 +255,34 @@ fn request_envelope_with_a_repeated_field_is_rejected() {
 }
 
 #[test]
+fn request_envelope_keys_written_with_escapes_decode_as_the_plain_keys() {
+    let text = serde_json::to_string(&envelope_json()).expect("encodes");
+    let escaped = text.replacen(r#""uid":"#, r#""u\u0069d":"#, 1).replacen(
+        r#""tenant":"#,
+        r#""t\u0065nant":"#,
+        1,
+    );
+    assert_ne!(escaped, text, "both keys were rewritten");
+
+    let decoded: RequestEnvelope = serde_json::from_str(&escaped).expect("escaped keys decode");
+
+    assert_eq!(decoded, RequestEnvelope::new(UID, full_request()));
+}
+
+#[test]
+fn request_envelope_with_a_uid_repeated_once_escaped_is_rejected() {
+    let text = serde_json::to_string(&envelope_json()).expect("encodes");
+    let repeated = format!(r#"{{"u\u0069d":"other",{}"#, &text[1..]);
+
+    let error = serde_json::from_str::<RequestEnvelope>(&repeated).expect_err("repeated");
+
+    assert!(
+        error.to_string().contains("duplicate field `uid`"),
+        "{error}"
+    );
+}
+
+#[test]
 fn request_envelope_with_a_key_repeated_in_a_map_is_rejected_naming_the_key() {
     for map in ["node_selector", "labels", "annotations"] {
         let mut envelope = envelope_json();

@@ -13,7 +13,8 @@ use dexaflow_admission::cluster::{
     self, Cache, ClusterError, NamespaceError, Namespaces, QUEUES, Watching,
 };
 use dexaflow_admission::events::ClusterEvents;
-use serde_json::{Value, json};
+use dexaflow_admission::volcano::Queue;
+use serde_json::json;
 use tokio::time::Instant;
 
 const TOKEN: &str = "s3cret-token";
@@ -52,7 +53,7 @@ async fn client(server: &ApiServer, token: &str) -> (kube::Client, tempfile::Tem
 }
 
 struct Watched {
-    cache: Arc<Cache<Value>>,
+    cache: Arc<Cache<Queue>>,
     events: Arc<Counted>,
     _watching: Watching,
     _dir: tempfile::TempDir,
@@ -61,7 +62,7 @@ struct Watched {
 async fn watch(server: &ApiServer, token: &str) -> Watched {
     let (client, dir) = client(server, token).await;
     let events = Arc::new(Counted::default());
-    let (cache, watching) = Cache::<Value>::watch(client, QUEUES, events.clone());
+    let (cache, watching) = Cache::<Queue>::watch(client, QUEUES, events.clone());
     Watched {
         cache,
         events,
@@ -99,7 +100,7 @@ async fn listed_queues_are_found_by_name_once_the_cache_synced() {
     until_synced(&watched).await;
 
     let research = watched.cache.get("research").expect("listed");
-    assert_eq!(research["spec"]["weight"], 4);
+    assert_eq!(research.spec.weight, 4);
     assert!(watched.cache.get("absent").is_none());
     assert_eq!(watched.cache.all().len(), 2);
     assert_eq!(watched.events.synced.load(Ordering::SeqCst), 1);
@@ -119,10 +120,8 @@ async fn queues_added_changed_and_deleted_after_the_list_reach_the_cache_through
     server.put_queue("later", json!({"weight": 7}));
     let cache = Arc::clone(&watched.cache);
     eventually("the changed weight", move || {
-        let weight = cache
-            .get("later")
-            .map(|queue| queue["spec"]["weight"].clone());
-        async move { (weight == Some(json!(7))).then_some(()) }
+        let weight = cache.get("later").map(|queue| queue.spec.weight);
+        async move { (weight == Some(7)).then_some(()) }
     })
     .await;
     server.delete_queue("default");
@@ -142,6 +141,41 @@ async fn queues_added_changed_and_deleted_after_the_list_reach_the_cache_through
         1,
         "one list, then only the watch: {:?}",
         server.requests()
+    );
+}
+
+/// The names in the cache's group `parent`.
+fn members(cache: &Cache<Queue>, parent: &str) -> Vec<String> {
+    cache
+        .group(parent)
+        .iter()
+        .map(|queue| queue.name().to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_moved_to_another_parent_or_deleted_leaves_its_old_parent_s_children() {
+    let server = ApiServer::start(TOKEN).await;
+    server.put_queue("team-b", json!({"weight": 1, "parent": "research"}));
+    server.put_queue("team-a", json!({"weight": 1, "parent": "research"}));
+    server.put_queue("ops", json!({"weight": 1, "parent": "root"}));
+    let watched = watch(&server, TOKEN).await;
+    until_synced(&watched).await;
+    assert_eq!(members(&watched.cache, "research"), ["team-a", "team-b"]);
+
+    server.put_queue("team-b", json!({"weight": 1, "parent": "root"}));
+    server.delete_queue("team-a");
+    let cache = Arc::clone(&watched.cache);
+    eventually("team-a gone and team-b moved", move || {
+        let moved = cache.get("team-a").is_none() && members(&cache, "root").len() == 2;
+        async move { moved.then_some(()) }
+    })
+    .await;
+
+    assert_eq!(members(&watched.cache, "root"), ["ops", "team-b"]);
+    assert!(
+        members(&watched.cache, "research").is_empty(),
+        "no child left under the old parent"
     );
 }
 
@@ -292,7 +326,7 @@ async fn the_kubeconfig_env_list_is_read_when_no_path_is_set() {
     let client = cluster::connect(None, Some(path.into_os_string()))
         .await
         .expect("a client from KUBECONFIG");
-    let (cache, _watching) = Cache::<Value>::watch(client, QUEUES, Arc::new(Counted::default()));
+    let (cache, _watching) = Cache::<Queue>::watch(client, QUEUES, Arc::new(Counted::default()));
     let synced = Arc::clone(&cache);
     eventually("the cache synced", move || {
         let done = synced.is_synced();
