@@ -4,10 +4,10 @@
 
 use std::sync::Arc;
 
-use super::admit::{TaskAdmission, served_hooks};
-use super::registry::Service;
+use super::admit::{self, TaskAdmission, served_hooks};
+use super::registry::{Service, check_enabled};
 use super::server::{ReadyCondition, Server};
-use super::{ServeError, Settings, builtin};
+use super::{ServeError, Settings, builtin, services};
 use crate::admission::{ChangeRules, Hook};
 use crate::events::{Ignore, ServerEvents, SupervisionEvents};
 use crate::hooks::HookSpec;
@@ -196,6 +196,18 @@ impl ServerBuilder {
         if let Some(observer) = hook_events {
             chain = chain.observer(observer);
         }
+        // Before any file is read or the cluster is reached: a mistyped path is the error a
+        // user must see first.
+        let known = services::BUILTIN_SERVICES
+            .iter()
+            .map(|row| row.path)
+            .chain([admit::PATH])
+            .chain(services.iter().map(Service::path));
+        check_enabled(
+            settings.enabled_admission.as_deref(),
+            known,
+            settings.names.enabled_admission,
+        )?;
         let admission = TaskAdmission::start(chain).await?;
         let builtin = builtin(&settings, &events).await?;
         let registry = services.into_iter().try_fold(

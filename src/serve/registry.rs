@@ -212,48 +212,25 @@ impl Registry {
     }
 
     /// The router for the `enabled` paths, or for every service that reads no cluster when
-    /// `enabled` is `None`, with
-    /// each route's observer asked of `events` once, here.
+    /// `enabled` is `None`, with each route's observer asked of `events` once, here.
     ///
     /// # Errors
-    /// [`ServeError::NothingEnabled`] for an empty list, [`ServeError::UnknownPath`] for a path
-    /// no service answers.
+    /// As [`check_enabled`].
     pub(crate) fn route(
         self,
         enabled: Option<&[String]>,
         setting: &'static str,
         events: &dyn ServerEvents,
     ) -> Result<Router, ServeError> {
-        let chosen: Vec<Service> = match enabled {
-            None => self
-                .services
-                .into_iter()
-                .filter(|service| !service.reads_cluster)
-                .collect(),
-            Some([]) => return Err(ServeError::NothingEnabled { setting }),
-            Some(paths) => {
-                let mut chosen = Vec::new();
-                for path in paths {
-                    let Some(service) = self.services.iter().find(|known| known.path == *path)
-                    else {
-                        let known: Vec<&str> = self
-                            .services
-                            .iter()
-                            .map(|known| known.path.as_str())
-                            .collect();
-                        return Err(ServeError::UnknownPath {
-                            setting,
-                            path: path.clone(),
-                            known: known.join(", "),
-                        });
-                    };
-                    if !chosen.iter().any(|known: &Service| known.path == *path) {
-                        chosen.push(service.clone());
-                    }
-                }
-                chosen
-            }
-        };
+        check_enabled(
+            enabled,
+            self.services.iter().map(|service| service.path.as_str()),
+            setting,
+        )?;
+        let chosen = self.services.into_iter().filter(|service| match enabled {
+            None => !service.reads_cluster,
+            Some(paths) => paths.contains(&service.path),
+        });
         let routes = chosen
             .into_iter()
             .map(|service| {
@@ -267,6 +244,34 @@ impl Registry {
             })
             .collect();
         Ok(Router { routes })
+    }
+}
+
+/// Checks the list of enabled paths (the setting `setting`) against the paths services answer,
+/// `known`; `None` (the setting unset) passes.
+///
+/// # Errors
+/// [`ServeError::NothingEnabled`] for an empty list, [`ServeError::UnknownPath`] for a path
+/// no service answers, naming them all.
+pub(crate) fn check_enabled<'a>(
+    enabled: Option<&[String]>,
+    known: impl Iterator<Item = &'a str> + Clone,
+    setting: &'static str,
+) -> Result<(), ServeError> {
+    match enabled {
+        None => Ok(()),
+        Some([]) => Err(ServeError::NothingEnabled { setting }),
+        Some(paths) => match paths
+            .iter()
+            .find(|path| !known.clone().any(|known| known == path.as_str()))
+        {
+            None => Ok(()),
+            Some(unknown) => Err(ServeError::UnknownPath {
+                setting,
+                path: unknown.clone(),
+                known: known.collect::<Vec<_>>().join(", "),
+            }),
+        },
     }
 }
 

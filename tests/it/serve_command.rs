@@ -13,6 +13,15 @@ const BINARY: &str = env!("CARGO_BIN_EXE_dexaflow-admission");
 /// Runs `serve` with a config naming certificate files in `dir` (which may not exist) and
 /// `extra` arguments; returns the exit code and standard error.
 fn serve(dir: &std::path::Path, extra: &[&str]) -> (Option<i32>, String) {
+    serve_with_env(dir, extra, &[])
+}
+
+/// [`serve`] with the variables `env` set.
+fn serve_with_env(
+    dir: &std::path::Path,
+    extra: &[&str],
+    env: &[(&str, &Path)],
+) -> (Option<i32>, String) {
     let config = dir.join("config.yaml");
     let text = format!(
         "server:\n  listen: 127.0.0.1:0\n  tls: {{cert_file: {0}/tls.crt, key_file: {0}/tls.key}}\nmetrics: {{listen: 127.0.0.1:0}}\n",
@@ -24,6 +33,7 @@ fn serve(dir: &std::path::Path, extra: &[&str]) -> (Option<i32>, String) {
         .arg("--config")
         .arg(&config)
         .args(extra)
+        .envs(env.iter().copied())
         .output()
         .expect("run the binary");
     (
@@ -47,6 +57,27 @@ fn an_unknown_enabled_admission_path_fails_the_start_naming_the_flag() {
             "--enabled-admission: enabled admission \"/widgets/validate\" is not a service"
         ),
         "{stderr}"
+    );
+}
+
+#[test]
+fn a_mistyped_path_beside_a_cluster_reading_one_is_reported_before_the_cluster_is_reached() {
+    let dir = tempfile::tempdir().expect("a directory");
+    Authority::new().issue().write_to(dir.path());
+    let kubeconfig = dir.path().join("no-such-kubeconfig");
+    let (code, stderr) = serve_with_env(
+        dir.path(),
+        &["--enabled-admission", "/jobs/validate,/jobs/valdate"],
+        &[("DEXAFLOW_SERVER_KUBECONFIG", &kubeconfig)],
+    );
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("enabled admission \"/jobs/valdate\" is not a service"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("no-such-kubeconfig"),
+        "the cluster was not reached: {stderr}"
     );
 }
 
