@@ -60,6 +60,7 @@ pub(crate) use reason::escape_controls;
 pub use reason::{MAX_REASON_BYTES, clean_reason, error_chain, is_control_or_format};
 pub use request::{API_VERSION, Execution, Request, ResourceList, Resources};
 pub use toleration::{TaintEffect, Toleration, TolerationOperator};
+pub(crate) use wire::Key;
 pub(crate) use wire::is_json_content_type;
 pub use wire::{
     AnswerEnvelope, AnswerError, DecisionKind, RequestEnvelope, answer_schema, request_schema,

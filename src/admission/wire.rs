@@ -160,11 +160,23 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for WithoutUid<'_, A> {
     }
 }
 
-/// A key of the request envelope: borrowed from the body when it has no escapes, so that
-/// reading a key allocates nothing.
-enum Key<'de> {
+/// A JSON object's key, borrowed from the text when it has no escapes, so that reading a key
+/// allocates nothing: for decoders that look at a key and then drop or skip it.
+pub(crate) enum Key<'de> {
+    /// The key as it is in the text.
     Borrowed(&'de str),
+    /// The key unescaped.
     Owned(String),
+}
+
+impl Key<'_> {
+    /// The key's text.
+    pub(crate) fn as_str(&self) -> &str {
+        match self {
+            Key::Borrowed(key) => key,
+            Key::Owned(key) => key,
+        }
+    }
 }
 
 impl<'de> Deserialize<'de> for Key<'de> {

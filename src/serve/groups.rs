@@ -191,7 +191,8 @@ impl Group {
 
     /// Calls `put` with each place under `spec` (a field, or a field's key) the group changes
     /// and its value there: a whole field where `spec` lacks it or has it of another type, else
-    /// a node selector key or an appended toleration (its index as the key) at a time.
+    /// a node selector key or an appended toleration (its index as the key) at a time. Of
+    /// `spec` it reads [`SPEC_FIELDS`] only.
     fn patch_spec(&self, spec: &Map<String, Value>, put: &mut dyn FnMut(&[&str], Value)) {
         let label = |value: &String| Value::String(value.clone());
         if !self.labels.is_empty() {
@@ -265,6 +266,11 @@ impl Group {
         }
     }
 }
+
+/// The fields of a pod's `spec` that [`Group::patch`] reads and writes, and all it reads of the
+/// spec: `/pods/mutate` builds only these.
+pub(super) const SPEC_FIELDS: [&str; 4] =
+    ["nodeSelector", "tolerations", "affinity", "schedulerName"];
 
 /// Whether two tolerations are the same as Kubernetes reads them: an omitted or empty
 /// `operator` is `Equal`, and a null or absent field is the same as an empty one.
@@ -557,5 +563,49 @@ resourceGroups:
             assert_eq!(operations(&group().patch(&pod)), json!([]), "{pod}");
             assert_eq!(applied, pod);
         }
+    }
+
+    /// A group's patch of what `/pods/mutate` reads of `pod`.
+    fn patch_of_view(pod: &Value) -> Value {
+        let text = serde_json::value::to_raw_value(pod).expect("a pod serializes");
+        let view: super::super::pod_view::PodView =
+            serde_json::from_str(text.get()).expect("a pod decodes");
+        operations(&group().patch(&view.for_patch().expect("its spec decodes")))
+    }
+
+    #[test]
+    fn patch_of_what_pods_mutate_reads_is_the_patch_of_the_whole_pod() {
+        for pod in [
+            json!({"metadata": {"name": "p"}}),
+            json!({"spec": null}),
+            json!({"spec": "not an object"}),
+            json!({"spec": {"containers": [{"name": "c", "ports": [{"containerPort": 80}]}]}}),
+            json!({"spec": {
+                "containers": [{"name": "c"}],
+                "nodeSelector": {"accelerator": "amd", "zone": "a"},
+                "tolerations": [{"key": "spot", "operator": "Exists"}],
+                "affinity": null,
+                "schedulerName": "default-scheduler",
+                "volumes": [{"name": "v", "emptyDir": {}}],
+            }}),
+            json!({"spec": {"nodeSelector": "not a map", "tolerations": {"not": "a list"}}}),
+        ] {
+            let whole = operations(&group().patch(&pod));
+
+            assert_eq!(patch_of_view(&pod), whole, "{pod}");
+        }
+    }
+
+    #[test]
+    fn a_spec_key_written_with_escapes_is_read_as_the_plain_key() {
+        let text = r#"{"spec": {"node\u0053elector": {"accelerator": "nvidia", "pool": "gpu"}}}"#;
+        let view: super::super::pod_view::PodView = serde_json::from_str(text).expect("decodes");
+
+        let pod = view.for_patch().expect("its spec decodes");
+
+        assert_eq!(
+            pod,
+            json!({"spec": {"nodeSelector": {"accelerator": "nvidia", "pool": "gpu"}}})
+        );
     }
 }

@@ -30,6 +30,7 @@ mod builder;
 pub mod dags;
 mod error;
 mod groups;
+mod pod_view;
 pub mod pods;
 mod registry;
 mod reload;

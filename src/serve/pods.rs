@@ -10,10 +10,10 @@ use std::collections::{BTreeMap, HashSet};
 
 use k8s_openapi::api::core::v1::Pod;
 use serde::{Deserialize, Deserializer};
-use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::groups::{PodKeys, ResourceGroups};
+use super::pod_view::PodView;
 use super::review::{ReviewAnswer, ReviewRequest, Reviewer};
 use crate::admission::is_reserved_key;
 use crate::volcano;
@@ -51,8 +51,8 @@ fn check_kind(request: &ReviewRequest) -> Result<(), Refusal> {
     )))
 }
 
-/// `T` (a pod, or its JSON tree) from `from` (the object's text, or its tree); `field` names it
-/// in the refusal.
+/// `T` (a pod, or what `/pods/mutate` reads of one) from `from`, the object's text; `field`
+/// names it in the refusal.
 fn decode<'de, T: Deserialize<'de>>(
     from: impl Deserializer<'de>,
     field: &str,
@@ -88,36 +88,29 @@ impl Reviewer for Mutation {
         if request.operation != "CREATE" {
             return ReviewAnswer::allow(request);
         }
-        // The patch is written against the object's JSON tree, the group chosen from its keys.
-        let decoded = check_kind(request)
+        let pod = match check_kind(request)
             .and_then(|()| object(request))
-            .and_then(|text| decode::<Value>(text, "the object"))
-            .and_then(|original| {
-                let pod: Pod = decode(&original, "the object")?;
-                Ok((original, pod))
-            });
-        let (original, pod) = match decoded {
-            Ok(decoded) => decoded,
+            .and_then(|text| decode::<PodView>(text, "the object"))
+        {
+            Ok(pod) => pod,
             Err(refusal) => return refusal.answer(request),
         };
-        let empty = BTreeMap::new();
-        let metadata = &pod.metadata;
         // A pod made from `generateName` arrives without its namespace: the request has it.
-        let namespace = metadata
-            .namespace
-            .as_deref()
-            .filter(|namespace| !namespace.is_empty())
-            .unwrap_or(&request.namespace);
         let keys = PodKeys {
-            namespace,
-            labels: metadata.labels.as_ref().unwrap_or(&empty),
-            annotations: metadata.annotations.as_ref().unwrap_or(&empty),
+            namespace: pod.namespace().unwrap_or(&request.namespace),
+            labels: pod.labels(),
+            annotations: pod.annotations(),
         };
         let groups = self.groups.snapshot();
         let Some(group) = groups.iter().find(|group| group.takes(keys)) else {
             return ReviewAnswer::allow(request);
         };
-        ReviewAnswer::patch(request, &group.patch(&original))
+        match pod.for_patch() {
+            Ok(pod) => ReviewAnswer::patch(request, &group.patch(&pod)),
+            Err(error) => {
+                Refusal::BadRequest(format!("the object is not a pod: {error}")).answer(request)
+            }
+        }
     }
 }
 
