@@ -25,8 +25,8 @@ use crate::dispatch::executor::{self, Executor};
 use crate::dispatch::task::{Task, TaskKey};
 use crate::dispatch::token::{Hs256Minter, Minter};
 use crate::dispatch::{
-    Dispatcher, Drain, DrainReport, Offer, Parts, Pipeline, Settings, Settled, ShuttingDown,
-    TaskInstance, TaskStore, Tick, TickReport, Ticking, Write,
+    Dispatcher, Drain, DrainReport, JoinThreads, Offer, Parts, Pipeline, Settings, Settled,
+    ShuttingDown, TaskInstance, TaskStore, Tick, TickReport, Ticking, Write,
 };
 use crate::events::{BreakerEvents, BreakerState, BufferEvents, Fanout, HookEvents, Observer};
 use crate::hooks::{HookSpec, POLICY_HOOK, PolicySpec};
@@ -584,6 +584,8 @@ impl Handle {
         let drain = self.dispatcher.send(Drain).await.unwrap_or_default();
         // Only once no dispatch is in flight can nothing more be launched.
         self.pipeline.shut_down().await;
+        // The executor's processes and the followers of their steps ran on the workers' threads.
+        let _ = self.dispatcher.send(JoinThreads).await;
         // Nothing more can settle: what did is still read, then the stream ends.
         if let Some(settled) = &mut self.settled {
             settled.close();

@@ -30,10 +30,15 @@ fn long_workload(dir: &Path) -> PathBuf {
 }
 
 /// Starts `dispatch --output json` under a config whose lite executor runs one attempt at a
-/// time, so that `next` waits for `long`'s slot.
-fn start(dir: &Path) -> Child {
+/// time, so that `next` waits for `long`'s slot. `buffer_size` above 0 dispatches through the
+/// buffer and its admission workers, on threads of their own (the default `worker_threads`).
+fn start(dir: &Path, buffer_size: usize) -> Child {
     let config = lite_config(dir, "max_parallel: 1", "", "");
     dispatch(&config, &long_workload(dir))
+        .env(
+            "DEXAFLOW_SCHEDULER_DISPATCH_BUFFER_SIZE",
+            buffer_size.to_string(),
+        )
         .args(["--output", "json"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -70,8 +75,14 @@ fn signal_and_collect(
     (child.wait().unwrap(), stdout, rest)
 }
 
+/// Interrupts a synchronous `dispatch` with `signal` once `long` runs.
 fn interrupt(dir: &Path, signal: Signal) -> Interrupted {
-    let mut child = start(dir);
+    interrupt_buffered(dir, signal, 0)
+}
+
+/// [`interrupt`] with a dispatch buffer of `buffer_size`.
+fn interrupt_buffered(dir: &Path, signal: Signal, buffer_size: usize) -> Interrupted {
+    let mut child = start(dir, buffer_size);
     let pids = [
         wait_for_pid(&dir.join("leader.pid")),
         wait_for_pid(&dir.join("child.pid")),
@@ -150,6 +161,18 @@ fn no_process_a_task_started_outlives_the_dispatcher_it_ran_under() {
     let interrupted = interrupt(dir.path(), Signal::TERM);
 
     // Killed before the dispatcher exited: the poll only lets the kernel finish the kill.
+    for pid in interrupted.pids {
+        wait_until_gone(pid);
+    }
+}
+
+#[test]
+fn sigterm_drains_a_buffered_dispatcher_whose_workers_have_threads_of_their_own_alike() {
+    let dir = tempfile::tempdir().unwrap();
+
+    let interrupted = interrupt_buffered(dir.path(), Signal::TERM, 16);
+
+    assert_drained(&interrupted, dir.path());
     for pid in interrupted.pids {
         wait_until_gone(pid);
     }

@@ -6,7 +6,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use actix::{
-    Actor, ActorFutureExt, AsyncContext, Context, Handler, Message, ResponseActFuture, WrapFuture,
+    Actor, ActorFutureExt, AsyncContext, Context, Handler, Message, ResponseActFuture,
+    ResponseFuture, WrapFuture,
 };
 use tokio::sync::mpsc;
 
@@ -82,6 +83,14 @@ pub struct TickReport {
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "DrainReport")]
 pub struct Drain;
+
+/// Stops the admission workers' threads and waits for them, once the executor has stopped:
+/// what the executor and the followers of launched attempts spawned while the workers ran on
+/// those threads (an attempt's process, its steps) runs there until then. Answered at once
+/// when the workers share the dispatcher's thread.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct JoinThreads;
 
 /// What draining did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -208,6 +217,19 @@ impl Handler<Tick> for Dispatcher {
     }
 }
 
+impl Handler<JoinThreads> for Dispatcher {
+    type Result = ResponseFuture<()>;
+
+    fn handle(&mut self, _: JoinThreads, _: &mut Context<Self>) -> Self::Result {
+        let threads = self
+            .buffer
+            .as_mut()
+            .map(Buffer::take_threads)
+            .unwrap_or_default();
+        Box::pin(buffer::join(threads))
+    }
+}
+
 impl Handler<Drain> for Dispatcher {
     type Result = ResponseActFuture<Self, DrainReport>;
 
@@ -222,11 +244,6 @@ impl Handler<Drain> for Dispatcher {
         let Some(mut done) = self.done_rx.take() else {
             return Box::pin(actix::fut::ready(report));
         };
-        let threads = self
-            .buffer
-            .as_mut()
-            .map(Buffer::take_threads)
-            .unwrap_or_default();
         let drain_timeout = self.pipeline.settings().drain_timeout;
         let wait = async move {
             let finished = tokio::time::timeout(drain_timeout, done.recv())
@@ -247,8 +264,6 @@ impl Handler<Drain> for Dispatcher {
                         if !finished {
                             done.recv().await;
                         }
-                        // Every worker has stopped: their threads have nothing left to run.
-                        buffer::join(threads).await;
                         report
                     }
                     .into_actor(dispatcher)

@@ -27,7 +27,7 @@ pub mod unit;
 mod worker;
 
 pub use dispatcher::{
-    Dispatcher, Drain, DrainReport, Offer, ShuttingDown, Tick, TickReport, Ticking,
+    Dispatcher, Drain, DrainReport, JoinThreads, Offer, ShuttingDown, Tick, TickReport, Ticking,
 };
 pub use pipeline::{Disposition, Parts, Pipeline, Settled};
 pub use reason::{FailureReason, Reason};
