@@ -3,8 +3,8 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use http::{Request, Response, StatusCode};
@@ -16,7 +16,6 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
-use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 
 use super::ServeError;
@@ -28,6 +27,7 @@ use super::tls::{Certificates, server_config};
 use crate::cluster::Watching;
 use crate::events::ServerEvents;
 use crate::listen;
+use crate::supervise::Limiter;
 
 /// How long a client may take to complete the TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -243,7 +243,7 @@ async fn accept(
     mut stopped: watch::Receiver<bool>,
 ) -> GracefulShutdown {
     let graceful = GracefulShutdown::new();
-    let refusals = Arc::new(Sampled::new(REFUSAL_LOG_EVERY));
+    let refusals = Arc::new(Limiter::new(REFUSAL_LOG_EVERY));
     loop {
         let (stream, peer) = tokio::select! {
             _ = stopped.changed() => break,
@@ -280,7 +280,7 @@ async fn accept(
                 match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
                     Ok(Ok(stream)) => stream,
                     Ok(Err(error)) if is_client_certificate_error(&error) => {
-                        if let Some(held_back) = refusals.admit() {
+                        if let Some(held_back) = refusals.take() {
                             tracing::warn!(
                                 %peer,
                                 held_back,
@@ -339,39 +339,6 @@ fn is_client_certificate_error(error: &std::io::Error) -> bool {
                 rustls::Error::InvalidCertificate(_) | rustls::Error::NoCertificatesPresented
             )
         })
-}
-
-/// At most one log line per period: the first event of a period is logged, with how many
-/// were held back since the last line; the others are only counted. A peer can fail handshakes
-/// as fast as it connects, and the log must not grow as fast.
-#[derive(Debug)]
-struct Sampled {
-    every: Duration,
-    last: Mutex<Option<Instant>>,
-    held_back: AtomicU64,
-}
-
-impl Sampled {
-    fn new(every: Duration) -> Sampled {
-        Sampled {
-            every,
-            last: Mutex::new(None),
-            held_back: AtomicU64::new(0),
-        }
-    }
-
-    /// `Some(events held back since the last line)` when this event may be logged.
-    fn admit(&self) -> Option<u64> {
-        let now = Instant::now();
-        // A panic while holding the lock leaves only a timestamp behind.
-        let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
-        if last.is_some_and(|last| now < last + self.every) {
-            self.held_back.fetch_add(1, Ordering::Relaxed);
-            return None;
-        }
-        *last = Some(now);
-        Some(self.held_back.swap(0, Ordering::Relaxed))
-    }
 }
 
 /// Something besides the listener that must hold before the server is ready, such as a cache
@@ -439,17 +406,5 @@ mod tests {
         assert_eq!(&body[..], b"not ready: waiting for the queue cache\n");
         assert_eq!(probe("/readyz", None).status(), StatusCode::OK);
         assert_eq!(probe("/healthz", Some("anything")).status(), StatusCode::OK);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn one_line_per_period_passes_and_the_rest_are_counted_into_the_next() {
-        let sampled = Sampled::new(Duration::from_secs(10));
-        assert_eq!(sampled.admit(), Some(0));
-        assert_eq!(sampled.admit(), None);
-        tokio::time::advance(Duration::from_secs(9)).await;
-        assert_eq!(sampled.admit(), None);
-        tokio::time::advance(Duration::from_secs(1)).await;
-        assert_eq!(sampled.admit(), Some(2));
-        assert_eq!(sampled.admit(), None);
     }
 }

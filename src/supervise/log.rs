@@ -28,8 +28,8 @@ impl HookLog {
     /// A log that writes the first line of each kind at once.
     pub(crate) fn new() -> HookLog {
         HookLog {
-            failures: Limiter::new(),
-            fail_opens: Limiter::new(),
+            failures: Limiter::new(LOG_EVERY),
+            fail_opens: Limiter::new(LOG_EVERY),
         }
     }
 
@@ -67,11 +67,14 @@ fn left_out_since(left_out: u64, what: &str) -> String {
     }
 }
 
-/// At most one line per [`LOG_EVERY`]. Only calls that would log touch it, and then two atomics and
-/// no lock; it reads tokio's clock, so that a test drives it on a paused clock.
+/// At most one log line per period, for an event that can come thousands of times a second.
+/// Only calls that would log touch it, and then two atomics and no lock; it reads tokio's
+/// clock, so that a test drives it on a paused clock.
 #[derive(Debug)]
-struct Limiter {
+pub(crate) struct Limiter {
     base: Instant,
+    /// The period, in nanoseconds.
+    every: u64,
     /// Nanoseconds from `base` before which no line is written.
     next: AtomicU64,
     /// Lines left out since the last one written.
@@ -79,17 +82,19 @@ struct Limiter {
 }
 
 impl Limiter {
-    fn new() -> Limiter {
+    /// A limiter letting one line through per `every`.
+    pub(crate) fn new(every: Duration) -> Limiter {
         Limiter {
             base: Instant::now(),
+            every: nanos(every),
             next: AtomicU64::new(0),
             left_out: AtomicU64::new(0),
         }
     }
 
     /// `Some(lines left out before it)` when a line may be written now; `None`, counted as left
-    /// out, when one was written less than [`LOG_EVERY`] ago or another caller takes this turn.
-    fn take(&self) -> Option<u64> {
+    /// out, when one was written less than the period ago or another caller takes this turn.
+    pub(crate) fn take(&self) -> Option<u64> {
         let now = nanos(self.base.elapsed());
         let next = self.next.load(Ordering::Acquire);
         let turn = now >= next
@@ -97,7 +102,7 @@ impl Limiter {
                 .next
                 .compare_exchange(
                     next,
-                    now.saturating_add(nanos(LOG_EVERY)),
+                    now.saturating_add(self.every),
                     Ordering::AcqRel,
                     Ordering::Acquire,
                 )
@@ -108,5 +113,22 @@ impl Limiter {
             self.left_out.fetch_add(1, Ordering::Relaxed);
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn one_line_per_period_passes_and_the_rest_are_counted_into_the_next() {
+        let limiter = Limiter::new(Duration::from_secs(10));
+        assert_eq!(limiter.take(), Some(0));
+        assert_eq!(limiter.take(), None);
+        tokio::time::advance(Duration::from_secs(9)).await;
+        assert_eq!(limiter.take(), None);
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(limiter.take(), Some(2));
+        assert_eq!(limiter.take(), None);
     }
 }

@@ -31,6 +31,7 @@ pub(crate) use catch_panic::{catch_panic, panic_message};
 pub use chain::SupervisedChain;
 pub use gate::{Gate, Pass};
 pub use log::LOG_EVERY;
+pub(crate) use log::Limiter;
 pub use settings::{BreakerSettings, HookSettings, Settings};
 pub use stack::Supervised;
 pub use timeout::{Limit, timeout};
