@@ -149,49 +149,63 @@ pub(crate) async fn builtin(
         ))?
         .register(Service::builtin(
             services::JOBS_VALIDATE,
-            ReadingQueues::new(Arc::clone(&queues), move |review, view| {
-                rules::validate_job(review, view, &feature_gates).map(|()| Allowed::AsItIs)
-            }),
+            ReadingQueues::new(
+                services::JOBS_VALIDATE,
+                Arc::clone(&queues),
+                move |review, view| {
+                    rules::validate_job(review, view, &feature_gates).map(|()| Allowed::AsItIs)
+                },
+            ),
         ))?
         .register(Service::builtin(
             services::JOBS_MUTATE,
-            Pure::new(move |review| {
+            Pure::new(services::JOBS_MUTATE, move |review| {
                 rules::mutate_job(review, &scheduler_names).map(Allowed::Patched)
             }),
         ))?
         .register(Service::builtin(
             services::QUEUES_VALIDATE,
-            ReadingQueues::new(Arc::clone(&queues), move |review, view| {
-                rules::validate_queue(review, view, &queue_settings).map(|()| Allowed::AsItIs)
-            }),
+            ReadingQueues::new(
+                services::QUEUES_VALIDATE,
+                Arc::clone(&queues),
+                move |review, view| {
+                    rules::validate_queue(review, view, &queue_settings).map(|()| Allowed::AsItIs)
+                },
+            ),
         ))?
         .register(Service::builtin(
             services::QUEUES_MUTATE,
-            Pure::new(|review| rules::mutate_queue(review).map(Allowed::Patched)),
+            Pure::new(services::QUEUES_MUTATE, |review| {
+                rules::mutate_queue(review).map(Allowed::Patched)
+            }),
         ))?
         .register(Service::builtin(
             services::PODGROUPS_VALIDATE,
-            ReadingQueues::new(queues, |review, view| {
+            ReadingQueues::new(services::PODGROUPS_VALIDATE, queues, |review, view| {
                 rules::validate_podgroup(review, view).map(|()| Allowed::AsItIs)
             }),
         ))?
         .register(Service::builtin(
             services::PODGROUPS_MUTATE,
-            volcano::PodGroupMutation::new(namespaces),
+            volcano::PodGroupMutation::new(services::PODGROUPS_MUTATE, namespaces),
         ))?
         .register(Service::builtin(
             services::CRONJOBS_VALIDATE,
-            Pure::new(move |review| {
+            Pure::new(services::CRONJOBS_VALIDATE, move |review| {
                 rules::validate_cronjob(review, &feature_gates).map(|()| Allowed::AsItIs)
             }),
         ))?
         .register(Service::builtin(
             services::JOBFLOWS_VALIDATE,
-            Pure::new(|review| rules::validate_jobflow(review).map(|()| Allowed::AsItIs)),
+            Pure::new(services::JOBFLOWS_VALIDATE, |review| {
+                rules::validate_jobflow(review).map(|()| Allowed::AsItIs)
+            }),
         ))?
         .register(Service::builtin(
             services::HYPERNODES_VALIDATE,
-            Pure::new(|review| rules::validate_hypernode(review).map(|()| Allowed::AsItIs)),
+            Pure::new(services::HYPERNODES_VALIDATE, |review| {
+                rules::validate_hypernode(review).map(|()| Allowed::AsItIs)
+            }),
         ))?;
     Ok(Builtin {
         registry,

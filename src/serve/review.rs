@@ -53,6 +53,10 @@ pub struct ReviewRequest {
     pub uid: String,
     /// The object's kind, such as `{"group": "", "version": "v1", "kind": "Pod"}`.
     pub kind: GroupVersionKind,
+    /// The resource the request is about, such as `{"group": "", "version": "v1", "resource":
+    /// "pods"}`: what a webhook configuration's rules matched.
+    #[serde(default)]
+    pub resource: GroupVersionResource,
     /// The object's name; empty when the API server has none yet (a CREATE with
     /// `generateName`). A DELETE names its object only here.
     #[serde(default)]
@@ -83,6 +87,20 @@ pub struct GroupVersionKind {
     pub version: String,
     /// Such as `Pod`.
     pub kind: String,
+}
+
+/// A group, version and resource.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct GroupVersionResource {
+    /// Empty for the core group.
+    #[serde(default)]
+    pub group: String,
+    /// Such as `v1`.
+    #[serde(default)]
+    pub version: String,
+    /// The resource, plural, such as `pods`.
+    #[serde(default)]
+    pub resource: String,
 }
 
 /// The user a request comes from.

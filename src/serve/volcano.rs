@@ -18,6 +18,7 @@ use tokio::time::Instant;
 
 use super::registry::Unavailable;
 use super::review::{ReviewAnswer, ReviewRequest, Reviewer, WaitingReviewer};
+use super::services::{Admits, BuiltinService};
 use crate::cluster::{Cache, Namespaces};
 use crate::volcano::{self, Operation, PodGroup, Queue, QueueView, Refusal};
 
@@ -62,11 +63,35 @@ fn decoded<T: DeserializeOwned>(
     }
 }
 
-/// Decodes `request`'s object and old object as `T` and answers with what `rule` makes of them.
+/// Refuses a request about another resource than the one the service is for, as Volcano's
+/// decoders do (in their words: Go prints the resource as `{group version resource}`): a
+/// webhook configuration pointing one resource's rules at another's path would otherwise have
+/// the object judged by the wrong rules.
+fn check_resource(request: &ReviewRequest, admits: Option<Admits>) -> Result<(), String> {
+    let Some(admits) = admits else {
+        return Ok(());
+    };
+    let got = &request.resource;
+    if got.group == admits.group && got.version == admits.version && got.resource == admits.resource
+    {
+        return Ok(());
+    }
+    Err(format!(
+        "expect resource to be {{{} {} {}}}, got {{{} {} {}}}",
+        admits.group, admits.version, admits.resource, got.group, got.version, got.resource
+    ))
+}
+
+/// Decodes `request`'s object and old object as `T`, once the request is about `admits`'s
+/// resource, and answers with what `rule` makes of them.
 fn review_with<T: DeserializeOwned>(
     request: &ReviewRequest,
+    admits: Option<Admits>,
     rule: impl FnOnce(&volcano::Review<'_, T>) -> Result<Allowed, Refusal>,
 ) -> ReviewAnswer {
+    if let Err(message) = check_resource(request, admits) {
+        return ReviewAnswer::bad_request(request, message);
+    }
     let decoded = decoded::<T>("object", &request.object)
         .and_then(|object| Ok((object, decoded::<T>("oldObject", &request.old_object)?)));
     let (object, old_object) = match decoded {
@@ -90,14 +115,18 @@ fn review_with<T: DeserializeOwned>(
 
 /// A service whose rule reads nothing of the cluster.
 pub(crate) struct Pure<T> {
+    admits: Option<Admits>,
     rule: Box<PureRule<T>>,
 }
 
 impl<T> Pure<T> {
+    /// The service of `row` (the resource it admits), answering with `rule`.
     pub(crate) fn new(
+        row: BuiltinService,
         rule: impl Fn(&volcano::Review<'_, T>) -> Result<Allowed, Refusal> + Send + Sync + 'static,
     ) -> Pure<T> {
         Pure {
+            admits: row.admits,
             rule: Box::new(rule),
         }
     }
@@ -105,18 +134,21 @@ impl<T> Pure<T> {
 
 impl<T: DeserializeOwned + 'static> Reviewer for Pure<T> {
     fn review(&self, request: &ReviewRequest) -> ReviewAnswer {
-        review_with(request, |review| (self.rule)(review))
+        review_with(request, self.admits, |review| (self.rule)(review))
     }
 }
 
 /// A service whose rule reads the queue cache: 503 until the cache has synced.
 pub(crate) struct ReadingQueues<T> {
+    admits: Option<Admits>,
     queues: Arc<Cache<Queue>>,
     rule: Box<QueueRule<T>>,
 }
 
 impl<T> ReadingQueues<T> {
+    /// The service of `row` (the resource it admits), answering with `rule` over `queues`.
     pub(crate) fn new(
+        row: BuiltinService,
         queues: Arc<Cache<Queue>>,
         rule: impl Fn(&volcano::Review<'_, T>, &dyn QueueView) -> Result<Allowed, Refusal>
         + Send
@@ -124,6 +156,7 @@ impl<T> ReadingQueues<T> {
         + 'static,
     ) -> ReadingQueues<T> {
         ReadingQueues {
+            admits: row.admits,
             queues,
             rule: Box::new(rule),
         }
@@ -138,20 +171,27 @@ impl<T: DeserializeOwned + 'static> WaitingReviewer for ReadingQueues<T> {
     ) -> Result<ReviewAnswer, Unavailable> {
         synced(&self.queues)?;
         let view: &dyn QueueView = self.queues.as_ref();
-        Ok(review_with(request, |review| (self.rule)(review, view)))
+        Ok(review_with(request, self.admits, |review| {
+            (self.rule)(review, view)
+        }))
     }
 }
 
 /// `/podgroups/mutate`: a pod group in the `default` queue takes its namespace's queue, read
 /// from the API server within the review's deadline.
 pub(crate) struct PodGroupMutation {
+    admits: Option<Admits>,
     /// `None` when the service is registered but not served: no client was made.
     namespaces: Option<Namespaces>,
 }
 
 impl PodGroupMutation {
-    pub(crate) fn new(namespaces: Option<Namespaces>) -> PodGroupMutation {
-        PodGroupMutation { namespaces }
+    /// The service of `row` (the resource it admits), reading `namespaces`.
+    pub(crate) fn new(row: BuiltinService, namespaces: Option<Namespaces>) -> PodGroupMutation {
+        PodGroupMutation {
+            admits: row.admits,
+            namespaces,
+        }
     }
 }
 
@@ -161,6 +201,10 @@ impl WaitingReviewer for PodGroupMutation {
         request: &ReviewRequest,
         deadline: Instant,
     ) -> Result<ReviewAnswer, Unavailable> {
+        // Before the namespace is read for it.
+        if let Err(message) = check_resource(request, self.admits) {
+            return Ok(ReviewAnswer::bad_request(request, message));
+        }
         let reads = decoded::<PodGroup>("object", &request.object)
             .ok()
             .flatten()
@@ -190,7 +234,7 @@ impl WaitingReviewer for PodGroupMutation {
         } else {
             Ok(None)
         };
-        Ok(review_with(request, |review| {
+        Ok(review_with(request, self.admits, |review| {
             volcano::mutate_podgroup(review, namespace_queue).map(Allowed::Patched)
         }))
     }

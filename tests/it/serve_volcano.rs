@@ -253,6 +253,7 @@ fn podgroup_review(namespace: &str, queue: &str) -> Value {
         "request": {
             "uid": "5c1d2e3f-podgroup",
             "kind": {"group": "scheduling.volcano.sh", "version": "v1beta1", "kind": "PodGroup"},
+            "resource": {"group": "scheduling.volcano.sh", "version": "v1beta1", "resource": "podgroups"},
             "name": "pg",
             "namespace": namespace,
             "operation": "CREATE",
@@ -344,6 +345,54 @@ async fn a_pod_group_whose_namespace_cannot_be_read_is_denied_naming_the_namespa
         .expect("a message");
     assert!(message.contains("\"ghost\" not found"), "{message}");
     assert!(answer["response"]["patch"].is_null());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_review_of_another_resource_is_refused_naming_the_one_the_path_is_for() {
+    let api = ApiServer::start(TOKEN).await;
+    let (running, _kube) = serve_every_volcano_service(&api).await;
+
+    // A job sent to the job flows' path, as a webhook configuration with a wrong path would.
+    let answer = running
+        .client
+        .post_json("/jobflows/validate", &job_review("default"))
+        .await
+        .json();
+
+    assert_eq!(answer["response"]["allowed"], false);
+    assert_eq!(answer["response"]["status"]["code"], 400);
+    assert_eq!(
+        answer["response"]["status"]["message"],
+        "expect resource to be {flow.volcano.sh v1alpha1 jobflows}, got {batch.volcano.sh v1alpha1 jobs}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_review_of_another_resource_at_the_pod_group_defaults_reads_no_namespace() {
+    let api = ApiServer::start(TOKEN).await;
+    api.put_namespace(
+        "team-a",
+        json!({"scheduling.volcano.sh/queue-name": "research"}),
+    );
+    let (running, _kube) = serve_every_volcano_service(&api).await;
+    let mut review = podgroup_review("team-a", "default");
+    review["request"]["resource"]["resource"] = json!("queues");
+
+    let answer = running
+        .client
+        .post_json("/podgroups/mutate", &review)
+        .await
+        .json();
+
+    assert_eq!(answer["response"]["allowed"], false);
+    assert!(answer["response"]["patch"].is_null());
+    assert!(
+        !api.requests()
+            .iter()
+            .any(|request| request.contains("/api/v1/namespaces/team-a")),
+        "no namespace read: {:?}",
+        api.requests()
+    );
 }
 
 /// The kind and an object of `resource` that every service registered for it allows: its
