@@ -74,6 +74,8 @@ mod supervised_dispatch;
 mod token;
 mod volcano_cronjobs;
 mod volcano_e2e;
+mod volcano_e2e_pods;
+mod volcano_e2e_queues;
 mod volcano_hypernodes;
 mod volcano_jobflows;
 mod volcano_jobs;

@@ -6,6 +6,7 @@
 //! whole request whose other parts are valid, so the answer is that check's. Every case is one
 //! admission request: none was left out.
 
+use crate::volcano_jobs_validate::denied;
 use dexaflow_admission::volcano::{
     CronJob, FeatureGates, Operation, Refusal, Review, decode, validate_cronjob,
 };
@@ -62,13 +63,6 @@ fn create(cronjob: &CronJob) -> Result<(), Refusal> {
 /// The verdict on creating Volcano's test cronjob (`cronvcjob`) with `changes` to its spec.
 fn create_spec(changes: Value) -> Result<(), Refusal> {
     create(&cronjob("cronvcjob", changes))
-}
-
-fn denied(verdict: Result<(), Refusal>) -> String {
-    match verdict {
-        Err(Refusal::Denied(message)) => message,
-        other => panic!("expected a denial, got {other:?}"),
-    }
 }
 
 const NAME_RULE: &str = "name part must consist of alphanumeric characters, '-', '_' or '.', \

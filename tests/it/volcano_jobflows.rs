@@ -1,6 +1,7 @@
 //! Volcano's `/jobflows/validate` rule, with the cases of Volcano's `validate_jobflow_test.go`
 //! and `util_test.go` and the specs of its e2e `jobflow_validation_test.go` ported one test each.
 
+use crate::volcano_jobs_validate::denied;
 use dexaflow_admission::volcano::{JobFlow, Operation, Refusal, Review, decode, validate_jobflow};
 use serde_json::{Value, json};
 
@@ -29,13 +30,6 @@ fn validate(flows: &[(&str, &[&str])]) -> Result<(), Refusal> {
         old_object: None,
     };
     validate_jobflow(&review)
-}
-
-fn denied(verdict: Result<(), Refusal>) -> String {
-    match verdict {
-        Err(Refusal::Denied(message)) => message,
-        other => panic!("expected a denial, got {other:?}"),
-    }
 }
 
 const NOT_DAG: &str = "jobflow Flow is not DAG";

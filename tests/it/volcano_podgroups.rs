@@ -3,6 +3,7 @@
 //! specs of its e2e `podgroup_mutate_test.go` (three of them the same requests as unit cases,
 //! named on those tests).
 
+use crate::volcano_jobs_validate::denied;
 use dexaflow_admission::volcano::{
     Operation, PodGroup, Queue, QueueView, Refusal, Review, ViewError, decode, mutate_podgroup,
     podgroup_reads_namespace, validate_podgroup,
@@ -54,13 +55,6 @@ fn validate(spec: Value, view: &OneQueue) -> Result<(), Refusal> {
         old_object: None,
     };
     validate_podgroup(&review, view)
-}
-
-fn denied(verdict: Result<(), Refusal>) -> String {
-    match verdict {
-        Err(Refusal::Denied(message)) => message,
-        other => panic!("expected a denial, got {other:?}"),
-    }
 }
 
 const BOTH_TIERS: &str = "must not specify 'highestTierAllowed' and 'highestTierName' in networkTopology simultaneously.";

@@ -1,6 +1,7 @@
 //! Volcano's `/pods/validate` rule, with the case of Volcano's `admit_pod_test.go` and every spec
 //! of its e2e `pod_validation_test.go` ported, and the annotation checks they leave untested.
 
+use crate::volcano_jobs_validate::denied;
 use dexaflow_admission::volcano::{Operation, Refusal, Review, decode, validate_pod};
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::json;
@@ -18,13 +19,6 @@ fn validate(scheduler: &str, annotations: serde_json::Value) -> Result<(), Refus
         old_object: None,
     };
     validate_pod(&review, &["volcano".to_owned()])
-}
-
-fn denied(verdict: Result<(), Refusal>) -> String {
-    match verdict {
-        Err(Refusal::Denied(message)) => message,
-        other => panic!("expected a denial, got {other:?}"),
-    }
 }
 
 /// Volcano: TestValidatePod, "validate default normal pod"

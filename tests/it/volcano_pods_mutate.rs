@@ -68,7 +68,7 @@ fn pod_review(pod: Value) -> Value {
 }
 
 /// The pod our `/pods/mutate` makes of `pod`, and the answer.
-async fn mutate(running: &Running, pod: Value) -> (Value, Value) {
+pub(crate) async fn mutate(running: &Running, pod: Value) -> (Value, Value) {
     let review = pod_review(pod);
     let answer = running.client.post_json("/pods/mutate", &review).await;
     assert_eq!(answer.status, StatusCode::OK);

@@ -1,6 +1,7 @@
 //! Volcano's `/queues/validate` and `/queues/mutate` rules, with the cases of Volcano's
 //! `validate_queue_test.go` and `mutate_queue_test.go` ported one test each.
 
+use crate::volcano_jobs_validate::denied;
 use std::collections::BTreeMap;
 
 use dexaflow_admission::volcano::{
@@ -11,10 +12,11 @@ use serde_json::{Value, json};
 
 /// A queue cache over a map, as Volcano's informer holds them.
 #[derive(Default)]
-struct Cache(BTreeMap<String, Queue>);
+pub(crate) struct Cache(BTreeMap<String, Queue>);
 
 impl Cache {
-    fn of(queues: &[Value]) -> Cache {
+    /// The cache holding `queues`.
+    pub(crate) fn of(queues: &[Value]) -> Cache {
         Cache(
             queues
                 .iter()
@@ -49,7 +51,7 @@ impl QueueView for Cache {
     }
 }
 
-fn to_queue(value: &Value) -> Queue {
+pub(crate) fn to_queue(value: &Value) -> Queue {
     decode("object", value).expect("a queue").expect("not null")
 }
 
@@ -100,7 +102,8 @@ fn run(
     validate_queue(&review, cache, settings)
 }
 
-fn create(object: &Value, cache: &Cache) -> Result<(), Refusal> {
+/// A CREATE of `object` validated against `cache`.
+pub(crate) fn create(object: &Value, cache: &Cache) -> Result<(), Refusal> {
     let name = object["metadata"]["name"].as_str().unwrap_or_default();
     run(
         "CREATE",
@@ -112,7 +115,8 @@ fn create(object: &Value, cache: &Cache) -> Result<(), Refusal> {
     )
 }
 
-fn update(old: &Value, object: &Value, cache: &Cache) -> Result<(), Refusal> {
+/// An UPDATE of `old` to `object` validated against `cache`.
+pub(crate) fn update(old: &Value, object: &Value, cache: &Cache) -> Result<(), Refusal> {
     let name = object["metadata"]["name"].as_str().unwrap_or_default();
     run(
         "UPDATE",
@@ -125,7 +129,7 @@ fn update(old: &Value, object: &Value, cache: &Cache) -> Result<(), Refusal> {
 }
 
 /// A DELETE as the API server sends it: the name, no object.
-fn delete(name: &str, cache: &Cache, settings: &QueueSettings) -> Result<(), Refusal> {
+pub(crate) fn delete(name: &str, cache: &Cache, settings: &QueueSettings) -> Result<(), Refusal> {
     run("DELETE", name, None, None, cache, settings)
 }
 
@@ -133,13 +137,6 @@ fn checking_pods() -> QueueSettings {
     QueueSettings {
         enable_queue_allocated_pods_check: true,
         ..QueueSettings::default()
-    }
-}
-
-fn denied(verdict: Result<(), Refusal>) -> String {
-    match verdict {
-        Err(Refusal::Denied(message)) => message,
-        other => panic!("expected a denial, got {other:?}"),
     }
 }
 
