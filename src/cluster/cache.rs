@@ -148,7 +148,8 @@ impl<T> Cache<T> {
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Objects<T>> {
-        // A panic while holding the lock leaves a map that is whole after every statement.
+        // Nothing done under the lock panics (a failed allocation aborts), so a poisoned lock
+        // still guards objects filed by name and by group alike.
         self.objects.read().unwrap_or_else(PoisonError::into_inner)
     }
 
