@@ -1,6 +1,7 @@
 //! The baseline of the README's load figures: a minimal hyper server that answers every request
 //! with one fixed JSON body, over the same TLS as `serve` (rustls with the ring provider, the
-//! same PEM files, HTTP/1.1 only, `TCP_NODELAY`), so that what `serve` costs beyond it shows.
+//! same PEM files, HTTP/1.1 only, `TCP_NODELAY`) and with the same allocator, so that what
+//! `serve` costs beyond it shows.
 //!
 //! ```sh
 //! cargo run --release --example fixed_tls_server -- --listen 127.0.0.1:8444 \
@@ -21,6 +22,10 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+// As `serve`'s binary does, so that the two differ by what `serve` does, not by the allocator.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// What every request is answered: an admit of the size `/tasks/admit` sends.
 const ANSWER: &str =
