@@ -112,7 +112,7 @@ pub struct UserInfo {
 }
 
 /// An answer to a review.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ReviewAnswer {
     /// The request's version, echoed.
@@ -124,7 +124,7 @@ pub struct ReviewAnswer {
 }
 
 /// The response inside an answer.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ReviewResponse {
     /// The request's uid, echoed.
@@ -137,9 +137,10 @@ pub struct ReviewResponse {
     /// `JSONPatch`, only when there is a patch.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub patch_type: Option<&'static str>,
-    /// The JSON Patch, base64, only when there is one.
+    /// The JSON Patch, base64, only when there is one: kept as the JSON string it is written
+    /// as, since base64 needs no escaping and a patch is sent as it was made.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub patch: Option<String>,
+    pub patch: Option<Box<RawValue>>,
 }
 
 /// The `status` of a refusal: Kubernetes' `metav1.Status`, as much of it as the API server shows.
@@ -170,7 +171,11 @@ impl ReviewAnswer {
             return ReviewAnswer::allow(request);
         }
         let json = serde_json::to_vec(patch).expect("a JSON Patch always serializes");
-        let encoded = base64::engine::general_purpose::STANDARD.encode(json);
+        let mut quoted = String::with_capacity(json.len().div_ceil(3) * 4 + 2);
+        quoted.push('"');
+        base64::engine::general_purpose::STANDARD.encode_string(json, &mut quoted);
+        quoted.push('"');
+        let encoded = RawValue::from_string(quoted).expect("base64 in quotes is a JSON string");
         ReviewAnswer::new(request, true, None, Some(encoded))
     }
 
@@ -202,7 +207,7 @@ impl ReviewAnswer {
         request: &ReviewRequest,
         allowed: bool,
         status: Option<Status>,
-        patch: Option<String>,
+        patch: Option<Box<RawValue>>,
     ) -> ReviewAnswer {
         ReviewAnswer {
             api_version: ReviewVersion::V1,
