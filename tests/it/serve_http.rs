@@ -224,6 +224,20 @@ async fn a_body_that_does_not_decode_strictly_is_answered_400_saying_what_was_wr
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_is_not_utf8_is_answered_400_saying_where() {
+    let running = start().await;
+    let mut body = dag_body().to_string().into_bytes();
+    let at = body.len() - 3;
+    body[at] = 0xff;
+    let answer = running.client.post("/dags/validate", body).await;
+    answer.assert_error(
+        StatusCode::BAD_REQUEST,
+        &format!("not UTF-8: invalid utf-8 sequence of 1 bytes from index {at}"),
+    );
+    assert!(answer.json().get("uid").is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_timeout_parameter_that_is_no_duration_is_answered_400() {
     let running = start().await;
     let answer = running
