@@ -84,6 +84,8 @@ impl Mutation {
 }
 
 impl Reviewer for Mutation {
+    type Object = Box<RawValue>;
+
     fn review(&self, request: &ReviewRequest) -> ReviewAnswer {
         if request.operation != "CREATE" {
             return ReviewAnswer::allow(request);
@@ -179,6 +181,8 @@ impl Validation {
 }
 
 impl Reviewer for Validation {
+    type Object = Box<RawValue>;
+
     fn review(&self, request: &ReviewRequest) -> ReviewAnswer {
         match self.validate(request) {
             Ok(()) => ReviewAnswer::allow(request),

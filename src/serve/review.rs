@@ -6,10 +6,12 @@
 //! version does not know are ignored, as the API server's own decoder does, so that a newer
 //! API server's additions never make every admission fail.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use base64::Engine;
-use serde::{Deserialize, Serialize};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
 use tokio::time::Instant;
 
@@ -18,16 +20,16 @@ use super::registry::{Answer, Handler, Ruling, Unavailable};
 /// The only AdmissionReview version accepted, echoed in every answer.
 pub const REVIEW_API_VERSION: &str = "admission.k8s.io/v1";
 
-/// An AdmissionReview the API server sent.
+/// An AdmissionReview the API server sent, its objects as `O`: their JSON text by default.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Review {
+#[serde(rename_all = "camelCase", bound(deserialize = "O: Deserialize<'de>"))]
+pub struct Review<O = Box<RawValue>> {
     /// Always [`REVIEW_API_VERSION`].
     pub api_version: ReviewVersion,
     /// Always `AdmissionReview`.
     pub kind: ReviewKind,
     /// What is being admitted.
-    pub request: ReviewRequest,
+    pub request: ReviewRequest<O>,
 }
 
 /// The `apiVersion` of a review: only v1.
@@ -45,10 +47,10 @@ pub enum ReviewKind {
     AdmissionReview,
 }
 
-/// The request inside a review.
+/// The request inside a review, its objects as `O`.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ReviewRequest {
+#[serde(rename_all = "camelCase", bound(deserialize = "O: Deserialize<'de>"))]
+pub struct ReviewRequest<O = Box<RawValue>> {
     /// The id the answer must echo.
     pub uid: String,
     /// The object's kind, such as `{"group": "", "version": "v1", "kind": "Pod"}`.
@@ -68,13 +70,100 @@ pub struct ReviewRequest {
     pub operation: String,
     /// Who asked.
     pub user_info: UserInfo,
-    /// The object being admitted (absent on DELETE), kept as its JSON text so that each
-    /// service decodes it once, straight into the type it reads.
-    #[serde(default)]
-    pub object: Option<Box<RawValue>>,
-    /// The object as it was before an UPDATE (absent on CREATE), as its JSON text.
-    #[serde(default)]
-    pub old_object: Option<Box<RawValue>>,
+    /// The object being admitted (absent on DELETE): its JSON text, or the service's own
+    /// [`Object`], so that each service decodes it once, straight into the type it reads.
+    #[serde(default = "none")]
+    pub object: Option<O>,
+    /// The object as it was before an UPDATE (absent on CREATE), as `object` is.
+    #[serde(default = "none")]
+    pub old_object: Option<O>,
+}
+
+// `#[serde(default)]` would ask `O: Default` of every object type.
+fn none<O>() -> Option<O> {
+    None
+}
+
+impl<O> Review<O> {
+    fn map_objects<P>(self, map: impl FnMut(O) -> P) -> Review<P> {
+        Review {
+            api_version: self.api_version,
+            kind: self.kind,
+            request: self.request.map_objects(map),
+        }
+    }
+}
+
+impl<O> ReviewRequest<O> {
+    fn map_objects<P>(self, mut map: impl FnMut(O) -> P) -> ReviewRequest<P> {
+        ReviewRequest {
+            object: self.object.map(&mut map),
+            old_object: self.old_object.map(map),
+            uid: self.uid,
+            kind: self.kind,
+            resource: self.resource,
+            name: self.name,
+            namespace: self.namespace,
+            operation: self.operation,
+            user_info: self.user_info,
+        }
+    }
+}
+
+/// How a service takes a review's objects: decoded with the envelope, in the same pass, when
+/// they decode so; as their JSON text when they do not, so that the service answers why.
+pub trait ReviewObject: DeserializeOwned + Send + Sync + 'static {
+    /// The object whose text did not decode as the service's type.
+    fn from_text(text: Box<RawValue>) -> Self;
+}
+
+impl ReviewObject for Box<RawValue> {
+    fn from_text(text: Box<RawValue>) -> Self {
+        text
+    }
+}
+
+/// A review's object as a service of objects of type `T` takes it: decoded as `T` while the
+/// envelope was read, or, when it is not a `T`, its text, for [`Object::decoded`] to say why.
+#[derive(Debug, Clone)]
+pub enum Object<T> {
+    /// Decoded as `T` with the envelope.
+    Decoded(T),
+    /// The text of an object that did not decode as `T` (or whose review did not).
+    Text(Box<RawValue>),
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Object<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        T::deserialize(deserializer).map(Object::Decoded)
+    }
+}
+
+impl<T: DeserializeOwned + Send + Sync + 'static> ReviewObject for Object<T> {
+    fn from_text(text: Box<RawValue>) -> Self {
+        Object::Text(text)
+    }
+}
+
+impl<T: DeserializeOwned + Clone> Object<T> {
+    /// The object as `T`, or why its text is not one.
+    ///
+    /// # Errors
+    /// serde's error decoding the text as `T`.
+    pub fn decoded(&self) -> Result<Cow<'_, T>, serde_json::Error> {
+        match self {
+            Object::Decoded(object) => Ok(Cow::Borrowed(object)),
+            Object::Text(text) => serde_json::from_str(text.get()).map(Cow::Owned),
+        }
+    }
+}
+
+/// `text` decoded as a review whose objects are `O`: in one pass when everything decodes so,
+/// else with the objects kept as text (an envelope that does not decode is the error).
+pub(super) fn decode_review<O: ReviewObject>(text: &str) -> Result<Review<O>, serde_json::Error> {
+    serde_json::from_str::<Review<O>>(text).or_else(|_| {
+        serde_json::from_str::<Review>(text).map(|review| review.map_objects(O::from_text))
+    })
 }
 
 /// A group, version and kind.
@@ -160,13 +249,13 @@ pub struct Status {
 
 impl ReviewAnswer {
     /// Allowed, unchanged.
-    pub fn allow(request: &ReviewRequest) -> ReviewAnswer {
+    pub fn allow<O>(request: &ReviewRequest<O>) -> ReviewAnswer {
         ReviewAnswer::new(request, true, None, None)
     }
 
     /// Allowed with `patch`, a JSON Patch document, sent base64 with its `patchType`; without
     /// operations it is a plain allow, with neither field.
-    pub fn patch(request: &ReviewRequest, patch: &json_patch::Patch) -> ReviewAnswer {
+    pub fn patch<O>(request: &ReviewRequest<O>, patch: &json_patch::Patch) -> ReviewAnswer {
         if patch.0.is_empty() {
             return ReviewAnswer::allow(request);
         }
@@ -180,7 +269,7 @@ impl ReviewAnswer {
     }
 
     /// Refused because of what the object is (403, `Forbidden`).
-    pub fn forbid(request: &ReviewRequest, message: String) -> ReviewAnswer {
+    pub fn forbid<O>(request: &ReviewRequest<O>, message: String) -> ReviewAnswer {
         let status = Status {
             message,
             reason: "Forbidden",
@@ -192,7 +281,7 @@ impl ReviewAnswer {
     }
 
     /// Refused because the review is not one this service answers (400, `BadRequest`).
-    pub fn bad_request(request: &ReviewRequest, message: String) -> ReviewAnswer {
+    pub fn bad_request<O>(request: &ReviewRequest<O>, message: String) -> ReviewAnswer {
         let status = Status {
             message,
             reason: "BadRequest",
@@ -203,8 +292,8 @@ impl ReviewAnswer {
         ReviewAnswer::new(request, false, Some(status), None)
     }
 
-    fn new(
-        request: &ReviewRequest,
+    fn new<O>(
+        request: &ReviewRequest<O>,
         allowed: bool,
         status: Option<Status>,
         patch: Option<Box<RawValue>>,
@@ -241,28 +330,36 @@ impl ReviewAnswer {
 /// A service that answers AdmissionReviews at once, without waiting on anything: every such
 /// service is a [`Handler`] of reviews.
 pub trait Reviewer: Send + Sync + 'static {
+    /// How the service takes the review's objects: their text, or its own [`Object`].
+    type Object: ReviewObject;
+
     /// The answer to `request`.
-    fn review(&self, request: &ReviewRequest) -> ReviewAnswer;
+    fn review(&self, request: &ReviewRequest<Self::Object>) -> ReviewAnswer;
 }
 
 /// A service that answers AdmissionReviews, and may first wait on something (the cluster)
 /// within the request's deadline. Every [`Reviewer`] is one; every one is a [`Handler`].
 pub trait WaitingReviewer: Send + Sync + 'static {
+    /// How the service takes the review's objects: their text, or its own [`Object`].
+    type Object: ReviewObject;
+
     /// The answer to `request`, or [`Unavailable`] when the service cannot decide now.
     ///
     /// # Errors
     /// [`Unavailable`] when what the answer needs cannot be had before `deadline`.
     fn review_by(
         &self,
-        request: &ReviewRequest,
+        request: &ReviewRequest<Self::Object>,
         deadline: Instant,
     ) -> impl Future<Output = Result<ReviewAnswer, Unavailable>> + Send;
 }
 
 impl<R: Reviewer> WaitingReviewer for R {
+    type Object = R::Object;
+
     async fn review_by(
         &self,
-        request: &ReviewRequest,
+        request: &ReviewRequest<R::Object>,
         _deadline: Instant,
     ) -> Result<ReviewAnswer, Unavailable> {
         Ok(self.review(request))
@@ -270,16 +367,20 @@ impl<R: Reviewer> WaitingReviewer for R {
 }
 
 impl<R: WaitingReviewer> Handler for R {
-    type Request = Review;
+    type Request = Review<R::Object>;
     type Response = ReviewAnswer;
 
-    fn uid(review: &Review) -> &str {
+    fn decode(text: &str) -> Result<Self::Request, serde_json::Error> {
+        decode_review(text)
+    }
+
+    fn uid(review: &Self::Request) -> &str {
         &review.request.uid
     }
 
     async fn handle(
         &self,
-        review: Review,
+        review: Self::Request,
         deadline: Instant,
     ) -> Result<Answer<ReviewAnswer>, Unavailable> {
         Ok(self.review_by(&review.request, deadline).await?.ruled())
@@ -288,7 +389,7 @@ impl<R: WaitingReviewer> Handler for R {
 
 #[cfg(test)]
 mod tests {
-    use super::ReviewRequest;
+    use super::{Object, Review, ReviewRequest, decode_review};
 
     fn request(objects: &str) -> ReviewRequest {
         serde_json::from_str(&format!(
@@ -307,6 +408,59 @@ mod tests {
         assert_eq!(
             null.object.as_deref().map(|text| text.get()),
             Some(r#"{"metadata": {"name": "p"}}"#)
+        );
+    }
+
+    fn review(objects: &str) -> String {
+        format!(
+            r#"{{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {{"uid": "1", "kind": {{"group": "", "version": "v1", "kind": "Pod"}}, "operation": "UPDATE", "userInfo": {{}}, {objects}}}}}"#
+        )
+    }
+
+    #[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+    struct Named {
+        name: String,
+    }
+
+    #[test]
+    fn objects_that_decode_as_the_service_type_are_decoded_with_the_envelope() {
+        let text = review(r#""object": {"name": "new"}, "oldObject": {"name": "old"}"#);
+
+        let decoded: Review<Object<Named>> = decode_review(&text).expect("a review");
+
+        assert!(
+            matches!(&decoded.request.object, Some(Object::Decoded(named)) if named.name == "new")
+        );
+        assert!(
+            matches!(&decoded.request.old_object, Some(Object::Decoded(named)) if named.name == "old")
+        );
+    }
+
+    #[test]
+    fn when_one_object_does_not_decode_both_keep_their_text_and_say_which_is_wrong() {
+        let text = review(r#""object": {"name": "new"}, "oldObject": {"name": 7}"#);
+
+        let decoded: Review<Object<Named>> = decode_review(&text).expect("a review");
+
+        let (Some(object), Some(old)) = (&decoded.request.object, &decoded.request.old_object)
+        else {
+            panic!("both objects are there: {decoded:?}");
+        };
+        assert!(matches!(object, Object::Text(text) if text.get() == r#"{"name": "new"}"#));
+        assert_eq!(object.decoded().expect("a Named").name, "new");
+        let error = old.decoded().expect_err("not a Named").to_string();
+        assert!(error.starts_with("invalid type: integer `7`"), "{error}");
+    }
+
+    #[test]
+    fn an_envelope_that_does_not_decode_is_the_error_whatever_its_objects() {
+        let text = review(r#""object": {"name": "new"}"#).replace(r#""uid": "1""#, r#""uid": 1"#);
+
+        let error = decode_review::<Object<Named>>(&text).expect_err("no uid string");
+
+        assert!(
+            error.to_string().starts_with("invalid type: integer `1`"),
+            "{error}"
         );
     }
 }

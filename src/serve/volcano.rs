@@ -11,13 +11,14 @@
 
 use std::sync::Arc;
 
+use std::borrow::Cow;
+
 use json_patch::{Patch, PatchOperation};
 use serde::de::DeserializeOwned;
-use serde_json::value::RawValue;
 use tokio::time::Instant;
 
 use super::registry::Unavailable;
-use super::review::{ReviewAnswer, ReviewRequest, Reviewer, WaitingReviewer};
+use super::review::{Object, ReviewAnswer, ReviewRequest, Reviewer, WaitingReviewer};
 use super::services::{Admits, BuiltinService};
 use crate::cluster::{Cache, Namespaces};
 use crate::volcano::{self, Operation, PodGroup, Queue, QueueView, Refusal};
@@ -51,23 +52,27 @@ type PureRule<T> = dyn Fn(&volcano::Review<'_, T>) -> Result<Allowed, Refusal> +
 type QueueRule<T> =
     dyn Fn(&volcano::Review<'_, T>, &dyn QueueView) -> Result<Allowed, Refusal> + Send + Sync;
 
-/// The request's `field` (its object or old object) decoded from its JSON text as `T`; absent
-/// or `null` is `None`.
-fn decoded<T: DeserializeOwned>(
+/// The request's `field` (its object or old object) as `T`; absent or `null` is `None`.
+fn decoded<'a, T: DeserializeOwned + Clone>(
     field: &'static str,
-    text: &Option<Box<RawValue>>,
-) -> Result<Option<T>, Refusal> {
-    match text {
-        Some(text) => volcano::decode(field, text.as_ref()),
-        None => Ok(None),
-    }
+    object: &'a Option<Object<T>>,
+) -> Result<Option<Cow<'a, T>>, Refusal> {
+    object
+        .as_ref()
+        .map(|object| {
+            object.decoded().map_err(|error| Refusal::Undecodable {
+                field,
+                reason: error.to_string(),
+            })
+        })
+        .transpose()
 }
 
 /// Refuses a request about another resource than the one the service is for, as Volcano's
 /// decoders do (in their words: Go prints the resource as `{group version resource}`): a
 /// webhook configuration pointing one resource's rules at another's path would otherwise have
 /// the object judged by the wrong rules.
-fn check_resource(request: &ReviewRequest, admits: Option<Admits>) -> Result<(), String> {
+fn check_resource<O>(request: &ReviewRequest<O>, admits: Option<Admits>) -> Result<(), String> {
     let Some(admits) = admits else {
         return Ok(());
     };
@@ -84,8 +89,8 @@ fn check_resource(request: &ReviewRequest, admits: Option<Admits>) -> Result<(),
 
 /// Decodes `request`'s object and old object as `T`, once the request is about `admits`'s
 /// resource, and answers with what `rule` makes of them.
-fn review_with<T: DeserializeOwned>(
-    request: &ReviewRequest,
+fn review_with<T: DeserializeOwned + Clone>(
+    request: &ReviewRequest<Object<T>>,
     admits: Option<Admits>,
     rule: impl FnOnce(&volcano::Review<'_, T>) -> Result<Allowed, Refusal>,
 ) -> ReviewAnswer {
@@ -102,8 +107,8 @@ fn review_with<T: DeserializeOwned>(
         operation: Operation::parse(&request.operation),
         name: &request.name,
         namespace: &request.namespace,
-        object: object.as_ref(),
-        old_object: old_object.as_ref(),
+        object: object.as_deref(),
+        old_object: old_object.as_deref(),
     };
     match rule(&review) {
         Ok(Allowed::AsItIs) => ReviewAnswer::allow(request),
@@ -132,8 +137,10 @@ impl<T> Pure<T> {
     }
 }
 
-impl<T: DeserializeOwned + 'static> Reviewer for Pure<T> {
-    fn review(&self, request: &ReviewRequest) -> ReviewAnswer {
+impl<T: DeserializeOwned + Clone + Send + Sync + 'static> Reviewer for Pure<T> {
+    type Object = Object<T>;
+
+    fn review(&self, request: &ReviewRequest<Object<T>>) -> ReviewAnswer {
         review_with(request, self.admits, |review| (self.rule)(review))
     }
 }
@@ -163,10 +170,12 @@ impl<T> ReadingQueues<T> {
     }
 }
 
-impl<T: DeserializeOwned + 'static> WaitingReviewer for ReadingQueues<T> {
+impl<T: DeserializeOwned + Clone + Send + Sync + 'static> WaitingReviewer for ReadingQueues<T> {
+    type Object = Object<T>;
+
     async fn review_by(
         &self,
-        request: &ReviewRequest,
+        request: &ReviewRequest<Object<T>>,
         _deadline: Instant,
     ) -> Result<ReviewAnswer, Unavailable> {
         synced(&self.queues)?;
@@ -196,9 +205,11 @@ impl PodGroupMutation {
 }
 
 impl WaitingReviewer for PodGroupMutation {
+    type Object = Object<PodGroup>;
+
     async fn review_by(
         &self,
-        request: &ReviewRequest,
+        request: &ReviewRequest<Object<PodGroup>>,
         deadline: Instant,
     ) -> Result<ReviewAnswer, Unavailable> {
         // Before the namespace is read for it.

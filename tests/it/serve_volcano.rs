@@ -198,6 +198,57 @@ async fn an_unknown_operation_is_a_bad_request_not_a_verdict() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_that_is_not_a_queue_is_a_bad_request_naming_the_object() {
+    let api = ApiServer::start(TOKEN).await;
+    let (running, _kube) = serve_queues(&api).await;
+    let not_a_queue = json!({"metadata": {"name": "q"}, "spec": {"weight": "heavy"}});
+
+    let answer = running
+        .client
+        .post_json("/queues/mutate", &queue_review("CREATE", not_a_queue))
+        .await;
+
+    assert_eq!(answer.status, StatusCode::OK);
+    let answer = answer.json();
+    assert_eq!(answer["response"]["uid"], "0b7f6c1e-queue");
+    assert_eq!(answer["response"]["allowed"], false);
+    assert_eq!(answer["response"]["status"]["code"], 400);
+    let message = answer["response"]["status"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        message.starts_with("request.object: invalid type"),
+        "{message}"
+    );
+    assert!(answer["response"]["patch"].is_null());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_old_object_that_is_not_a_queue_is_a_bad_request_naming_it_though_the_object_is_one() {
+    let api = ApiServer::start(TOKEN).await;
+    let (running, _kube) = serve_queues(&api).await;
+    let mut review = queue_review("UPDATE", json!({"metadata": {"name": "q"}, "spec": {}}));
+    review["request"]["oldObject"] = json!({"metadata": {"name": "q"}, "spec": {"weight": []}});
+
+    let answer = running
+        .client
+        .post_json("/queues/mutate", &review)
+        .await
+        .json();
+
+    assert_eq!(answer["response"]["allowed"], false);
+    assert_eq!(answer["response"]["status"]["code"], 400);
+    let message = answer["response"]["status"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        message.starts_with("request.oldObject: invalid type"),
+        "{message}"
+    );
+    assert!(!message.contains("request.object:"), "{message}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_no_service_that_reads_the_cluster_the_server_starts_without_a_kubeconfig() {
     let running = start_with(
         |settings, _| {
