@@ -135,14 +135,18 @@ for round in $(seq "$ROUNDS"); do
   done
 done
 echo
-echo "ratio: serve's requests/s over bare's; CPU ratio: bare's CPU per request over serve's (1 = as cheap)"
-printf '%-15s %12s %12s %8s %14s %14s %10s\n' path "serve req/s" "bare req/s" ratio "serve µs/req" "bare µs/req" "CPU ratio"
+echo "ratio: serve's requests/s over bare's (of the medians, and the median of the rounds' own"
+echo "ratios, which pairs runs made back to back); CPU ratio: bare's CPU per request over serve's"
+echo "(1 = as cheap)"
+printf '%-15s %12s %12s %8s %12s %14s %14s %10s\n' path "serve req/s" "bare req/s" ratio \
+  "round ratio" "serve µs/req" "bare µs/req" "CPU ratio"
 for entry in "${paths[@]}"; do
   read -r path _ <<<"$entry"
   column() { awk -v p="$path" -v c="$1" '$1 == p { print $c }' "$work/rps" | median; }
   s=$(column 2) b=$(column 3) sc=$(column 4) bc=$(column 5)
-  printf '%-15s %12.0f %12.0f %8.2f %14.1f %14.1f %10.2f\n' "$path" "$s" "$b" \
-    "$(awk -v s="$s" -v b="$b" 'BEGIN { print (b > 0) ? s / b : 0 }')" "$sc" "$bc" \
+  rounds=$(awk -v p="$path" '$1 == p { print ($3 > 0) ? $2 / $3 : 0 }' "$work/rps" | median)
+  printf '%-15s %12.0f %12.0f %8.2f %12.2f %14.1f %14.1f %10.2f\n' "$path" "$s" "$b" \
+    "$(awk -v s="$s" -v b="$b" 'BEGIN { print (b > 0) ? s / b : 0 }')" "$rounds" "$sc" "$bc" \
     "$(awk -v s="$sc" -v b="$bc" 'BEGIN { print (s > 0) ? b / s : 0 }')"
 done
 
