@@ -9,9 +9,8 @@
 //! no review is answered from a cache that never held the cluster's queues; the API server
 //! then applies the webhook's `failurePolicy`.
 
-use std::sync::Arc;
-
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use json_patch::{Patch, PatchOperation};
 use serde::de::DeserializeOwned;
@@ -57,15 +56,12 @@ fn decoded<'a, T: DeserializeOwned + Clone>(
     field: &'static str,
     object: &'a Option<Object<T>>,
 ) -> Result<Option<Cow<'a, T>>, Refusal> {
-    object
-        .as_ref()
-        .map(|object| {
-            object.decoded().map_err(|error| Refusal::Undecodable {
-                field,
-                reason: error.to_string(),
-            })
-        })
-        .transpose()
+    match object {
+        None => Ok(None),
+        Some(Object::Decoded(object)) => Ok(Some(Cow::Borrowed(object))),
+        // Not a `T`: decoded again to say why.
+        Some(Object::Text(text)) => Ok(volcano::decode(field, text.as_ref())?.map(Cow::Owned)),
+    }
 }
 
 /// Refuses a request about another resource than the one the service is for, as Volcano's
