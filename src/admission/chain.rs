@@ -180,7 +180,7 @@ impl Chain {
             changes: Changes::default(),
             changed_by: Vec::new(),
             next: 0,
-            verdict: None,
+            decided: None,
         }
     }
 
@@ -209,13 +209,15 @@ pub struct ChainRun<'c> {
     changes: Changes,
     changed_by: Vec<String>,
     next: usize,
-    verdict: Option<Verdict>,
+    // The deciding hook's verdict, boxed: a run is held across every hook call of a driver's
+    // future, and this keeps the request out of it a second time.
+    decided: Option<Box<Verdict>>,
 }
 
 impl<'c> ChainRun<'c> {
     /// The hook to call next, or `None` when the chain has decided.
     pub fn next_hook(&self) -> Option<&'c Arc<dyn Hook>> {
-        if self.verdict.is_some() {
+        if self.decided.is_some() {
             return None;
         }
         self.chain.hooks.get(self.next)
@@ -249,7 +251,7 @@ impl<'c> ChainRun<'c> {
         result: Result<Decision, HookError>,
         fail_open: bool,
     ) -> Recorded {
-        let hook = self.next_hook().expect("record follows next_hook").clone();
+        let hook = self.next_hook().expect("record follows next_hook");
         let privilege = self.chain.privileges[self.next];
         self.next += 1;
         let name = || hook.name().to_owned();
@@ -277,26 +279,26 @@ impl<'c> ChainRun<'c> {
                         Outcome::AdmitWith
                     }
                     Err(error) => {
-                        self.verdict = Some(Verdict::Refuse {
+                        self.decided = Some(Box::new(Verdict::Refuse {
                             hook: name(),
                             reason: clean_reason(&format!("hook {:?}: {error}", hook.name())),
-                        });
+                        }));
                         Outcome::InvalidChange
                     }
                 }
             }
             Ok(Decision::Hold(reason)) => {
-                self.verdict = Some(Verdict::Hold {
+                self.decided = Some(Box::new(Verdict::Hold {
                     hook: name(),
                     reason: clean_reason(&reason),
-                });
+                }));
                 Outcome::Hold
             }
             Ok(Decision::Refuse(reason)) => {
-                self.verdict = Some(Verdict::Refuse {
+                self.decided = Some(Box::new(Verdict::Refuse {
                     hook: name(),
                     reason: clean_reason(&reason),
-                });
+                }));
                 Outcome::Refuse
             }
             Err(error) => {
@@ -310,10 +312,10 @@ impl<'c> ChainRun<'c> {
                 if fail_open {
                     failed_open = true;
                 } else {
-                    self.verdict = Some(Verdict::Unavailable {
+                    self.decided = Some(Box::new(Verdict::Unavailable {
                         hook: name(),
                         error,
-                    });
+                    }));
                 }
                 outcome
             }
@@ -326,11 +328,14 @@ impl<'c> ChainRun<'c> {
 
     /// The verdict: the deciding hook's, or an admit with the merged changes when every hook ran.
     pub fn finish(self) -> Verdict {
-        self.verdict.unwrap_or(Verdict::Admit {
-            request: self.request,
-            changes: self.changes,
-            changed_by: self.changed_by,
-        })
+        match self.decided {
+            Some(verdict) => *verdict,
+            None => Verdict::Admit {
+                request: self.request,
+                changes: self.changes,
+                changed_by: self.changed_by,
+            },
+        }
     }
 }
 

@@ -39,7 +39,7 @@ use super::auth::BearerToken;
 use super::registry::{Kind, Router, Ruling, Unavailable};
 use crate::admission::{Grammar, is_json_content_type, parse_nanos};
 use crate::events::{RequestOutcome, ServerEvents};
-use crate::supervise::{catch_panic, panic_message};
+use crate::supervise::{catch_panic, panic_message, until};
 
 /// The timeout assumed when the caller sends none: admissionregistration v1's default.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -318,9 +318,8 @@ where
     }
     // Decoding and checking run the service's own code (its `Deserialize`, `check` and `uid`):
     // a panic there is the handler's too.
-    let start = std::panic::catch_unwind(AssertUnwindSafe(|| {
-        Arc::clone(&route.endpoint).start(&body, deadline)
-    }));
+    let start =
+        std::panic::catch_unwind(AssertUnwindSafe(|| route.endpoint.start(&body, deadline)));
     let started = match start {
         Ok(Ok(started)) => started,
         Ok(Err(message)) => {
@@ -334,8 +333,8 @@ where
     let uid = started.uid;
     // In place, on the connection's task: a panic while the handler builds its future or while
     // it is polled ends this request with a 500, not the connection, and costs no task. The
-    // answer is polled before the deadline, so the timer is armed only when it has to wait.
-    let Ok(joined) = tokio::time::timeout_at(deadline, catch_panic(|| started.answer)).await else {
+    // answer is polled before any timer is made, so a timer is made only when it has to wait.
+    let Some(joined) = until(deadline, catch_panic(|| started.answer)).await else {
         return (
             RequestOutcome::Timeout,
             error(

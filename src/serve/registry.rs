@@ -101,10 +101,11 @@ pub trait Handler: Send + Sync + 'static {
 /// What a handler's future gives, its response serialized.
 pub(crate) type Encoded = Result<Answer<Vec<u8>>, Unavailable>;
 
-/// A request decoded and ready to run: its uid and the handler's future.
-pub(crate) struct Started {
+/// A request decoded and ready to run: its uid and the handler's future, which borrows the
+/// handler.
+pub(crate) struct Started<'h> {
     pub(crate) uid: String,
-    pub(crate) answer: Pin<Box<dyn Future<Output = Encoded> + Send>>,
+    pub(crate) answer: Pin<Box<dyn Future<Output = Encoded> + Send + 'h>>,
 }
 
 /// A handler with its request and response types erased, so that services of different types
@@ -112,11 +113,14 @@ pub(crate) struct Started {
 pub(crate) trait Endpoint: Send + Sync {
     /// Decodes `body` strictly and builds the handler's future; the handler itself runs only
     /// when the future is polled.
-    fn start(self: Arc<Self>, body: &[u8], deadline: Instant) -> Result<Started, String>;
+    ///
+    /// The future borrows the handler rather than holding a count of it: every worker thread
+    /// serves the same routes, and a count changed on each request would move between them.
+    fn start<'h>(&'h self, body: &[u8], deadline: Instant) -> Result<Started<'h>, String>;
 }
 
 impl<H: Handler> Endpoint for H {
-    fn start(self: Arc<Self>, body: &[u8], deadline: Instant) -> Result<Started, String> {
+    fn start<'h>(&'h self, body: &[u8], deadline: Instant) -> Result<Started<'h>, String> {
         // Checked whole once, so that the decoder need not check each string it reads again.
         let text = std::str::from_utf8(body).map_err(|error| format!("not UTF-8: {error}"))?;
         let request = H::decode(text).map_err(|error| error.to_string())?;

@@ -34,4 +34,5 @@ pub use log::LOG_EVERY;
 pub(crate) use log::Limiter;
 pub use settings::{BreakerSettings, HookSettings, Settings};
 pub use stack::Supervised;
+pub(crate) use timeout::until;
 pub use timeout::{Limit, timeout};

@@ -1,6 +1,7 @@
 //! The deadline of one hook call.
 
 use std::future::Future;
+use std::task::Poll;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -57,6 +58,51 @@ pub async fn timeout<F: Future>(limit: Duration, call: F) -> Option<F::Output> {
         // Past the end of the clock: no deadline at all.
         return Some(call.await);
     };
-    let answer = tokio::time::timeout_at(deadline, call).await.ok()?;
+    let answer = until(deadline, call).await?;
     (Instant::now() <= deadline).then_some(answer)
+}
+
+/// Runs `call` until `deadline`: `None` if it has not answered by then.
+///
+/// The call is polled once before any timer is made: most calls answer on their first poll,
+/// and a timer costs a clone of the runtime's handle, shared by every worker thread.
+///
+/// # Cancel safety
+/// Dropping the returned future drops the call.
+pub(crate) async fn until<F: Future>(deadline: Instant, call: F) -> Option<F::Output> {
+    let mut call = std::pin::pin!(call);
+    let first = std::future::poll_fn(|cx| Poll::Ready(call.as_mut().poll(cx))).await;
+    if let Poll::Ready(answer) = first {
+        return Some(answer);
+    }
+    tokio::time::timeout_at(deadline, call).await.ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::pin::pin;
+    use std::task::{Context, Waker};
+
+    use super::*;
+
+    #[test]
+    fn a_call_that_answers_at_once_needs_no_timer_and_so_no_runtime() {
+        let deadline = Instant::now() + Duration::from_secs(1);
+        let mut call = pin!(until(deadline, std::future::ready(5)));
+
+        // Outside any tokio runtime, making a timer would panic.
+        let polled = call.as_mut().poll(&mut Context::from_waker(Waker::noop()));
+
+        assert_eq!(polled, Poll::Ready(Some(5)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_still_waiting_at_its_deadline_is_no_answer() {
+        let deadline = Instant::now() + Duration::from_millis(10);
+
+        let answer = until(deadline, std::future::pending::<u8>()).await;
+
+        assert_eq!(answer, None);
+        assert!(Instant::now() >= deadline, "gave up before the deadline");
+    }
 }
