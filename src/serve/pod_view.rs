@@ -1,31 +1,30 @@
 //! What `/pods/mutate` reads of a pod: the keys a resource group matches on, and the pod as
 //! [`Group::patch`](super::groups::Group::patch) needs it, `spec` holding only the fields a
-//! group writes ([`SPEC_FIELDS`]). Every other field is skipped as the text is read: no
-//! container, volume or status is ever built, and a pod no group takes is not built at all.
+//! group writes ([`SPEC_FIELDS`]). It is decoded with the review, in the same pass: every other
+//! field is skipped as the text is read, and no container, volume or status is ever built.
 
 use std::collections::BTreeMap;
 use std::fmt;
 
-use serde::de::{IgnoredAny, MapAccess, Visitor};
+use serde::de::{self, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
-use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::groups::SPEC_FIELDS;
 use crate::admission::Key;
 
 /// A pod's object as `/pods/mutate` reads it.
-#[derive(Debug, Deserialize)]
-pub(super) struct PodView<'a> {
+#[derive(Debug, Clone, Deserialize)]
+pub struct PodView {
     #[serde(default)]
     metadata: Option<Metadata>,
-    /// The spec's text, `null` included: `None` only when the pod has no `spec` key.
-    #[serde(default, borrow, deserialize_with = "present")]
-    spec: Option<&'a RawValue>,
+    /// `None` only when the pod has no `spec` key (a `null` one is [`Spec::NotAnObject`]).
+    #[serde(default, deserialize_with = "present")]
+    spec: Option<Spec>,
 }
 
 /// The metadata a group matches on.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 struct Metadata {
     #[serde(default)]
     namespace: Option<String>,
@@ -35,15 +34,24 @@ struct Metadata {
     annotations: Option<BTreeMap<String, String>>,
 }
 
+/// A spec as a group's patch reads it.
+#[derive(Debug, Clone)]
+enum Spec {
+    /// An object: its [`SPEC_FIELDS`] only.
+    Fields(Map<String, Value>),
+    /// Anything else, `null` included, which a group leaves alone.
+    NotAnObject,
+}
+
 /// A value that is there, `null` included (serde reads a `null` option as absent).
-fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<&'de RawValue>, D::Error> {
-    <&RawValue>::deserialize(deserializer).map(Some)
+fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Spec>, D::Error> {
+    Spec::deserialize(deserializer).map(Some)
 }
 
 /// No labels or annotations.
 static EMPTY: BTreeMap<String, String> = BTreeMap::new();
 
-impl PodView<'_> {
+impl PodView {
     /// The pod's own namespace, when it names one that is not empty.
     pub(super) fn namespace(&self) -> Option<&str> {
         self.metadata
@@ -69,46 +77,38 @@ impl PodView<'_> {
     }
 
     /// The pod as a group's patch reads it: `{"spec": {...}}` with only [`SPEC_FIELDS`] when the
-    /// spec is an object, the spec as it is when it is not, `{}` without one.
-    ///
-    /// # Errors
-    /// The decoder's, for a field a group writes that is not JSON (it always is in text that
-    /// decoded as a pod).
-    pub(super) fn for_patch(&self) -> Result<Value, serde_json::Error> {
+    /// spec is an object, `{"spec": null}` when it is anything else (a group changes neither),
+    /// `{}` without one.
+    pub(super) fn for_patch(&self) -> Value {
         let mut pod = Map::new();
-        if let Some(spec) = self.spec {
-            let text = spec.get();
-            let spec = if text.trim_start().starts_with('{') {
-                Value::Object(serde_json::from_str::<SpecFields>(text)?.0)
-            } else {
-                serde_json::from_str(text)?
+        if let Some(spec) = &self.spec {
+            let spec = match spec {
+                Spec::Fields(fields) => Value::Object(fields.clone()),
+                Spec::NotAnObject => Value::Null,
             };
             pod.insert("spec".to_owned(), spec);
         }
-        Ok(Value::Object(pod))
+        Value::Object(pod)
     }
 }
 
-/// A spec's [`SPEC_FIELDS`], the rest skipped unread.
-struct SpecFields(Map<String, Value>);
-
-impl<'de> Deserialize<'de> for SpecFields {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<SpecFields, D::Error> {
-        deserializer.deserialize_map(SpecFieldsVisitor)
+impl<'de> Deserialize<'de> for Spec {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Spec, D::Error> {
+        deserializer.deserialize_any(SpecVisitor)
     }
 }
 
-/// The visitor of [`SpecFields`].
-struct SpecFieldsVisitor;
+/// The visitor of [`Spec`]: an object's [`SPEC_FIELDS`], the rest skipped unread.
+struct SpecVisitor;
 
-impl<'de> Visitor<'de> for SpecFieldsVisitor {
-    type Value = SpecFields;
+impl<'de> Visitor<'de> for SpecVisitor {
+    type Value = Spec;
 
     fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
         formatter.write_str("a pod spec")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<SpecFields, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Spec, A::Error> {
         let mut fields = Map::new();
         while let Some(key) = map.next_key::<Key<'de>>()? {
             if SPEC_FIELDS.contains(&key.as_str()) {
@@ -117,6 +117,35 @@ impl<'de> Visitor<'de> for SpecFieldsVisitor {
                 map.next_value::<IgnoredAny>()?;
             }
         }
-        Ok(SpecFields(fields))
+        Ok(Spec::Fields(fields))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Spec, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Spec::NotAnObject)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Spec, E> {
+        Ok(Spec::NotAnObject)
+    }
+
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Spec, E> {
+        Ok(Spec::NotAnObject)
+    }
+
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Spec, E> {
+        Ok(Spec::NotAnObject)
+    }
+
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Spec, E> {
+        Ok(Spec::NotAnObject)
+    }
+
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Spec, E> {
+        Ok(Spec::NotAnObject)
+    }
+
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Spec, E> {
+        Ok(Spec::NotAnObject)
     }
 }

@@ -6,6 +6,7 @@
 //! only for pods of the configured schedulers, on `CREATE`, as Volcano has it. A review of
 //! another kind is refused as a bad request.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
 
 use k8s_openapi::api::core::v1::Pod;
@@ -14,7 +15,7 @@ use serde_json::value::RawValue;
 
 use super::groups::{PodKeys, ResourceGroups};
 use super::pod_view::PodView;
-use super::review::{ReviewAnswer, ReviewRequest, Reviewer};
+use super::review::{Object, ReviewAnswer, ReviewRequest, Reviewer};
 use crate::admission::is_reserved_key;
 use crate::volcano;
 
@@ -31,7 +32,7 @@ enum Refusal {
 }
 
 impl Refusal {
-    fn answer(self, request: &ReviewRequest) -> ReviewAnswer {
+    fn answer<O>(self, request: &ReviewRequest<O>) -> ReviewAnswer {
         match self {
             Refusal::BadRequest(message) => ReviewAnswer::bad_request(request, message),
             Refusal::Forbidden(message) => ReviewAnswer::forbid(request, message),
@@ -40,7 +41,7 @@ impl Refusal {
 }
 
 /// Refuses a review whose object is not a `v1` Pod.
-fn check_kind(request: &ReviewRequest) -> Result<(), Refusal> {
+fn check_kind<O>(request: &ReviewRequest<O>) -> Result<(), Refusal> {
     let kind = &request.kind;
     if kind.group.is_empty() && kind.version == "v1" && kind.kind == "Pod" {
         return Ok(());
@@ -63,10 +64,11 @@ fn decode<'de, T: Deserialize<'de>>(
 
 /// The review's object, refused when it has none.
 fn object(request: &ReviewRequest) -> Result<&RawValue, Refusal> {
-    request
-        .object
-        .as_deref()
-        .ok_or_else(|| Refusal::BadRequest("the review has no object".to_owned()))
+    request.object.as_deref().ok_or_else(no_object)
+}
+
+fn no_object() -> Refusal {
+    Refusal::BadRequest("the review has no object".to_owned())
 }
 
 /// `/pods/mutate`: applies the first resource group that takes the pod, answered as a JSON
@@ -84,16 +86,13 @@ impl Mutation {
 }
 
 impl Reviewer for Mutation {
-    type Object = Box<RawValue>;
+    type Object = Object<PodView>;
 
-    fn review(&self, request: &ReviewRequest) -> ReviewAnswer {
+    fn review(&self, request: &ReviewRequest<Object<PodView>>) -> ReviewAnswer {
         if request.operation != "CREATE" {
             return ReviewAnswer::allow(request);
         }
-        let pod = match check_kind(request)
-            .and_then(|()| object(request))
-            .and_then(|text| decode::<PodView>(text, "the object"))
-        {
+        let pod = match check_kind(request).and_then(|()| pod_view(request)) {
             Ok(pod) => pod,
             Err(refusal) => return refusal.answer(request),
         };
@@ -107,12 +106,17 @@ impl Reviewer for Mutation {
         let Some(group) = groups.iter().find(|group| group.takes(keys)) else {
             return ReviewAnswer::allow(request);
         };
-        match pod.for_patch() {
-            Ok(pod) => ReviewAnswer::patch(request, &group.patch(&pod)),
-            Err(error) => {
-                Refusal::BadRequest(format!("the object is not a pod: {error}")).answer(request)
-            }
-        }
+        ReviewAnswer::patch(request, &group.patch(&pod.for_patch()))
+    }
+}
+
+/// What `/pods/mutate` reads of the review's object: decoded with the review, or, when it did
+/// not decode so, decoded again from its text to say why.
+fn pod_view(request: &ReviewRequest<Object<PodView>>) -> Result<Cow<'_, PodView>, Refusal> {
+    match request.object.as_ref() {
+        None => Err(no_object()),
+        Some(Object::Decoded(pod)) => Ok(Cow::Borrowed(pod)),
+        Some(Object::Text(text)) => decode(text.as_ref(), "the object").map(Cow::Owned),
     }
 }
 

@@ -326,6 +326,29 @@ async fn a_review_of_another_kind_is_refused_as_a_bad_request() {
     assert!(answer["response"].get("patch").is_none());
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutate_refuses_an_object_that_is_not_a_pod_as_a_bad_request_saying_why() {
+    let running = start().await;
+    let mut review = review();
+    review["request"]["object"]["metadata"]["labels"] = json!({"team": 7});
+
+    let answer = running.client.post_json("/pods/mutate", &review).await;
+
+    // The review itself is sound: answered 200, its object refused.
+    assert_eq!(answer.status, StatusCode::OK);
+    let answer = answer.json();
+    assert_eq!(answer["response"]["allowed"], false);
+    assert_eq!(answer["response"]["status"]["code"], 400);
+    let message = answer["response"]["status"]["message"]
+        .as_str()
+        .expect("a message");
+    assert!(
+        message.starts_with("the object is not a pod: invalid type: integer `7`"),
+        "{message}"
+    );
+    assert!(answer["response"].get("patch").is_none());
+}
+
 /// The `response` of `/pods/validate` to `review`.
 async fn validate(running: &Running, review: &Value) -> Value {
     running
