@@ -106,7 +106,10 @@ impl Reviewer for Mutation {
         let Some(group) = groups.iter().find(|group| group.takes(keys)) else {
             return ReviewAnswer::allow(request);
         };
-        ReviewAnswer::patch(request, &group.patch(&pod.for_patch()))
+        match group.patch_text(&pod.for_patch()) {
+            Some(patch) => ReviewAnswer::patch_text(request, &patch),
+            None => ReviewAnswer::allow(request),
+        }
     }
 }
 

@@ -247,6 +247,13 @@ impl ReviewAnswer {
             return ReviewAnswer::allow(request);
         }
         let json = serde_json::to_vec(patch).expect("a JSON Patch always serializes");
+        ReviewAnswer::patch_text(request, &json)
+    }
+
+    /// Allowed with the JSON Patch document whose text is `json`, sent base64 with its
+    /// `patchType`: for a service that writes its patch as text. `json` must hold at least
+    /// one operation (an empty patch is [`ReviewAnswer::allow`]).
+    pub fn patch_text<O>(request: &ReviewRequest<O>, json: &[u8]) -> ReviewAnswer {
         let mut quoted = String::with_capacity(json.len().div_ceil(3) * 4 + 2);
         quoted.push('"');
         base64::engine::general_purpose::STANDARD.encode_string(json, &mut quoted);

@@ -1,0 +1,464 @@
+//! The patch a resource group makes of a pod: as a JSON Patch to apply, and as the JSON text
+//! `/pods/mutate` sends, both from one walk of the pod's spec.
+
+use std::collections::BTreeMap;
+
+use json_patch::jsonptr::PointerBuf;
+use json_patch::{AddOperation, PatchOperation, ReplaceOperation};
+use k8s_openapi::api::core::v1::Toleration;
+use serde::{Deserialize, Serialize, Serializer};
+use serde_json::{Map, Value};
+
+use super::Group;
+
+impl Group {
+    /// The JSON Patch that puts the group's fields on `pod` (see [`Group::apply`]), with one
+    /// operation for each field that changes and none for a field the pod already has as the
+    /// group sets it; empty when nothing changes or `pod` is no object. Made from the pod as it
+    /// is, without copying or comparing it whole.
+    pub fn patch(&self, pod: &Value) -> json_patch::Patch {
+        let mut operations = Vec::new();
+        self.operations(pod, &mut |replace, path, value| {
+            let path = PointerBuf::parse(pointer(path)).expect("an escaped pointer parses");
+            let value = value.into_value();
+            operations.push(if replace {
+                PatchOperation::Replace(ReplaceOperation { path, value })
+            } else {
+                PatchOperation::Add(AddOperation { path, value })
+            });
+        });
+        json_patch::Patch(operations)
+    }
+
+    /// [`Group::patch`] as the JSON text of the patch, written straight from the group's own
+    /// values (no JSON value is built for it); `None` when nothing changes.
+    pub(in crate::serve) fn patch_text(&self, pod: &Value) -> Option<Vec<u8>> {
+        // Room for a few operations, so that writing them seldom grows the buffer.
+        let mut text = Vec::with_capacity(512);
+        self.operations(pod, &mut |replace, path, value| {
+            text.push(if text.is_empty() { b'[' } else { b',' });
+            text.extend_from_slice(if replace {
+                br#"{"op":"replace","path":"#
+            } else {
+                br#"{"op":"add","path":"#
+            });
+            serde_json::to_writer(&mut text, &pointer(path)).expect("a string serializes");
+            text.extend_from_slice(br#","value":"#);
+            serde_json::to_writer(&mut text, &value).expect("a JSON value serializes");
+            text.push(b'}');
+        });
+        (!text.is_empty()).then(|| {
+            text.push(b']');
+            text
+        })
+    }
+
+    /// Calls `operation` with each operation of the group's patch of `pod`, in order: whether
+    /// it replaces (else adds), its path from the pod's root, and its value.
+    fn operations(&self, pod: &Value, operation: &mut dyn FnMut(bool, &[&str], Put<'_>)) {
+        let Some(object) = pod.as_object() else {
+            return;
+        };
+        let spec = match object.get("spec") {
+            Some(Value::Object(spec)) => spec,
+            // A spec that is there but no object is left alone, as nothing can be put in it.
+            Some(_) => return,
+            None => {
+                // Against an empty spec every change is a whole field.
+                let mut spec = Map::new();
+                self.patch_spec(&Map::new(), &mut |path, value| {
+                    spec.insert(path.join("/"), value.into_value());
+                });
+                operation(false, &["spec"], Put::Owned(Value::Object(spec)));
+                return;
+            }
+        };
+        self.patch_spec(spec, &mut |path, value| {
+            let existed = match path {
+                [field] => spec.get(*field).is_some(),
+                [field, key] => spec.get(*field).and_then(|map| map.get(*key)).is_some(),
+                _ => false,
+            };
+            let mut from_root = Vec::with_capacity(path.len() + 1);
+            from_root.push("spec");
+            from_root.extend_from_slice(path);
+            operation(existed, &from_root, value);
+        });
+    }
+
+    /// Calls `put` with each place under `spec` (a field, or a field's key) the group changes
+    /// and its value there: a whole field where `spec` lacks it or has it of another type, else
+    /// a node selector key or an appended toleration (its index as the key) at a time. Of
+    /// `spec` it reads [`SPEC_FIELDS`] only.
+    fn patch_spec(&self, spec: &Map<String, Value>, put: &mut dyn FnMut(&[&str], Put<'_>)) {
+        if !self.labels.is_empty() {
+            match spec.get("nodeSelector") {
+                Some(Value::Object(selector)) => {
+                    for (key, value) in &self.labels {
+                        if selector.get(key).and_then(Value::as_str) != Some(value.as_str()) {
+                            put(&["nodeSelector", key], Put::Text(value));
+                        }
+                    }
+                }
+                _ => put(&["nodeSelector"], Put::Labels(&self.labels)),
+            }
+        }
+        if !self.tolerations.is_empty() {
+            let (present, whole): (Vec<Toleration>, Option<Vec<&Value>>) =
+                match spec.get("tolerations") {
+                    Some(Value::Array(present)) => (
+                        present
+                            .iter()
+                            .filter_map(|present| Toleration::deserialize(present).ok())
+                            .collect(),
+                        None,
+                    ),
+                    _ => (Vec::new(), Some(Vec::new())),
+                };
+            let mut had: Vec<&Toleration> = present.iter().collect();
+            let mut next = spec
+                .get("tolerations")
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len);
+            let mut whole = whole;
+            for toleration in &self.tolerations {
+                if had
+                    .iter()
+                    .any(|had| is_same_toleration(had, &toleration.typed))
+                {
+                    continue;
+                }
+                had.push(&toleration.typed);
+                match &mut whole {
+                    Some(whole) => whole.push(&toleration.json),
+                    None => {
+                        put(
+                            &["tolerations", &next.to_string()],
+                            Put::Json(&toleration.json),
+                        );
+                        next += 1;
+                    }
+                }
+            }
+            if let Some(whole) = whole {
+                put(&["tolerations"], Put::Array(whole));
+            }
+        }
+        if let Some(affinity) = &self.affinity {
+            if spec.get("affinity").is_none_or(Value::is_null) {
+                put(&["affinity"], Put::Json(affinity));
+            }
+        }
+        if !self.scheduler_name.is_empty()
+            && spec.get("schedulerName").and_then(Value::as_str) != Some(&self.scheduler_name)
+        {
+            put(&["schedulerName"], Put::Text(&self.scheduler_name));
+        }
+    }
+}
+
+/// The JSON Pointer of `path`, each token escaped (`~` as `~0`, `/` as `~1`).
+fn pointer(path: &[&str]) -> String {
+    let mut pointer = String::with_capacity(path.iter().map(|token| token.len() + 1).sum());
+    for token in path {
+        pointer.push('/');
+        let mut rest = *token;
+        while let Some(at) = rest.find(['~', '/']) {
+            pointer.push_str(&rest[..at]);
+            pointer.push_str(if rest.as_bytes()[at] == b'~' {
+                "~0"
+            } else {
+                "~1"
+            });
+            rest = &rest[at + 1..];
+        }
+        pointer.push_str(rest);
+    }
+    pointer
+}
+
+/// The value of one operation of a group's patch, borrowed from the group where it can be.
+enum Put<'g> {
+    /// A string.
+    Text(&'g str),
+    /// The group's labels, as a node selector.
+    Labels(&'g BTreeMap<String, String>),
+    /// One of the group's values as it is.
+    Json(&'g Value),
+    /// A list of the group's values.
+    Array(Vec<&'g Value>),
+    /// A value made for this patch.
+    Owned(Value),
+}
+
+impl Put<'_> {
+    /// The value as JSON of its own.
+    fn into_value(self) -> Value {
+        match self {
+            Put::Text(text) => Value::String(text.to_owned()),
+            Put::Labels(labels) => Value::Object(
+                labels
+                    .iter()
+                    .map(|(key, value)| (key.clone(), Value::String(value.clone())))
+                    .collect(),
+            ),
+            Put::Json(value) => value.clone(),
+            Put::Array(values) => Value::Array(values.into_iter().cloned().collect()),
+            Put::Owned(value) => value,
+        }
+    }
+}
+
+impl Serialize for Put<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Put::Text(text) => serializer.serialize_str(text),
+            Put::Labels(labels) => labels.serialize(serializer),
+            Put::Json(value) => value.serialize(serializer),
+            Put::Array(values) => values.serialize(serializer),
+            Put::Owned(value) => value.serialize(serializer),
+        }
+    }
+}
+
+/// The fields of a pod's `spec` that [`Group::patch`] reads and writes, and all it reads of the
+/// spec: `/pods/mutate` builds only these.
+pub(in crate::serve) const SPEC_FIELDS: [&str; 4] =
+    ["nodeSelector", "tolerations", "affinity", "schedulerName"];
+
+/// Whether two tolerations are the same as Kubernetes reads them: an omitted or empty
+/// `operator` is `Equal`, and a null or absent field is the same as an empty one.
+fn is_same_toleration(left: &Toleration, right: &Toleration) -> bool {
+    let normal = |toleration: &Toleration| {
+        let text = |field: &Option<String>| field.clone().unwrap_or_default();
+        let operator = Some(text(&toleration.operator))
+            .filter(|operator| !operator.is_empty())
+            .unwrap_or_else(|| "Equal".to_owned());
+        (
+            text(&toleration.key),
+            operator,
+            text(&toleration.value),
+            text(&toleration.effect),
+            toleration.toleration_seconds,
+        )
+    };
+    normal(left) == normal(right)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use std::path::Path;
+
+    use super::super::parse;
+    use super::*;
+
+    /// The group every test applies: each field set, and one toleration twice.
+    fn group() -> Group {
+        let text = r#"
+resourceGroups:
+  - resourceGroup: gpu
+    object: {key: namespace, value: [ml]}
+    schedulerName: volcano
+    labels: {accelerator: nvidia, pool: gpu}
+    tolerations:
+      - {key: gpu, operator: Exists, effect: NoSchedule}
+      - {key: gpu, operator: Exists, effect: NoSchedule}
+    affinity: '{"nodeAffinity": {}}'
+"#;
+        let mut groups = parse(Path::new("groups.yaml"), text).expect("a valid file");
+        groups.remove(0)
+    }
+
+    fn operations(patch: &json_patch::Patch) -> Value {
+        serde_json::to_value(patch).expect("a patch serializes")
+    }
+
+    #[test]
+    fn patch_of_a_pod_already_carrying_the_group_is_empty() {
+        let pod = json!({"spec": {
+            "containers": [{"name": "c"}],
+            "nodeSelector": {"accelerator": "nvidia", "pool": "gpu", "zone": "a"},
+            "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule", "value": null}],
+            "affinity": {"podAffinity": {}},
+            "schedulerName": "volcano",
+        }});
+        let mut applied = pod.clone();
+
+        group().apply(&mut applied);
+
+        assert_eq!(operations(&group().patch(&pod)), json!([]));
+        assert_eq!(applied, pod);
+    }
+
+    #[test]
+    fn patch_changes_single_keys_and_appends_a_missing_toleration_once() {
+        let pod = json!({"spec": {
+            "containers": [{"name": "c"}],
+            "nodeSelector": {"accelerator": "amd", "zone": "a"},
+            "tolerations": [{"key": "spot", "operator": "Exists"}],
+            "schedulerName": "default-scheduler",
+        }});
+
+        let patch = group().patch(&pod);
+
+        assert_eq!(
+            operations(&patch),
+            json!([
+                {"op": "replace", "path": "/spec/nodeSelector/accelerator", "value": "nvidia"},
+                {"op": "add", "path": "/spec/nodeSelector/pool", "value": "gpu"},
+                {"op": "add", "path": "/spec/tolerations/1",
+                 "value": {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}},
+                {"op": "add", "path": "/spec/affinity", "value": {"nodeAffinity": {}}},
+                {"op": "replace", "path": "/spec/schedulerName", "value": "volcano"},
+            ])
+        );
+        let mut applied = pod.clone();
+        json_patch::patch(&mut applied, &patch).expect("applies");
+        assert_eq!(applied["spec"]["containers"], pod["spec"]["containers"]);
+        assert_eq!(applied["spec"]["nodeSelector"]["zone"], "a");
+        assert_eq!(
+            applied["spec"]["tolerations"].as_array().map(Vec::len),
+            Some(2)
+        );
+    }
+
+    #[test]
+    fn patch_replaces_fields_of_another_type_whole() {
+        let pod = json!({"spec": {"nodeSelector": null, "tolerations": "none", "affinity": null}});
+
+        let patch = group().patch(&pod);
+
+        let toleration = json!({"key": "gpu", "operator": "Exists", "effect": "NoSchedule"});
+        assert_eq!(
+            operations(&patch),
+            json!([
+                {"op": "replace", "path": "/spec/nodeSelector",
+                 "value": {"accelerator": "nvidia", "pool": "gpu"}},
+                {"op": "replace", "path": "/spec/tolerations", "value": [toleration]},
+                {"op": "replace", "path": "/spec/affinity", "value": {"nodeAffinity": {}}},
+                {"op": "add", "path": "/spec/schedulerName", "value": "volcano"},
+            ])
+        );
+    }
+
+    #[test]
+    fn patch_of_a_pod_without_a_spec_adds_a_whole_one() {
+        let pod = json!({"metadata": {"name": "p"}});
+
+        let patch = group().patch(&pod);
+
+        assert_eq!(
+            operations(&patch),
+            json!([{"op": "add", "path": "/spec", "value": {
+                "nodeSelector": {"accelerator": "nvidia", "pool": "gpu"},
+                "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                "affinity": {"nodeAffinity": {}},
+                "schedulerName": "volcano",
+            }}])
+        );
+    }
+
+    #[test]
+    fn a_spec_or_pod_that_is_no_object_gets_no_patch() {
+        for pod in [json!({"spec": "none"}), json!([1]), json!(null)] {
+            let mut applied = pod.clone();
+
+            group().apply(&mut applied);
+
+            assert_eq!(operations(&group().patch(&pod)), json!([]), "{pod}");
+            assert_eq!(applied, pod);
+        }
+    }
+
+    /// A group's patch of what `/pods/mutate` reads of `pod`.
+    fn patch_of_view(pod: &Value) -> Value {
+        let text = serde_json::value::to_raw_value(pod).expect("a pod serializes");
+        let view: crate::serve::pod_view::PodView =
+            serde_json::from_str(text.get()).expect("a pod decodes");
+        operations(&group().patch(&view.for_patch()))
+    }
+
+    #[test]
+    fn patch_of_what_pods_mutate_reads_is_the_patch_of_the_whole_pod() {
+        for pod in [
+            json!({"metadata": {"name": "p"}}),
+            json!({"spec": null}),
+            json!({"spec": "not an object"}),
+            json!({"spec": {"containers": [{"name": "c", "ports": [{"containerPort": 80}]}]}}),
+            json!({"spec": {
+                "containers": [{"name": "c"}],
+                "nodeSelector": {"accelerator": "amd", "zone": "a"},
+                "tolerations": [{"key": "spot", "operator": "Exists"}],
+                "affinity": null,
+                "schedulerName": "default-scheduler",
+                "volumes": [{"name": "v", "emptyDir": {}}],
+            }}),
+            json!({"spec": {"nodeSelector": "not a map", "tolerations": {"not": "a list"}}}),
+        ] {
+            let whole = operations(&group().patch(&pod));
+
+            assert_eq!(patch_of_view(&pod), whole, "{pod}");
+        }
+    }
+
+    #[test]
+    fn a_pointer_escapes_tilde_and_slash_in_each_token() {
+        let path = ["spec", "nodeSelector", "kubernetes.io/os~arch"];
+
+        let written = pointer(&path);
+
+        assert_eq!(written, "/spec/nodeSelector/kubernetes.io~1os~0arch");
+        assert_eq!(
+            PointerBuf::from_tokens(path).as_str(),
+            written,
+            "jsonptr's own escaping"
+        );
+    }
+
+    #[test]
+    fn patch_text_is_the_patch_written_out() {
+        for pod in [
+            json!({"metadata": {"name": "p"}}),
+            json!({"spec": null}),
+            json!([1]),
+            json!({"spec": {"containers": [{"name": "c"}]}}),
+            json!({"spec": {
+                "nodeSelector": {"accelerator": "amd", "kubernetes.io/os": "linux"},
+                "tolerations": [{"key": "spot", "operator": "Exists"}],
+                "affinity": null,
+                "schedulerName": "default-scheduler",
+            }}),
+            json!({"spec": {"nodeSelector": "not a map", "tolerations": {"not": "a list"}}}),
+            json!({"spec": {
+                "nodeSelector": {"accelerator": "nvidia", "pool": "gpu"},
+                "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                "affinity": {},
+                "schedulerName": "volcano",
+            }}),
+        ] {
+            let patch = operations(&group().patch(&pod));
+
+            let text = group().patch_text(&pod);
+
+            let written = text.map_or(json!([]), |text| {
+                serde_json::from_slice(&text).expect("the text is JSON")
+            });
+            assert_eq!(written, patch, "{pod}");
+        }
+    }
+
+    #[test]
+    fn a_spec_key_written_with_escapes_is_read_as_the_plain_key() {
+        let text = r#"{"spec": {"node\u0053elector": {"accelerator": "nvidia", "pool": "gpu"}}}"#;
+        let view: crate::serve::pod_view::PodView = serde_json::from_str(text).expect("decodes");
+
+        let pod = view.for_patch();
+
+        assert_eq!(
+            pod,
+            json!({"spec": {"nodeSelector": {"accelerator": "nvidia", "pool": "gpu"}}})
+        );
+    }
+}
