@@ -138,6 +138,7 @@ impl SupervisedChain {
         // from `started` would give the first call a few nanoseconds less than the whole budget,
         // and call its timeout a cut by the hooks before it.)
         let mut budget_ends = None;
+        let mut last_ended = started;
         let mut run = self.chain.start(request);
         while run.next_hook().is_some() {
             let hook = &self.hooks[run.position()];
@@ -151,7 +152,8 @@ impl SupervisedChain {
                 .map_or(self.chain_timeout, left_of)
                 .min(caller_ends.map_or(Duration::MAX, left_of));
             let limit = Limit::within_budget(timeout, budget_left);
-            let result = hook.call(run.request(), limit).await;
+            let (result, ended) = hook.call_from(run.request(), limit, call_started).await;
+            last_ended = ended;
             // A skipped hook spent nothing: it was not called.
             if budget_ends.is_none() && !matches!(result, Err(HookError::Skipped)) {
                 // `None` past the end of the clock: a budget that never ends.
@@ -161,7 +163,7 @@ impl SupervisedChain {
                 hook.log_failed_open(error);
             }
             let recorded = run.record_failing_open(result, fail_open);
-            let elapsed = call_started.elapsed();
+            let elapsed = ended.saturating_duration_since(call_started);
             self.observer
                 .hook_call(hook.name(), recorded.outcome, elapsed);
             if recorded.failed_open {
@@ -169,7 +171,9 @@ impl SupervisedChain {
                     .hook_call(hook.name(), Outcome::FailOpen, elapsed);
             }
         }
-        self.observer.chain_finished(started.elapsed());
+        // The last call's end is the chain's: what follows it only records its result.
+        self.observer
+            .chain_finished(last_ended.saturating_duration_since(started));
         run.finish()
     }
 }

@@ -5,7 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::log::HookLog;
-use super::{Gate, Limit, Pass, catch_panic, timeout};
+use tokio::time::Instant;
+
+use super::timeout::timeout_from;
+use super::{Gate, Limit, Pass, catch_panic};
 use crate::admission::{Decision, Hook, HookError, Request};
 
 /// A hook with its breaker gate.
@@ -66,22 +69,39 @@ impl Supervised {
     /// # Cancel safety
     /// Dropping the future drops the hook call and counts nothing toward the breaker.
     pub async fn call(&self, request: &Request, limit: Limit) -> Result<Decision, HookError> {
+        self.call_from(request, limit, Instant::now()).await.0
+    }
+
+    /// [`Supervised::call`] for a call that starts at `started`, with the time it ended
+    /// (`started` for a call not made), so that the chain times it without reading the clock
+    /// again.
+    pub(crate) async fn call_from(
+        &self,
+        request: &Request,
+        limit: Limit,
+        started: Instant,
+    ) -> (Result<Decision, HookError>, Instant) {
         let allowed = limit.duration();
         if limit.is_set_by_budget() && allowed.is_zero() {
-            return Err(HookError::BudgetSpent(Duration::ZERO));
+            return (Err(HookError::BudgetSpent(Duration::ZERO)), started);
         }
-        let pass = self.gate.enter()?;
+        let pass = match self.gate.enter() {
+            Ok(pass) => pass,
+            Err(skipped) => return (Err(skipped), started),
+        };
         let call = async {
             catch_panic(|| self.hook.admit_within(request, allowed))
                 .await
                 .unwrap_or_else(|message| Err(HookError::Panicked(message)))
         };
-        match timeout(allowed, call).await {
+        let (answer, ended) = timeout_from(started, allowed, call).await;
+        let result = match answer {
             Some(result) => self.finished(pass, result),
             // Cut by the budget the hooks before it spent: dropping the pass counts nothing.
             None if limit.is_set_by_budget() => Err(HookError::BudgetSpent(allowed)),
             None => self.finished(pass, Err(HookError::Elapsed(allowed))),
-        }
+        };
+        (result, ended)
     }
 
     /// Reports the end of a call the hook answered, failed or ran out of its own time on.

@@ -53,13 +53,25 @@ impl Limit {
 /// # Cancel safety
 /// Dropping the returned future drops the call; nothing is reported.
 pub async fn timeout<F: Future>(limit: Duration, call: F) -> Option<F::Output> {
-    let deadline = Instant::now().checked_add(limit);
-    let Some(deadline) = deadline else {
+    timeout_from(Instant::now(), limit, call).await.0
+}
+
+/// [`timeout`] for a call that started at `started`, with the time it ended: the clock read
+/// that checks its answer against the deadline, so that whoever times the call reads the clock
+/// no more.
+pub(crate) async fn timeout_from<F: Future>(
+    started: Instant,
+    limit: Duration,
+    call: F,
+) -> (Option<F::Output>, Instant) {
+    let Some(deadline) = started.checked_add(limit) else {
         // Past the end of the clock: no deadline at all.
-        return Some(call.await);
+        let answer = call.await;
+        return (Some(answer), Instant::now());
     };
-    let answer = until(deadline, call).await?;
-    (Instant::now() <= deadline).then_some(answer)
+    let answer = until(deadline, call).await;
+    let ended = Instant::now();
+    (answer.filter(|_| ended <= deadline), ended)
 }
 
 /// Runs `call` until `deadline`: `None` if it has not answered by then.

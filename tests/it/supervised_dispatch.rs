@@ -1036,3 +1036,49 @@ fn loadtest_logs_the_breaker_opening_and_fewer_failure_lines_than_failures() {
         "{stderr}"
     );
 }
+
+/// Records the time reported for each hook call and each chain.
+#[derive(Debug, Default)]
+struct Timings {
+    calls: Mutex<Vec<(String, Duration)>>,
+    chains: Mutex<Vec<Duration>>,
+}
+
+impl dexaflow_admission::events::HookEvents for Timings {
+    fn hook_call(&self, hook: &str, _: Outcome, elapsed: Duration) {
+        let mut calls = self.calls.lock().expect("no test panics holding it");
+        calls.push((hook.to_owned(), elapsed));
+    }
+
+    fn chain_finished(&self, elapsed: Duration) {
+        let mut chains = self.chains.lock().expect("no test panics holding it");
+        chains.push(elapsed);
+    }
+}
+
+impl dexaflow_admission::events::BreakerEvents for Timings {}
+
+#[test]
+fn each_call_is_reported_with_the_time_it_took_and_the_chain_with_the_time_of_its_calls() {
+    on_paused_clock(async {
+        let chain = Chain::new(ChangeRules::default())
+            .with_hook(Sleeping::new("quota", Duration::from_millis(20)))
+            .with_hook(Sleeping::new("placement", Duration::from_millis(30)));
+        let timings = Arc::new(Timings::default());
+        let supervised = SupervisedChain::start(chain, &supervision(), timings.clone());
+
+        let verdict = supervised.admit(sample_request()).await;
+
+        assert!(matches!(verdict, Verdict::Admit { .. }), "{verdict:?}");
+        let calls = timings.calls.lock().expect("no test panics holding it");
+        assert_eq!(
+            *calls,
+            [
+                ("quota".to_owned(), Duration::from_millis(20)),
+                ("placement".to_owned(), Duration::from_millis(30)),
+            ]
+        );
+        let chains = timings.chains.lock().expect("no test panics holding it");
+        assert_eq!(*chains, [Duration::from_millis(50)]);
+    });
+}
