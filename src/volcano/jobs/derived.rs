@@ -30,7 +30,7 @@ pub(crate) fn derived_name_problems(job: &Job) -> Vec<String> {
                 service.join("; ")
             ));
         }
-        let config_map = format!("{name}-svc");
+        let config_map = [name, "-svc"].concat();
         let label = dns_label(&config_map);
         if !label.is_empty() {
             problems.push(format!(
@@ -39,7 +39,8 @@ pub(crate) fn derived_name_problems(job: &Job) -> Vec<String> {
             ));
         }
         for task in job.spec.tasks.iter().filter(|task| task.replicas > 0) {
-            let hostname = format!("{name}-{}-{}", task.name, task.replicas - 1);
+            let last = (task.replicas - 1).to_string();
+            let hostname = [name, "-", &task.name, "-", &last].concat();
             let label = dns_label(&hostname);
             if !label.is_empty() {
                 problems.push(format!(
@@ -51,7 +52,7 @@ pub(crate) fn derived_name_problems(job: &Job) -> Vec<String> {
         }
     }
     if has("ssh") || has("mpi") {
-        let secret = format!("{name}-ssh");
+        let secret = [name, "-ssh"].concat();
         let label = dns_label(&secret);
         if !label.is_empty() {
             problems.push(format!(

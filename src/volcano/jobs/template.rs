@@ -22,6 +22,7 @@
 //! requests).
 
 use std::collections::{BTreeMap, HashSet};
+use std::fmt;
 
 use k8s_openapi::api::core::v1::{Container, PodSpec, ResourceRequirements, Volume};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -34,6 +35,28 @@ use super::super::review::{invalid, quoted};
 use crate::admission::cpu_quantity;
 
 const PORT_RANGE: &str = "must be between 1 and 65535, inclusive";
+
+/// Where a field of the template is, written out only when an error names it: a place is made
+/// for every container, port and mount, and most templates have no error.
+#[derive(Debug, Clone, Copy)]
+enum At<'a> {
+    /// A path as it is written, such as `template.spec`.
+    Root(&'static str),
+    /// `parent.field`.
+    Field(&'a At<'a>, &'static str),
+    /// `parent.field[index]`.
+    Item(&'a At<'a>, &'static str, usize),
+}
+
+impl fmt::Display for At<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            At::Root(path) => f.write_str(path),
+            At::Field(parent, field) => write!(f, "{parent}.{field}"),
+            At::Item(parent, field, index) => write!(f, "{parent}.{field}[{index}]"),
+        }
+    }
+}
 
 /// The task's template problems as Volcano appends them (`spec.task[<i>].<error>. ` each), or
 /// its topology-policy problem when the template is valid; empty when neither.
@@ -72,19 +95,20 @@ pub(super) fn template_problems(
 
 fn pod_spec_errors(spec: &PodSpec, gates: &FeatureGates, errors: &mut Vec<String>) {
     const PATH: &str = "template.spec";
-    let volumes = volume_errors(spec.volumes.as_deref().unwrap_or_default(), errors);
+    let root = At::Root(PATH);
+    let volumes = volume_errors(&root, spec.volumes.as_deref().unwrap_or_default(), errors);
     let mut names = HashSet::new();
     let containers = spec.containers.as_slice();
     if containers.is_empty() {
         errors.push(format!("{PATH}.containers: Required value"));
     }
     for (index, container) in containers.iter().enumerate() {
-        let path = format!("{PATH}.containers[{index}]");
+        let path = At::Item(&root, "containers", index);
         container_errors(container, &path, &volumes, &mut names, errors);
     }
     let init = spec.init_containers.as_deref().unwrap_or_default();
     for (index, container) in init.iter().enumerate() {
-        let path = format!("{PATH}.initContainers[{index}]");
+        let path = At::Item(&root, "initContainers", index);
         container_errors(container, &path, &volumes, &mut names, errors);
     }
     let restart = spec.restart_policy.as_deref().unwrap_or_default();
@@ -99,7 +123,7 @@ fn pod_spec_errors(spec: &PodSpec, gates: &FeatureGates, errors: &mut Vec<String
         .as_ref()
         .filter(|_| gates.pod_level_resources)
     {
-        let path = format!("{PATH}.resources");
+        let path = At::Field(&root, "resources");
         requirement_errors(resources, &path, errors);
         aggregate_errors(resources, containers, init, &path, errors);
     }
@@ -107,10 +131,14 @@ fn pod_spec_errors(spec: &PodSpec, gates: &FeatureGates, errors: &mut Vec<String
 
 /// The names of the valid volumes (the ones mounts may name), reporting typeless, unnamed,
 /// invalid and repeated ones; as Kubernetes, a volume with an error is not mountable.
-fn volume_errors<'a>(volumes: &'a [Volume], errors: &mut Vec<String>) -> HashSet<&'a str> {
+fn volume_errors<'a>(
+    spec: &At<'_>,
+    volumes: &'a [Volume],
+    errors: &mut Vec<String>,
+) -> HashSet<&'a str> {
     let mut names = HashSet::new();
     for (index, volume) in volumes.iter().enumerate() {
-        let path = format!("template.spec.volumes[{index}]");
+        let path = At::Item(spec, "volumes", index);
         let name = volume.name.as_str();
         let mut found = Vec::new();
         let typed = serde_json::to_value(volume)
@@ -139,11 +167,11 @@ fn volume_errors<'a>(volumes: &'a [Volume], errors: &mut Vec<String>) -> HashSet
     names
 }
 
-fn container_errors(
-    container: &Container,
-    path: &str,
+fn container_errors<'a>(
+    container: &'a Container,
+    path: &At<'_>,
     volumes: &HashSet<&str>,
-    names: &mut HashSet<String>,
+    names: &mut HashSet<&'a str>,
     errors: &mut Vec<String>,
 ) {
     let name = container.name.as_str();
@@ -166,7 +194,7 @@ fn container_errors(
     }
     let mut port_names = HashSet::new();
     for (index, port) in container.ports.iter().flatten().enumerate() {
-        let path = format!("{path}.ports[{index}]");
+        let path = At::Item(path, "ports", index);
         if let Some(name) = port.name.as_deref().filter(|name| !name.is_empty()) {
             let problems = port_name(name);
             for problem in &problems {
@@ -193,7 +221,7 @@ fn container_errors(
     }
     let mut mount_paths = HashSet::new();
     for (index, mount) in container.volume_mounts.iter().flatten().enumerate() {
-        let path = format!("{path}.volumeMounts[{index}]");
+        let path = At::Item(path, "volumeMounts", index);
         if mount.name.is_empty() {
             errors.push(format!("{path}.name: Required value"));
         }
@@ -212,17 +240,17 @@ fn container_errors(
         }
     }
     if let Some(resources) = &container.resources {
-        requirement_errors(resources, &format!("{path}.resources"), errors);
+        requirement_errors(resources, &At::Field(path, "resources"), errors);
     }
     // Kubernetes checks the name's uniqueness after the container's own fields.
-    if !names.insert(name.to_owned()) {
+    if !names.insert(name) {
         errors.push(format!("{path}.name: Duplicate value: {}", quoted(name)));
     }
 }
 
 /// Each request no more than its limit; equal, and a limit set, for resources that cannot be
 /// overcommitted.
-fn requirement_errors(resources: &ResourceRequirements, path: &str, errors: &mut Vec<String>) {
+fn requirement_errors(resources: &ResourceRequirements, path: &At<'_>, errors: &mut Vec<String>) {
     let Some(requests) = &resources.requests else {
         return;
     };
@@ -267,7 +295,7 @@ fn aggregate_errors(
     resources: &ResourceRequirements,
     containers: &[Container],
     init: &[Container],
-    path: &str,
+    path: &At<'_>,
     errors: &mut Vec<String>,
 ) {
     let Some(pod) = &resources.requests else {

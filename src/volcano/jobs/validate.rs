@@ -140,7 +140,7 @@ fn create_problems(
         if let Some(problem) = policies_problem(&task.policies, "spec.tasks.policies") {
             message.push_str(&problem);
         }
-        let pod = format!("{name}-{}-{index}", task.name);
+        let pod = [name, "-", &task.name, "-", &index.to_string()].concat();
         let problems = qualified_name_errors(&pod);
         if !problems.is_empty() {
             message.push_str(&format!(
