@@ -116,11 +116,10 @@ impl Reviewer for Mutation {
 /// What `/pods/mutate` reads of the review's object: decoded with the review, or, when it did
 /// not decode so, decoded again from its text to say why.
 fn pod_view(request: &ReviewRequest<Object<PodView>>) -> Result<Cow<'_, PodView>, Refusal> {
-    match request.object.as_ref() {
-        None => Err(no_object()),
-        Some(Object::Decoded(pod)) => Ok(Cow::Borrowed(pod)),
-        Some(Object::Text(text)) => decode(text.as_ref(), "the object").map(Cow::Owned),
-    }
+    let object = request.object.as_ref().ok_or_else(no_object)?;
+    object
+        .or_decode(|text| decode(text, "the object").map(Some))?
+        .ok_or_else(no_object)
 }
 
 /// `/pods/validate`: refuses a pod that carries a `dexaflow.io/` or `leoflow.io/` label or

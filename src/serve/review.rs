@@ -6,6 +6,7 @@
 //! version does not know are ignored, as the API server's own decoder does, so that a newer
 //! API server's additions never make every admission fail.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use base64::Engine;
@@ -136,6 +137,24 @@ pub enum Object<T> {
 impl<'de, T: Deserialize<'de>> Deserialize<'de> for Object<T> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         T::deserialize(deserializer).map(Object::Decoded)
+    }
+}
+
+impl<T: Clone> Object<T> {
+    /// The object as a `T`: the one decoded with the envelope, borrowed, or its text decoded
+    /// again by `again`, which for an object that is not a `T` says why (`None` for a text of
+    /// `null`). The service decides how the text is read and what its error says.
+    ///
+    /// # Errors
+    /// `again`'s.
+    pub fn or_decode<E>(
+        &self,
+        again: impl FnOnce(&RawValue) -> Result<Option<T>, E>,
+    ) -> Result<Option<Cow<'_, T>>, E> {
+        match self {
+            Object::Decoded(object) => Ok(Some(Cow::Borrowed(object))),
+            Object::Text(text) => Ok(again(text)?.map(Cow::Owned)),
+        }
     }
 }
 
@@ -383,6 +402,8 @@ impl<R: WaitingReviewer> Handler for R {
 
 #[cfg(test)]
 mod tests {
+    use std::borrow::Cow;
+
     use super::{Object, Review, ReviewRequest, decode_review};
 
     fn request(objects: &str) -> ReviewRequest {
@@ -442,6 +463,35 @@ mod tests {
         assert!(
             matches!(&decoded.request.old_object, Some(Object::Text(text)) if text.get() == r#"{"name": 7}"#)
         );
+    }
+
+    #[test]
+    fn a_decoded_object_is_lent_as_it_is_and_its_text_is_never_read_again() {
+        let object = Object::Decoded(Named {
+            name: "new".to_owned(),
+        });
+
+        let taken = object.or_decode(|_| -> Result<Option<Named>, ()> {
+            panic!("the text of a decoded object is read again")
+        });
+
+        assert!(matches!(taken, Ok(Some(Cow::Borrowed(named))) if named.name == "new"));
+    }
+
+    #[test]
+    fn an_object_kept_as_text_is_decoded_again_by_the_services_own_decoder() {
+        let text =
+            serde_json::value::to_raw_value(&serde_json::json!({"name": 7})).expect("JSON text");
+        let object = Object::<Named>::Text(text);
+
+        let taken = object.or_decode(|text| {
+            serde_json::from_str::<Named>(text.get())
+                .map(Some)
+                .map_err(|error| format!("not a name: {error}"))
+        });
+
+        let error = taken.expect_err("7 is no name");
+        assert!(error.starts_with("not a name: invalid type"), "{error}");
     }
 
     #[test]

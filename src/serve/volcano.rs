@@ -58,9 +58,7 @@ fn decoded<'a, T: DeserializeOwned + Clone>(
 ) -> Result<Option<Cow<'a, T>>, Refusal> {
     match object {
         None => Ok(None),
-        Some(Object::Decoded(object)) => Ok(Some(Cow::Borrowed(object))),
-        // Not a `T`: decoded again to say why.
-        Some(Object::Text(text)) => Ok(volcano::decode(field, text.as_ref())?.map(Cow::Owned)),
+        Some(object) => object.or_decode(|text| volcano::decode(field, text)),
     }
 }
 
