@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use json_patch::jsonptr::PointerBuf;
+use json_patch::jsonptr::{PointerBuf, Token};
 use json_patch::{AddOperation, PatchOperation, ReplaceOperation};
 use k8s_openapi::api::core::v1::Toleration;
 use serde::{Deserialize, Serialize, Serializer};
@@ -19,7 +19,7 @@ impl Group {
     pub fn patch(&self, pod: &Value) -> json_patch::Patch {
         let mut operations = Vec::new();
         self.operations(pod, &mut |replace, path, value| {
-            let path = PointerBuf::parse(pointer(path)).expect("an escaped pointer parses");
+            let path = PointerBuf::from_tokens(path.iter().copied());
             let value = value.into_value();
             operations.push(if replace {
                 PatchOperation::Replace(ReplaceOperation { path, value })
@@ -67,7 +67,7 @@ impl Group {
                 // Against an empty spec every change is a whole field.
                 let mut spec = Map::new();
                 self.patch_spec(&Map::new(), &mut |path, value| {
-                    spec.insert(path.join("/"), value.into_value());
+                    spec.insert(path[1..].join("/"), value.into_value());
                 });
                 operation(false, &["spec"], Put::Owned(Value::Object(spec)));
                 return;
@@ -75,32 +75,29 @@ impl Group {
         };
         self.patch_spec(spec, &mut |path, value| {
             let existed = match path {
-                [field] => spec.get(*field).is_some(),
-                [field, key] => spec.get(*field).and_then(|map| map.get(*key)).is_some(),
+                [_, field] => spec.get(*field).is_some(),
+                [_, field, key] => spec.get(*field).and_then(|map| map.get(*key)).is_some(),
                 _ => false,
             };
-            let mut from_root = Vec::with_capacity(path.len() + 1);
-            from_root.push("spec");
-            from_root.extend_from_slice(path);
-            operation(existed, &from_root, value);
+            operation(existed, path, value);
         });
     }
 
-    /// Calls `put` with each place under `spec` (a field, or a field's key) the group changes
-    /// and its value there: a whole field where `spec` lacks it or has it of another type, else
-    /// a node selector key or an appended toleration (its index as the key) at a time. Of
-    /// `spec` it reads [`SPEC_FIELDS`] only.
+    /// Calls `put` with each place under `spec` (a field, or a field's key) the group changes,
+    /// as its path from the pod's root (`spec` first), and its value there: a whole field where
+    /// `spec` lacks it or has it of another type, else a node selector key or an appended
+    /// toleration (its index as the key) at a time. Of `spec` it reads [`SPEC_FIELDS`] only.
     fn patch_spec(&self, spec: &Map<String, Value>, put: &mut dyn FnMut(&[&str], Put<'_>)) {
         if !self.labels.is_empty() {
             match spec.get("nodeSelector") {
                 Some(Value::Object(selector)) => {
                     for (key, value) in &self.labels {
                         if selector.get(key).and_then(Value::as_str) != Some(value.as_str()) {
-                            put(&["nodeSelector", key], Put::Text(value));
+                            put(&["spec", "nodeSelector", key], Put::Text(value));
                         }
                     }
                 }
-                _ => put(&["nodeSelector"], Put::Labels(&self.labels)),
+                _ => put(&["spec", "nodeSelector"], Put::Labels(&self.labels)),
             }
         }
         if !self.tolerations.is_empty() {
@@ -133,7 +130,7 @@ impl Group {
                     Some(whole) => whole.push(&toleration.json),
                     None => {
                         put(
-                            &["tolerations", &next.to_string()],
+                            &["spec", "tolerations", &next.to_string()],
                             Put::Json(&toleration.json),
                         );
                         next += 1;
@@ -141,38 +138,30 @@ impl Group {
                 }
             }
             if let Some(whole) = whole {
-                put(&["tolerations"], Put::Array(whole));
+                put(&["spec", "tolerations"], Put::Array(whole));
             }
         }
         if let Some(affinity) = &self.affinity {
             if spec.get("affinity").is_none_or(Value::is_null) {
-                put(&["affinity"], Put::Json(affinity));
+                put(&["spec", "affinity"], Put::Json(affinity));
             }
         }
         if !self.scheduler_name.is_empty()
             && spec.get("schedulerName").and_then(Value::as_str) != Some(&self.scheduler_name)
         {
-            put(&["schedulerName"], Put::Text(&self.scheduler_name));
+            put(&["spec", "schedulerName"], Put::Text(&self.scheduler_name));
         }
     }
 }
 
-/// The JSON Pointer of `path`, each token escaped (`~` as `~0`, `/` as `~1`).
+/// The JSON Pointer of `path`, each token escaped by jsonptr (which copies only a token that
+/// needs it): `PointerBuf::from_tokens` builds and checks the same text, at several times the
+/// cost, for a pointer that is only written out.
 fn pointer(path: &[&str]) -> String {
     let mut pointer = String::with_capacity(path.iter().map(|token| token.len() + 1).sum());
     for token in path {
         pointer.push('/');
-        let mut rest = *token;
-        while let Some(at) = rest.find(['~', '/']) {
-            pointer.push_str(&rest[..at]);
-            pointer.push_str(if rest.as_bytes()[at] == b'~' {
-                "~0"
-            } else {
-                "~1"
-            });
-            rest = &rest[at + 1..];
-        }
-        pointer.push_str(rest);
+        pointer.push_str(Token::new(*token).encoded());
     }
     pointer
 }
