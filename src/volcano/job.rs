@@ -4,10 +4,12 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{PersistentVolumeClaimSpec, PodTemplateSpec};
+use k8s_openapi::api::core::v1::PersistentVolumeClaimSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use super::pod_template::PodTemplate;
 
 /// A Volcano job.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -87,7 +89,7 @@ pub struct TaskSpec {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub min_available: Option<i32>,
     /// The pods' template.
-    pub template: PodTemplateSpec,
+    pub template: PodTemplate,
     /// What the task does on events.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub policies: Vec<LifecyclePolicy>,

@@ -31,6 +31,7 @@ mod jobflow;
 mod jobflows;
 mod jobs;
 mod names;
+mod pod_template;
 mod podgroup;
 mod podgroups;
 mod pods;
@@ -53,6 +54,10 @@ pub use job::{
 pub use jobflow::{Flow, FlowDependsOn, JobFlow, JobFlowSpec};
 pub use jobflows::validate_jobflow;
 pub use jobs::{mutate_job, validate_job};
+pub use pod_template::{
+    PodTemplate, TemplateContainer, TemplateMount, TemplatePodSpec, TemplatePort,
+    TemplateResources, TemplateVolume,
+};
 pub use podgroup::{PodGroup, PodGroupSpec, SubGroupPolicySpec};
 pub use podgroups::{
     QUEUE_NAME_ANNOTATION, mutate_podgroup, podgroup_reads_namespace, validate_podgroup,

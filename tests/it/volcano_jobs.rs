@@ -171,6 +171,30 @@ fn a_host_network_task_gets_the_cluster_first_with_host_net_dns_policy() {
     );
 }
 
+/// Not in Volcano's tests: Volcano's Go types drop a template field they do not know, and its
+/// patch, which replaces the tasks, removes it from the job; here every field is kept as sent.
+#[test]
+fn a_template_field_this_build_does_not_know_is_kept_by_the_patch_that_replaces_the_tasks() {
+    let task = json!({"replicas": 1, "template": {
+        "metadata": {"labels": {"app": "trainer"}, "futureMeta": 1},
+        "spec": {"futurePodField": {"on": true}, "containers": [
+            {"name": "main", "image": "busybox:1.24", "futureContainerField": ["a", "b"],
+             "ports": [{"containerPort": 80, "futurePortField": "x"}],
+             "resources": {"requests": {"cpu": "1"}, "futureResourceField": 2}}]}}});
+    let mut expected = task.clone();
+    expected["name"] = json!("default0");
+    expected["minAvailable"] = json!(1);
+    expected["maxRetry"] = json!(3);
+
+    let patched = mutated_task(task);
+
+    assert_eq!(patched, expected);
+    assert_eq!(
+        patched["template"]["spec"]["futurePodField"],
+        json!({"on": true})
+    );
+}
+
 /// Not in Volcano's tests: where Volcano sends the patch `null`, the mutator answers an empty
 /// patch.
 #[test]

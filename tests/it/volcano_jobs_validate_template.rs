@@ -351,6 +351,27 @@ fn a_mount_without_name_or_path_is_refused_for_each() {
     );
 }
 
+/// Kubernetes: a volume has a type; a source sent as `null` is no source
+#[test]
+fn a_volume_whose_only_source_is_null_is_refused_as_without_a_type() {
+    let typeless = json!({"name": "data", "emptyDir": null});
+    let spec = json!({"containers": [busybox("main")], "volumes": [typeless]});
+    assert_eq!(
+        denied(create(&with_pod(spec))),
+        "spec.task[0].template.spec.volumes[0]: Required value: must specify a volume type."
+    );
+}
+
+/// Kubernetes: a volume has a type, whichever source it names
+#[test]
+fn a_volume_with_a_source_is_allowed_and_mountable() {
+    let mut main = busybox("main");
+    main["volumeMounts"] = json!([{"name": "data", "mountPath": "/data"}]);
+    let config = json!({"name": "data", "configMap": {"name": "settings"}});
+    let spec = json!({"containers": [main], "volumes": [config]});
+    assert_eq!(create(&with_pod(spec)), Ok(()));
+}
+
 /// Kubernetes: a volume with an error cannot be mounted
 #[test]
 fn a_mount_of_a_typeless_volume_is_refused_for_both() {

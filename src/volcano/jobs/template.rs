@@ -24,12 +24,14 @@
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 
-use k8s_openapi::api::core::v1::{Container, PodSpec, ResourceRequirements, Volume};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::super::gates::FeatureGates;
 use super::super::job::TaskSpec;
 use super::super::names::{dns_label, dns_subdomain, port_name};
+use super::super::pod_template::{
+    TemplateContainer, TemplatePodSpec, TemplateResources, TemplateVolume,
+};
 use super::super::resource::signed_milli;
 use super::super::review::{invalid, quoted};
 use crate::admission::cpu_quantity;
@@ -79,7 +81,7 @@ pub(super) fn template_problems(
     if namespace.is_empty() {
         errors.push("metadata.namespace: Required value".to_owned());
     }
-    let default_spec = PodSpec::default();
+    let default_spec = TemplatePodSpec::default();
     let spec = task.template.spec.as_ref().unwrap_or(&default_spec);
     pod_spec_errors(spec, gates, &mut errors);
     if !errors.is_empty() {
@@ -93,12 +95,12 @@ pub(super) fn template_problems(
     topology_policy_problem(task, spec, index)
 }
 
-fn pod_spec_errors(spec: &PodSpec, gates: &FeatureGates, errors: &mut Vec<String>) {
+fn pod_spec_errors(spec: &TemplatePodSpec, gates: &FeatureGates, errors: &mut Vec<String>) {
     const PATH: &str = "template.spec";
     let root = At::Root(PATH);
     let volumes = volume_errors(&root, spec.volumes.as_deref().unwrap_or_default(), errors);
     let mut names = HashSet::new();
-    let containers = spec.containers.as_slice();
+    let containers = spec.containers.as_deref().unwrap_or_default();
     if containers.is_empty() {
         errors.push(format!("{PATH}.containers: Required value"));
     }
@@ -133,7 +135,7 @@ fn pod_spec_errors(spec: &PodSpec, gates: &FeatureGates, errors: &mut Vec<String
 /// invalid and repeated ones; as Kubernetes, a volume with an error is not mountable.
 fn volume_errors<'a>(
     spec: &At<'_>,
-    volumes: &'a [Volume],
+    volumes: &'a [TemplateVolume],
     errors: &mut Vec<String>,
 ) -> HashSet<&'a str> {
     let mut names = HashSet::new();
@@ -141,11 +143,7 @@ fn volume_errors<'a>(
         let path = At::Item(spec, "volumes", index);
         let name = volume.name.as_str();
         let mut found = Vec::new();
-        let typed = serde_json::to_value(volume)
-            .ok()
-            .and_then(|value| value.as_object().map(|fields| fields.len() > 1))
-            .unwrap_or(true);
-        if !typed {
+        if !volume.has_source() {
             found.push(format!(
                 "{path}: Required value: must specify a volume type"
             ));
@@ -168,7 +166,7 @@ fn volume_errors<'a>(
 }
 
 fn container_errors<'a>(
-    container: &'a Container,
+    container: &'a TemplateContainer,
     path: &At<'_>,
     volumes: &HashSet<&str>,
     names: &mut HashSet<&'a str>,
@@ -250,7 +248,7 @@ fn container_errors<'a>(
 
 /// Each request no more than its limit; equal, and a limit set, for resources that cannot be
 /// overcommitted.
-fn requirement_errors(resources: &ResourceRequirements, path: &At<'_>, errors: &mut Vec<String>) {
+fn requirement_errors(resources: &TemplateResources, path: &At<'_>, errors: &mut Vec<String>) {
     let Some(requests) = &resources.requests else {
         return;
     };
@@ -292,9 +290,9 @@ fn may_overcommit(name: &str) -> bool {
 /// Pod-level requests no less than the containers' aggregate: the larger of the containers'
 /// sum and the largest init container's request.
 fn aggregate_errors(
-    resources: &ResourceRequirements,
-    containers: &[Container],
-    init: &[Container],
+    resources: &TemplateResources,
+    containers: &[TemplateContainer],
+    init: &[TemplateContainer],
     path: &At<'_>,
     errors: &mut Vec<String>,
 ) {
@@ -326,7 +324,7 @@ fn aggregate_errors(
 }
 
 /// A container's requests in thousandths, skipping what is not a quantity.
-fn requests(container: &Container) -> Vec<(&str, i128)> {
+fn requests(container: &TemplateContainer) -> Vec<(&str, i128)> {
     let list = container
         .resources
         .as_ref()
@@ -347,12 +345,13 @@ fn amount(name: &str, milli: i128) -> String {
 }
 
 /// With a topology policy, every container must be given whole CPUs.
-fn topology_policy_problem(task: &TaskSpec, spec: &PodSpec, index: usize) -> String {
+fn topology_policy_problem(task: &TaskSpec, spec: &TemplatePodSpec, index: usize) -> String {
     if task.topology_policy.is_empty() || task.topology_policy == "none" {
         return String::new();
     }
     let init = spec.init_containers.as_deref().unwrap_or_default();
-    let all = spec.containers.iter().chain(init);
+    let containers = spec.containers.as_deref().unwrap_or_default();
+    let all = containers.iter().chain(init);
     for (id, container) in all.enumerate() {
         if whole_cpus(container.resources.as_ref()) == 0 {
             return format!(
@@ -364,7 +363,7 @@ fn topology_policy_problem(task: &TaskSpec, spec: &PodSpec, index: usize) -> Str
 }
 
 /// The whole CPUs a container requests (its limits when it requests nothing), 0 when not whole.
-fn whole_cpus(resources: Option<&ResourceRequirements>) -> i128 {
+fn whole_cpus(resources: Option<&TemplateResources>) -> i128 {
     let Some(resources) = resources else {
         return 0;
     };
