@@ -36,23 +36,46 @@ fn queue_review(operation: &str, queue: Value) -> Value {
     })
 }
 
-/// A server with Volcano's queue services enabled, reading `api`'s cluster.
-async fn serve_queues(api: &ApiServer) -> (Running, tempfile::TempDir) {
+/// A server with the services at `paths` enabled, reading `api`'s cluster.
+async fn serve_paths(api: &ApiServer, paths: Vec<String>) -> (Running, tempfile::TempDir) {
     let kube = tempfile::tempdir().expect("a directory");
     let kubeconfig = api.kubeconfig(kube.path(), TOKEN);
     let running = start_with(
         move |settings, _| {
             settings.kubeconfig = Some(kubeconfig);
-            settings.enabled_admission = Some(vec![
-                "/queues/validate".to_owned(),
-                "/queues/mutate".to_owned(),
-            ]);
+            settings.enabled_admission = Some(paths);
         },
         |builder| builder,
         None,
     )
     .await;
     (running, kube)
+}
+
+/// A server with Volcano's queue services enabled, reading `api`'s cluster.
+async fn serve_queues(api: &ApiServer) -> (Running, tempfile::TempDir) {
+    let paths = ["/queues/validate", "/queues/mutate"];
+    serve_paths(api, paths.map(str::to_owned).to_vec()).await
+}
+
+/// The answer `running` gives to `review` at `path`, as JSON.
+async fn answer_to(running: &Running, path: &str, review: &Value) -> Value {
+    running.client.post_json(path, review).await.json()
+}
+
+/// The message of an answer's status; empty when it has none.
+fn status_message(answer: &Value) -> &str {
+    answer["response"]["status"]["message"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+/// The JSON Patch an answer carries, decoded from its base64.
+fn patch_of(answer: &Value) -> Value {
+    let patch = base64::engine::general_purpose::STANDARD
+        .decode(answer["response"]["patch"].as_str().expect("a patch"))
+        .expect("base64");
+    serde_json::from_slice(&patch).expect("JSON")
 }
 
 async fn until_ready(running: &Running) {
@@ -107,11 +130,12 @@ async fn a_parent_queue_added_after_start_is_seen_by_the_next_review() {
     let (running, _kube) = serve_queues(&api).await;
     until_ready(&running).await;
 
-    let before = running
-        .client
-        .post_json("/queues/validate", &queue_review("CREATE", child_of_team()))
-        .await
-        .json();
+    let before = answer_to(
+        &running,
+        "/queues/validate",
+        &queue_review("CREATE", child_of_team()),
+    )
+    .await;
     api.put_queue("team", json!({"weight": 1}));
     let client = running.client.clone();
     let after = eventually("the new parent seen", move || {
@@ -127,9 +151,7 @@ async fn a_parent_queue_added_after_start_is_seen_by_the_next_review() {
     .await;
 
     assert_eq!(before["response"]["allowed"], false);
-    let message = before["response"]["status"]["message"]
-        .as_str()
-        .expect("a message");
+    let message = status_message(&before);
     assert!(
         message.contains("team") && message.contains("not found"),
         "{message}"
@@ -142,30 +164,23 @@ async fn queue_defaults_are_patched_and_nothing_to_change_sends_no_patch() {
     let api = ApiServer::start(TOKEN).await;
     let (running, _kube) = serve_queues(&api).await;
 
-    let bare = running
-        .client
-        .post_json(
-            "/queues/mutate",
-            &queue_review("CREATE", json!({"metadata": {"name": "q"}, "spec": {}})),
-        )
-        .await
-        .json();
-    let complete = running
-        .client
-        .post_json(
-            "/queues/mutate",
-            &queue_review(
-                "CREATE",
-                json!({"metadata": {"name": "q"}, "spec": {"weight": 2, "reclaimable": false}}),
-            ),
-        )
-        .await
-        .json();
+    let bare = answer_to(
+        &running,
+        "/queues/mutate",
+        &queue_review("CREATE", json!({"metadata": {"name": "q"}, "spec": {}})),
+    )
+    .await;
+    let complete = answer_to(
+        &running,
+        "/queues/mutate",
+        &queue_review(
+            "CREATE",
+            json!({"metadata": {"name": "q"}, "spec": {"weight": 2, "reclaimable": false}}),
+        ),
+    )
+    .await;
 
-    let patch = base64::engine::general_purpose::STANDARD
-        .decode(bare["response"]["patch"].as_str().expect("a patch"))
-        .expect("base64");
-    let patch: Value = serde_json::from_slice(&patch).expect("JSON");
+    let patch = patch_of(&bare);
     let paths: Vec<&str> = patch
         .as_array()
         .expect("operations")
@@ -183,14 +198,12 @@ async fn an_unknown_operation_is_a_bad_request_not_a_verdict() {
     let api = ApiServer::start(TOKEN).await;
     let (running, _kube) = serve_queues(&api).await;
 
-    let answer = running
-        .client
-        .post_json(
-            "/queues/mutate",
-            &queue_review("CONNECT", json!({"metadata": {"name": "q"}, "spec": {}})),
-        )
-        .await
-        .json();
+    let answer = answer_to(
+        &running,
+        "/queues/mutate",
+        &queue_review("CONNECT", json!({"metadata": {"name": "q"}, "spec": {}})),
+    )
+    .await;
 
     assert_eq!(answer["response"]["allowed"], false);
     assert_eq!(answer["response"]["status"]["code"], 400);
@@ -213,9 +226,7 @@ async fn an_object_that_is_not_a_queue_is_a_bad_request_naming_the_object() {
     assert_eq!(answer["response"]["uid"], "0b7f6c1e-queue");
     assert_eq!(answer["response"]["allowed"], false);
     assert_eq!(answer["response"]["status"]["code"], 400);
-    let message = answer["response"]["status"]["message"]
-        .as_str()
-        .unwrap_or_default();
+    let message = status_message(&answer);
     assert!(
         message.starts_with("request.object: invalid type"),
         "{message}"
@@ -230,17 +241,11 @@ async fn an_old_object_that_is_not_a_queue_is_a_bad_request_naming_it_though_the
     let mut review = queue_review("UPDATE", json!({"metadata": {"name": "q"}, "spec": {}}));
     review["request"]["oldObject"] = json!({"metadata": {"name": "q"}, "spec": {"weight": []}});
 
-    let answer = running
-        .client
-        .post_json("/queues/mutate", &review)
-        .await
-        .json();
+    let answer = answer_to(&running, "/queues/mutate", &review).await;
 
     assert_eq!(answer["response"]["allowed"], false);
     assert_eq!(answer["response"]["status"]["code"], 400);
-    let message = answer["response"]["status"]["message"]
-        .as_str()
-        .unwrap_or_default();
+    let message = status_message(&answer);
     assert!(
         message.starts_with("request.oldObject: invalid type"),
         "{message}"
@@ -316,23 +321,10 @@ fn podgroup_review(namespace: &str, queue: &str) -> Value {
 
 /// A server with every built-in service of the table enabled, reading `api`'s cluster.
 async fn serve_every_volcano_service(api: &ApiServer) -> (Running, tempfile::TempDir) {
-    let kube = tempfile::tempdir().expect("a directory");
-    let kubeconfig = api.kubeconfig(kube.path(), TOKEN);
-    let running = start_with(
-        move |settings, _| {
-            settings.kubeconfig = Some(kubeconfig);
-            settings.enabled_admission = Some(
-                BUILTIN_SERVICES
-                    .iter()
-                    .map(|service| service.path.to_owned())
-                    .collect(),
-            );
-        },
-        |builder| builder,
-        None,
-    )
-    .await;
-    (running, kube)
+    let paths = BUILTIN_SERVICES
+        .iter()
+        .map(|service| service.path.to_owned());
+    serve_paths(api, paths.collect()).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -344,21 +336,20 @@ async fn a_pod_group_in_the_default_queue_takes_its_namespace_s_queue() {
     );
     let (running, _kube) = serve_every_volcano_service(&api).await;
 
-    let defaulted = running
-        .client
-        .post_json("/podgroups/mutate", &podgroup_review("team-a", "default"))
-        .await
-        .json();
-    let named = running
-        .client
-        .post_json("/podgroups/mutate", &podgroup_review("team-a", "batch"))
-        .await
-        .json();
+    let defaulted = answer_to(
+        &running,
+        "/podgroups/mutate",
+        &podgroup_review("team-a", "default"),
+    )
+    .await;
+    let named = answer_to(
+        &running,
+        "/podgroups/mutate",
+        &podgroup_review("team-a", "batch"),
+    )
+    .await;
 
-    let patch = base64::engine::general_purpose::STANDARD
-        .decode(defaulted["response"]["patch"].as_str().expect("a patch"))
-        .expect("base64");
-    let patch: Value = serde_json::from_slice(&patch).expect("JSON");
+    let patch = patch_of(&defaulted);
     assert_eq!(
         patch,
         json!([{"op": "add", "path": "/spec/queue", "value": "research"}])
@@ -384,16 +375,15 @@ async fn a_pod_group_whose_namespace_cannot_be_read_is_denied_naming_the_namespa
     let api = ApiServer::start(TOKEN).await;
     let (running, _kube) = serve_every_volcano_service(&api).await;
 
-    let answer = running
-        .client
-        .post_json("/podgroups/mutate", &podgroup_review("ghost", "default"))
-        .await
-        .json();
+    let answer = answer_to(
+        &running,
+        "/podgroups/mutate",
+        &podgroup_review("ghost", "default"),
+    )
+    .await;
 
     assert_eq!(answer["response"]["allowed"], false);
-    let message = answer["response"]["status"]["message"]
-        .as_str()
-        .expect("a message");
+    let message = status_message(&answer);
     assert!(message.contains("\"ghost\" not found"), "{message}");
     assert!(answer["response"]["patch"].is_null());
 }
@@ -404,11 +394,7 @@ async fn a_review_of_another_resource_is_refused_naming_the_one_the_path_is_for(
     let (running, _kube) = serve_every_volcano_service(&api).await;
 
     // A job sent to the job flows' path, as a webhook configuration with a wrong path would.
-    let answer = running
-        .client
-        .post_json("/jobflows/validate", &job_review("default"))
-        .await
-        .json();
+    let answer = answer_to(&running, "/jobflows/validate", &job_review("default")).await;
 
     assert_eq!(answer["response"]["allowed"], false);
     assert_eq!(answer["response"]["status"]["code"], 400);
@@ -429,11 +415,7 @@ async fn a_review_of_another_resource_at_the_pod_group_defaults_reads_no_namespa
     let mut review = podgroup_review("team-a", "default");
     review["request"]["resource"]["resource"] = json!("queues");
 
-    let answer = running
-        .client
-        .post_json("/podgroups/mutate", &review)
-        .await
-        .json();
+    let answer = answer_to(&running, "/podgroups/mutate", &review).await;
 
     assert_eq!(answer["response"]["allowed"], false);
     assert!(answer["response"]["patch"].is_null());
@@ -661,11 +643,7 @@ async fn a_queue_closed_after_start_refuses_the_next_job_submitted_to_it() {
     api.put_queue("team", json!({"weight": 1}));
     let (running, _kube) = serve_every_volcano_service(&api).await;
     until_ready(&running).await;
-    let open = running
-        .client
-        .post_json("/jobs/validate", &job_review("team"))
-        .await
-        .json();
+    let open = answer_to(&running, "/jobs/validate", &job_review("team")).await;
 
     api.put_queue_in_state("team", json!({"weight": 1}), "Closed");
     let client = running.client.clone();
