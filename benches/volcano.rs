@@ -1,6 +1,6 @@
-//! The cost of Volcano's rules, one bench per service family: each decodes the object from JSON
-//! as the server does and applies the rule, with 1,000 queues in the view where the rule reads
-//! queues. The HTTP around them is measured by `benches/serve_vs_bare.sh`.
+//! The cost of Volcano's rules, one bench per service family: each decodes the object into the
+//! rule's type from a JSON value (the server decodes from text) and applies the rule, with 1,000
+//! queues in the view where the rule reads queues. The HTTP around them is measured by `benches/serve_vs_bare.sh`.
 //!
 //! ```sh
 //! cargo bench --bench volcano
