@@ -39,7 +39,7 @@ use crate::events::{ServerEvents, WatchedFile};
 
 mod patch;
 
-pub(super) use patch::SPEC_FIELDS;
+pub(super) use patch::{PatchedSpec, SPEC_FIELDS};
 
 /// The annotation a group without an `object` matches on: Volcano's default.
 pub const DEFAULT_ANNOTATION: &str = "volcano.sh/resource-group";

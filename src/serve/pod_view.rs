@@ -1,6 +1,6 @@
-//! What `/pods/mutate` reads of a pod: the keys a resource group matches on, and the pod as
-//! [`Group::patch`](super::groups::Group::patch) needs it, `spec` holding only the fields a
-//! group writes ([`SPEC_FIELDS`]). It is decoded with the review, in the same pass: every other
+//! What `/pods/mutate` reads of a pod: the keys a resource group matches on, and its spec as a
+//! group's patch reads it ([`PatchedSpec`]), holding only the fields a group writes
+//! ([`SPEC_FIELDS`]). It is decoded with the review, in the same pass: every other
 //! field is skipped as the text is read, and no container, volume or status is ever built.
 
 use std::collections::BTreeMap;
@@ -10,7 +10,7 @@ use serde::de::{self, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 
-use super::groups::SPEC_FIELDS;
+use super::groups::{PatchedSpec, SPEC_FIELDS};
 use crate::admission::Key;
 
 /// A pod's object as `/pods/mutate` reads it.
@@ -76,19 +76,13 @@ impl PodView {
             .unwrap_or(&EMPTY)
     }
 
-    /// The pod as a group's patch reads it: `{"spec": {...}}` with only [`SPEC_FIELDS`] when the
-    /// spec is an object, `{"spec": null}` when it is anything else (a group changes neither),
-    /// `{}` without one.
-    pub(super) fn for_patch(&self) -> Value {
-        let mut pod = Map::new();
-        if let Some(spec) = &self.spec {
-            let spec = match spec {
-                Spec::Fields(fields) => Value::Object(fields.clone()),
-                Spec::NotAnObject => Value::Null,
-            };
-            pod.insert("spec".to_owned(), spec);
+    /// The pod's spec as a group's patch reads it, lent: no map is copied for the patch.
+    pub(super) fn patched_spec(&self) -> PatchedSpec<'_> {
+        match &self.spec {
+            None => PatchedSpec::Missing,
+            Some(Spec::NotAnObject) => PatchedSpec::Unpatchable,
+            Some(Spec::Fields(fields)) => PatchedSpec::Fields(fields),
         }
-        Value::Object(pod)
     }
 }
 

@@ -106,7 +106,7 @@ impl Reviewer for Mutation {
         let Some(group) = groups.iter().find(|group| group.takes(keys)) else {
             return ReviewAnswer::allow(request);
         };
-        match group.patch_text(&pod.for_patch()) {
+        match group.patch_text(pod.patched_spec()) {
             Some(patch) => ReviewAnswer::patch_text(request, &patch),
             None => ReviewAnswer::allow(request),
         }

@@ -11,6 +11,29 @@ use serde_json::{Map, Value};
 
 use super::Group;
 
+/// A pod's spec as a group's patch reads it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(in crate::serve) enum PatchedSpec<'p> {
+    /// The pod has no spec: the patch adds a whole one.
+    Missing,
+    /// The pod, or its spec, is no object (`null` included): nothing can be put in it, and the
+    /// group leaves it alone.
+    Unpatchable,
+    /// The spec's fields; the patch reads [`SPEC_FIELDS`] only.
+    Fields(&'p Map<String, Value>),
+}
+
+impl<'p> PatchedSpec<'p> {
+    /// The spec of `pod`, a whole pod's JSON.
+    pub(in crate::serve) fn of(pod: &'p Value) -> PatchedSpec<'p> {
+        match pod.as_object().map(|pod| pod.get("spec")) {
+            Some(None) => PatchedSpec::Missing,
+            Some(Some(Value::Object(spec))) => PatchedSpec::Fields(spec),
+            None | Some(Some(_)) => PatchedSpec::Unpatchable,
+        }
+    }
+}
+
 impl Group {
     /// The JSON Patch that puts the group's fields on `pod` (see [`Group::apply`]), with one
     /// operation for each field that changes and none for a field the pod already has as the
@@ -18,7 +41,7 @@ impl Group {
     /// is, without copying or comparing it whole.
     pub fn patch(&self, pod: &Value) -> json_patch::Patch {
         let mut operations = Vec::new();
-        self.operations(pod, &mut |replace, path, value| {
+        self.operations(PatchedSpec::of(pod), &mut |replace, path, value| {
             let path = PointerBuf::from_tokens(path.iter().copied());
             let value = value.into_value();
             operations.push(if replace {
@@ -30,12 +53,13 @@ impl Group {
         json_patch::Patch(operations)
     }
 
-    /// [`Group::patch`] as the JSON text of the patch, written straight from the group's own
-    /// values (no JSON value is built for it); `None` when nothing changes.
-    pub(in crate::serve) fn patch_text(&self, pod: &Value) -> Option<Vec<u8>> {
+    /// [`Group::patch`] of a pod whose spec is `spec`, as the JSON text of the patch, written
+    /// straight from the group's own values (no JSON value is built for it); `None` when
+    /// nothing changes.
+    pub(in crate::serve) fn patch_text(&self, spec: PatchedSpec<'_>) -> Option<Vec<u8>> {
         // Room for a few operations, so that writing them seldom grows the buffer.
         let mut text = Vec::with_capacity(512);
-        self.operations(pod, &mut |replace, path, value| {
+        self.operations(spec, &mut |replace, path, value| {
             text.push(if text.is_empty() { b'[' } else { b',' });
             text.extend_from_slice(if replace {
                 br#"{"op":"replace","path":"#
@@ -53,17 +77,14 @@ impl Group {
         })
     }
 
-    /// Calls `operation` with each operation of the group's patch of `pod`, in order: whether
-    /// it replaces (else adds), its path from the pod's root, and its value.
-    fn operations(&self, pod: &Value, operation: &mut dyn FnMut(bool, &[&str], Put<'_>)) {
-        let Some(object) = pod.as_object() else {
-            return;
-        };
-        let spec = match object.get("spec") {
-            Some(Value::Object(spec)) => spec,
-            // A spec that is there but no object is left alone, as nothing can be put in it.
-            Some(_) => return,
-            None => {
+    /// Calls `operation` with each operation of the group's patch of a pod whose spec is
+    /// `spec`, in order: whether it replaces (else adds), its path from the pod's root, and its
+    /// value.
+    fn operations(&self, spec: PatchedSpec<'_>, operation: &mut dyn FnMut(bool, &[&str], Put<'_>)) {
+        let spec = match spec {
+            PatchedSpec::Fields(spec) => spec,
+            PatchedSpec::Unpatchable => return,
+            PatchedSpec::Missing => {
                 // Against an empty spec every change is a whole field.
                 let mut spec = Map::new();
                 self.patch_spec(&Map::new(), &mut |path, value| {
@@ -361,12 +382,19 @@ resourceGroups:
         }
     }
 
-    /// A group's patch of what `/pods/mutate` reads of `pod`.
+    /// The patch text's operations, `[]` for none.
+    fn written(text: Option<Vec<u8>>) -> Value {
+        text.map_or(json!([]), |text| {
+            serde_json::from_slice(&text).expect("the text is JSON")
+        })
+    }
+
+    /// A group's patch of what `/pods/mutate` reads of `pod`, as it writes it.
     fn patch_of_view(pod: &Value) -> Value {
         let text = serde_json::value::to_raw_value(pod).expect("a pod serializes");
         let view: crate::serve::pod_view::PodView =
             serde_json::from_str(text.get()).expect("a pod decodes");
-        operations(&group().patch(&view.for_patch()))
+        written(group().patch_text(view.patched_spec()))
     }
 
     #[test]
@@ -429,12 +457,9 @@ resourceGroups:
         ] {
             let patch = operations(&group().patch(&pod));
 
-            let text = group().patch_text(&pod);
+            let text = group().patch_text(PatchedSpec::of(&pod));
 
-            let written = text.map_or(json!([]), |text| {
-                serde_json::from_slice(&text).expect("the text is JSON")
-            });
-            assert_eq!(written, patch, "{pod}");
+            assert_eq!(written(text), patch, "{pod}");
         }
     }
 
@@ -443,11 +468,12 @@ resourceGroups:
         let text = r#"{"spec": {"node\u0053elector": {"accelerator": "nvidia", "pool": "gpu"}}}"#;
         let view: crate::serve::pod_view::PodView = serde_json::from_str(text).expect("decodes");
 
-        let pod = view.for_patch();
+        let spec = view.patched_spec();
 
+        let expected = json!({"nodeSelector": {"accelerator": "nvidia", "pool": "gpu"}});
         assert_eq!(
-            pod,
-            json!({"spec": {"nodeSelector": {"accelerator": "nvidia", "pool": "gpu"}}})
+            spec,
+            PatchedSpec::Fields(expected.as_object().expect("a map"))
         );
     }
 }
