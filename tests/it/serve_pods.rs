@@ -589,3 +589,53 @@ resourceGroups:
     expected.push(json!({"key": "spot", "value": "true", "effect": "NoSchedule"}));
     assert_eq!(pod["spec"]["tolerations"], Value::Array(expected));
 }
+
+/// The lines of `page`'s first code block after the line `opening`, up to the block's next
+/// blank line or its end, joined: one JSON document the page shows folded over lines.
+fn shown_after(page: &str, opening: &str) -> Value {
+    let lines: String = page
+        .lines()
+        .skip_while(|line| *line != opening)
+        .skip(1)
+        .take_while(|line| !line.is_empty() && !line.starts_with("```"))
+        .collect();
+    serde_json::from_str(&lines)
+        .unwrap_or_else(|error| panic!("what follows {opening:?} is not JSON: {error}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pods_mutate_exchange_shown_in_the_server_page_is_what_serve_answers() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let page = std::fs::read_to_string(root.join("docs/server.md")).expect("read docs/server.md");
+    let groups = root.join("examples/resource-groups.yaml");
+    let running = start_with(
+        |settings, _| settings.resource_groups_file = Some(groups),
+        |registry| registry,
+        None,
+    )
+    .await;
+    let review = shown_after(&page, "POST /pods/mutate?timeout=5s");
+    let shown_answer = shown_after(&page, "200 application/json");
+
+    let answer = running
+        .client
+        .post_json("/pods/mutate?timeout=5s", &review)
+        .await;
+    assert_eq!(answer.status, StatusCode::OK);
+    let answer = answer.json();
+    assert_eq!(answer, shown_answer);
+    // The page's decoded patch is the answer's, and it changes the pod.
+    let patch = base64::engine::general_purpose::STANDARD
+        .decode(answer["response"]["patch"].as_str().expect("a patch"))
+        .expect("base64");
+    let patch: Value = serde_json::from_slice(&patch).expect("JSON");
+    let decoded_block = page
+        .split("The patch, decoded:")
+        .nth(1)
+        .and_then(|rest| rest.split("```json").nth(1))
+        .and_then(|block| block.split("```").next())
+        .expect("the page shows the patch decoded");
+    let shown_patch: Value = serde_json::from_str(decoded_block).expect("the decoded patch is JSON");
+    assert_eq!(patch, shown_patch);
+    assert_ne!(patched(&review, &answer), review["request"]["object"]);
+}
