@@ -21,12 +21,27 @@ pub struct QuantityError {
 /// assert_eq!(parse_milli("500m").unwrap(), 500);
 /// assert_eq!(parse_milli("1Ki").unwrap(), 1_024_000);
 /// assert_eq!(parse_milli("1.5").unwrap(), 1_500);
+/// assert_eq!(parse_milli("1u").unwrap(), 1);
 /// ```
 ///
 /// # Errors
 /// A [`QuantityError`] naming the text when it is not a non-negative quantity, whitespace
 /// around it included: Kubernetes refuses `" 1"`, so a pod must never be given one.
 pub fn parse_milli(quantity: &str) -> Result<u128, QuantityError> {
+    parse_scaled(quantity, 3)
+}
+
+/// Parses a Kubernetes quantity to billionths of its unit, rounded up: Kubernetes' own
+/// precision, so that two quantities compare as Kubernetes compares them.
+///
+/// # Errors
+/// As [`parse_milli`].
+pub(crate) fn parse_nano(quantity: &str) -> Result<u128, QuantityError> {
+    parse_scaled(quantity, 9)
+}
+
+/// Parses a quantity to units of 10^-`digits`, rounded up.
+fn parse_scaled(quantity: &str, digits: i32) -> Result<u128, QuantityError> {
     let error = || QuantityError {
         quantity: quantity.to_owned(),
     };
@@ -54,10 +69,12 @@ pub fn parse_milli(quantity: &str) -> Result<u128, QuantityError> {
                 .checked_add(u128::from(digit - b'0'))
         })
         .ok_or_else(error)?;
-    let mut exponent = -(fraction.len() as i32) + 3;
+    let mut exponent = -(fraction.len() as i32) + digits;
     let mut multiplier: u128 = 1;
     match suffix {
         "" => {}
+        "n" => exponent -= 9,
+        "u" => exponent -= 6,
         "m" => exponent -= 3,
         "k" => exponent += 3,
         "M" => exponent += 6,

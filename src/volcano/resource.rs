@@ -3,18 +3,30 @@
 
 use std::collections::BTreeMap;
 
-use crate::admission::{cpu_quantity, memory_quantity, parse_milli};
+use crate::admission::{QuantityError, cpu_quantity, memory_quantity, parse_milli, parse_nano};
 
+use super::names::qualified_name_errors;
 use super::queue::ResourceList;
 
-/// A quantity in thousandths of its unit, signed; `None` when the text is not a quantity.
+/// A quantity in thousandths of its unit, rounded up, signed; `None` when the text is not a
+/// quantity. What Volcano's scheduler sums and Kubernetes' integer check reads (`MilliValue`).
 pub(crate) fn signed_milli(text: &str) -> Option<i128> {
+    signed(text, parse_milli)
+}
+
+/// A quantity in billionths of its unit, signed: exact as Kubernetes keeps it, for comparing
+/// two quantities as `Quantity.Cmp` does. `None` when the text is not a quantity.
+pub(crate) fn signed_nano(text: &str) -> Option<i128> {
+    signed(text, parse_nano)
+}
+
+fn signed(text: &str, parse: fn(&str) -> Result<u128, QuantityError>) -> Option<i128> {
     let (negative, magnitude) = match text.strip_prefix('-') {
         Some(rest) => (true, rest),
         None => (false, text),
     };
-    let milli = i128::try_from(parse_milli(magnitude).ok()?).ok()?;
-    Some(if negative { -milli } else { milli })
+    let amount = i128::try_from(parse(magnitude).ok()?).ok()?;
+    Some(if negative { -amount } else { amount })
 }
 
 /// Whether Kubernetes counts the resource in whole units (`pods`, object counts, extended
@@ -34,9 +46,13 @@ pub(crate) fn is_integer_resource(name: &str) -> bool {
     COUNTED.contains(&name) || is_extended_resource(name)
 }
 
-/// An extended resource: a prefixed name outside `kubernetes.io`, not a quota's `requests.`.
+/// Kubernetes' extended resource: a prefixed name outside `kubernetes.io`, not a quota's
+/// `requests.`, that is a qualified name with `requests.` before it (as its quota would be).
 fn is_extended_resource(name: &str) -> bool {
-    name.contains('/') && !name.contains("kubernetes.io/") && !name.starts_with("requests.")
+    name.contains('/')
+        && !name.contains("kubernetes.io/")
+        && !name.starts_with("requests.")
+        && qualified_name_errors(&format!("requests.{name}")).is_empty()
 }
 
 /// Whether Volcano's scheduler sums the resource as a scalar (beyond CPU and memory).

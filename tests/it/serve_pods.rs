@@ -635,7 +635,8 @@ async fn the_pods_mutate_exchange_shown_in_the_server_page_is_what_serve_answers
         .and_then(|rest| rest.split("```json").nth(1))
         .and_then(|block| block.split("```").next())
         .expect("the page shows the patch decoded");
-    let shown_patch: Value = serde_json::from_str(decoded_block).expect("the decoded patch is JSON");
+    let shown_patch: Value =
+        serde_json::from_str(decoded_block).expect("the decoded patch is JSON");
     assert_eq!(patch, shown_patch);
     assert_ne!(patched(&review, &answer), review["request"]["object"]);
 }

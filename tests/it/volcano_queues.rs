@@ -1021,3 +1021,115 @@ fn a_queue_without_a_weight_is_given_weight_one() {
     expected["spec"]["weight"] = json!(1);
     assert_eq!(mutate("CREATE", &object), Ok(expected));
 }
+
+// Kubernetes' quantity rules as Volcano reaches them through `resource.Quantity`: beyond
+// Volcano's table tests, each checked against the Kubernetes code Volcano calls.
+
+#[test]
+fn quantities_in_micro_and_nano_units_are_quantities() {
+    let object = queue(
+        "fine-grained",
+        "root",
+        json!({"capability": {"cpu": "2u", "memory": "5000n"}, "deserved": {"cpu": "1u"}}),
+    );
+    assert_eq!(create(&object, &admit_cache()), Ok(()));
+}
+
+#[test]
+fn a_negative_fraction_of_a_counted_resource_is_refused_as_negative_and_as_not_whole() {
+    let object = queue(
+        "negative-pods",
+        "root",
+        json!({"capability": {"pods": "-1.5"}}),
+    );
+    assert_eq!(
+        denied(create(&object, &admit_cache())),
+        r#"[requestBody.spec.capability.pods: Invalid value: "-1.5": must be greater than or equal to 0, requestBody.spec.capability.pods: Invalid value: "-1.5": must be an integer]"#
+    );
+}
+
+#[test]
+fn deserved_above_capability_by_less_than_a_thousandth_is_refused() {
+    let object = queue(
+        "fine-excess",
+        "root",
+        json!({"capability": {"cpu": "1.0001"}, "deserved": {"cpu": "1.0002"}}),
+    );
+    assert_eq!(
+        denied(create(&object, &admit_cache())),
+        r#"requestBody.spec.deserved.cpu: Invalid value: "1.0002": deserved[cpu]=1.0002 must be <= capability[cpu]=1.0001"#
+    );
+}
+
+#[test]
+fn the_root_queues_capability_written_another_way_is_no_change() {
+    let old = queue("root", "", json!({"capability": {"cpu": "1"}}));
+    let object = queue("root", "", json!({"capability": {"cpu": "1000m"}}));
+    assert_eq!(update(&old, &object, &admit_cache()), Ok(()));
+}
+
+#[test]
+fn the_root_queues_capability_changed_by_less_than_a_thousandth_is_refused() {
+    let old = queue("root", "", json!({"capability": {"cpu": "1.0001"}}));
+    let object = queue("root", "", json!({"capability": {"cpu": "1.0002"}}));
+    assert_eq!(
+        denied(update(&old, &object, &admit_cache())),
+        "root queue's resource attributes (capability, deserved, guarantee) cannot be modified"
+    );
+}
+
+#[test]
+fn a_prefixed_resource_that_is_not_a_qualified_name_may_be_a_fraction() {
+    let object = queue(
+        "odd-resource",
+        "root",
+        json!({"capability": {"a/b/c": "0.5", "example.com/-bad": "0.5"}}),
+    );
+    assert_eq!(create(&object, &admit_cache()), Ok(()));
+}
+
+#[test]
+fn an_extended_resource_must_be_whole() {
+    let object = queue(
+        "half-gpu",
+        "root",
+        json!({"capability": {"nvidia.com/gpu": "0.5"}}),
+    );
+    assert_eq!(
+        denied(create(&object, &admit_cache())),
+        r#"requestBody.spec.capability.nvidia.com/gpu: Invalid value: "0.5": must be an integer"#
+    );
+}
+
+#[test]
+fn a_weight_too_large_for_a_float_is_refused_as_out_of_range() {
+    let object = hierarchical("big", "root/big", "1/1e400");
+    assert_eq!(
+        denied(create(&object, &admit_cache())),
+        r#"requestBody.metadata.annotations: Invalid value: "1/1e400": 1e400 in the 1/1e400 is invalid number: strconv.ParseFloat: parsing "1e400": value out of range"#
+    );
+}
+
+#[test]
+fn a_negative_weight_too_large_for_a_float_is_out_of_range_not_below_zero() {
+    let object = hierarchical("big", "root/big", "1/-1e400");
+    assert_eq!(
+        denied(create(&object, &admit_cache())),
+        r#"requestBody.metadata.annotations: Invalid value: "1/-1e400": -1e400 in the 1/-1e400 is invalid number: strconv.ParseFloat: parsing "-1e400": value out of range"#
+    );
+}
+
+#[test]
+fn a_signed_nan_weight_is_invalid_syntax() {
+    let object = hierarchical("nan", "root/nan", "1/+nan");
+    assert_eq!(
+        denied(create(&object, &admit_cache())),
+        r#"requestBody.metadata.annotations: Invalid value: "1/+nan": +nan in the 1/+nan is invalid number: strconv.ParseFloat: parsing "+nan": invalid syntax"#
+    );
+}
+
+#[test]
+fn an_infinite_weight_spelled_out_is_a_number() {
+    let object = hierarchical("endless", "root/endless", "1/+Inf");
+    assert_eq!(create(&object, &admit_cache()), Ok(()));
+}

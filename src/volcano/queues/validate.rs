@@ -1,7 +1,7 @@
 //! `/queues/validate`: a queue's own fields, its place in the hierarchy, and deletion.
 
 use super::super::queue::{Queue, ResourceList};
-use super::super::resource::{is_integer_resource, signed_milli};
+use super::super::resource::{is_integer_resource, signed_milli, signed_nano};
 use super::super::review::{Operation, Refusal, Review, aggregate, invalid, quoted};
 use super::super::view::QueueView;
 use super::hierarchy::{check_parent, check_resources, pods_allocated};
@@ -100,7 +100,7 @@ fn check_quantities(queue: &Queue) -> Vec<String> {
             errors.push(invalid(&path, &quoted("<nil>"), &detail));
             continue;
         };
-        if let (Some(d), Some(g)) = (signed_milli(&deserved.0), signed_milli(&guarantee.0)) {
+        if let (Some(d), Some(g)) = (signed_nano(&deserved.0), signed_nano(&guarantee.0)) {
             if d < g {
                 let detail = format!(
                     "deserved[{name}]={} must be >= guarantee[{name}]={}",
@@ -114,7 +114,7 @@ fn check_quantities(queue: &Queue) -> Vec<String> {
         let Some(capability) = spec.capability.get(name) else {
             continue;
         };
-        if let (Some(d), Some(c)) = (signed_milli(&deserved.0), signed_milli(&capability.0)) {
+        if let (Some(d), Some(c)) = (signed_nano(&deserved.0), signed_nano(&capability.0)) {
             if d > c {
                 let detail = format!(
                     "deserved[{name}]={} must be <= capability[{name}]={}",
@@ -137,16 +137,24 @@ fn check_values(list: &ResourceList, path: &str, errors: &mut Vec<String>) {
     }
 }
 
-/// Kubernetes' `ValidateResourceQuantityValue`: a quantity, not negative, whole for counted
-/// resources.
+/// Kubernetes' `ValidateResourceQuantityValue`: a quantity, not negative, and whole for counted
+/// resources; a negative fraction of a counted resource is both.
 fn check_value(name: &str, text: &str, path: &str, errors: &mut Vec<String>) {
-    let detail = match signed_milli(text) {
-        None => "must be a quantity such as \"500m\", \"2\" or \"1Gi\"",
-        Some(milli) if milli < 0 => "must be greater than or equal to 0",
-        Some(milli) if is_integer_resource(name) && milli % 1000 != 0 => "must be an integer",
-        Some(_) => return,
+    let Some(milli) = signed_milli(text) else {
+        let detail = "must be a quantity such as \"500m\", \"2\" or \"1Gi\"";
+        errors.push(invalid(path, &quoted(text), detail));
+        return;
     };
-    errors.push(invalid(path, &quoted(text), detail));
+    if milli < 0 {
+        errors.push(invalid(
+            path,
+            &quoted(text),
+            "must be greater than or equal to 0",
+        ));
+    }
+    if is_integer_resource(name) && milli % 1000 != 0 {
+        errors.push(invalid(path, &quoted(text), "must be an integer"));
+    }
 }
 
 /// The state, when set, is `Open` or `Closed`.
@@ -175,9 +183,9 @@ fn check_hierarchy_annotations(queue: &Queue, view: &dyn QueueView) -> Option<St
         return Some(invalid(path, &quoted(hierarchy), &detail));
     }
     for weight in weights.split('/') {
-        let detail = match weight.parse::<f64>() {
-            Err(_) => format!(
-                "{weight} in the {weights} is invalid number: strconv.ParseFloat: parsing {}: invalid syntax",
+        let detail = match parse_weight(weight) {
+            Err(problem) => format!(
+                "{weight} in the {weights} is invalid number: strconv.ParseFloat: parsing {}: {problem}",
                 quoted(weight)
             ),
             Ok(value) if value <= 0.0 => {
@@ -210,6 +218,23 @@ fn check_hierarchy_annotations(queue: &Queue, view: &dyn QueueView) -> Option<St
     })
 }
 
+/// A hierarchy weight read as Go's `strconv.ParseFloat` reads it, or its error's words: a
+/// sign only before a number or an infinity, and a finite number too large for a float out of
+/// range. (Go's hexadecimal floats and `_` between digits are not read.)
+fn parse_weight(weight: &str) -> Result<f64, &'static str> {
+    let unsigned = weight.trim_start_matches(['+', '-']);
+    let spelled = |word: &str| unsigned.eq_ignore_ascii_case(word);
+    let is_infinity = spelled("inf") || spelled("infinity");
+    if spelled("nan") && unsigned.len() != weight.len() || weight.len() - unsigned.len() > 1 {
+        return Err("invalid syntax");
+    }
+    match weight.parse::<f64>() {
+        Ok(value) if value.is_infinite() && !is_infinity => Err("value out of range"),
+        Ok(value) => Ok(value),
+        Err(_) => Err("invalid syntax"),
+    }
+}
+
 /// Whether capability, deserved and guarantee are the same quantities in both queues.
 fn same_resources(queue: &Queue, old: &Queue) -> bool {
     same_list(&queue.spec.capability, &old.spec.capability)
@@ -222,7 +247,7 @@ fn same_list(left: &ResourceList, right: &ResourceList) -> bool {
     left.len() == right.len()
         && left.iter().all(|(name, quantity)| {
             right.get(name).is_some_and(|other| {
-                match (signed_milli(&quantity.0), signed_milli(&other.0)) {
+                match (signed_nano(&quantity.0), signed_nano(&other.0)) {
                     (Some(a), Some(b)) => a == b,
                     _ => quantity.0 == other.0,
                 }
