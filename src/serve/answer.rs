@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::header::{
-    ALLOW, AUTHORIZATION, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, WWW_AUTHENTICATE,
+    ALLOW, AUTHORIZATION, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, EXPECT, WWW_AUTHENTICATE,
 };
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
@@ -170,12 +170,12 @@ where
             &format!("the header fields are larger than {MAX_HEADER_BYTES} bytes"),
             None,
         );
-        return unread(std::pin::pin!(request.into_body()), response).await;
+        return refuse_unread(request, response).await;
     }
     let Some(route) = shared.router.get(request.uri().path()) else {
         shared.events.request_not_found();
         let response = error(StatusCode::NOT_FOUND, "no service at this path", None);
-        return unread(std::pin::pin!(request.into_body()), response).await;
+        return refuse_unread(request, response).await;
     };
     let observed = route.observe();
     let (outcome, response) = respond(&shared, route, request).await;
@@ -247,6 +247,30 @@ const DRAIN_BYTES: usize = 1024 * 1024;
 /// How long that reading may take.
 const DRAIN_TIME: Duration = Duration::from_secs(5);
 
+/// The early answer to `request`, whose body was not read. A client that asked to be told
+/// before it sends the body (`Expect: 100-continue`) has sent none of it: reading it would tell
+/// the client to go on, so the answer closes the connection instead, and the client, told no,
+/// sends nothing. Any other body is drained as [`unread`] does.
+async fn refuse_unread<B>(
+    request: Request<B>,
+    mut response: Response<Full<Bytes>>,
+) -> Response<Full<Bytes>>
+where
+    B: Body<Data = Bytes>,
+{
+    let waits_for_go_ahead = request
+        .headers()
+        .get(EXPECT)
+        .is_some_and(|value| value.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    if waits_for_go_ahead {
+        response
+            .headers_mut()
+            .insert(CONNECTION, http::HeaderValue::from_static("close"));
+        return response;
+    }
+    unread(std::pin::pin!(request.into_body()), response).await
+}
+
 /// Reads and drops what is left of `body`, up to [`DRAIN_BYTES`] in [`DRAIN_TIME`], so that
 /// `response` reaches the client; when more is left, the response closes the connection.
 async fn unread<B>(mut body: B, mut response: Response<Full<Bytes>>) -> Response<Full<Bytes>>
@@ -287,7 +311,7 @@ where
     let budget = match admissible(shared, route, &request) {
         Ok(budget) => budget,
         Err((outcome, response)) => {
-            let response = unread(std::pin::pin!(request.into_body()), response).await;
+            let response = refuse_unread(request, response).await;
             return (outcome, response);
         }
     };

@@ -358,6 +358,54 @@ async fn a_bad_request_line_is_answered_400_by_hyper_without_a_body() {
     assert!(answer.ends_with("\r\n\r\n"), "no body: {answer}");
 }
 
+/// What the server writes on one connection for `head` (a request head with no body sent),
+/// until it closes the connection.
+async fn answer_to_head_alone(running: &serve_support::Running, head: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = running.client.connect().await;
+    stream.write_all(head.as_bytes()).await.expect("write");
+    stream.flush().await.expect("flush");
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(30), stream.read_to_end(&mut answer)).await;
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_over_the_cap_that_waits_for_100_continue_is_answered_413_without_the_go_ahead() {
+    let running = start().await;
+    let answer = answer_to_head_alone(
+        &running,
+        "POST /dags/validate HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
+         content-length: 20000000\r\nexpect: 100-continue\r\n\r\n",
+    )
+    .await;
+    assert!(
+        answer.starts_with("HTTP/1.1 413 Payload Too Large\r\n"),
+        "{answer}"
+    );
+    assert!(!answer.contains("100 Continue"), "{answer}");
+    assert!(answer.contains("connection: close\r\n"), "{answer}");
+    assert!(answer.ends_with("larger than 3145728 bytes\"}"), "{answer}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_of_the_wrong_type_that_waits_for_100_continue_is_answered_415_without_the_go_ahead()
+{
+    let running = start().await;
+    let answer = answer_to_head_alone(
+        &running,
+        "POST /dags/validate HTTP/1.1\r\nhost: localhost\r\ncontent-type: text/plain\r\n\
+         content-length: 2000\r\nexpect: 100-continue\r\n\r\n",
+    )
+    .await;
+    assert!(
+        answer.starts_with("HTTP/1.1 415 Unsupported Media Type\r\n"),
+        "{answer}"
+    );
+    assert!(!answer.contains("100 Continue"), "{answer}");
+    assert!(answer.ends_with("application/json\"}"), "{answer}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_path_is_answered_404_and_counted() {
     let recorder = recorder();
