@@ -20,7 +20,8 @@ impl BearerToken {
     ///
     /// # Errors
     /// [`ServeError::Read`] when the file cannot be read, [`ServeError::EmptyToken`] when it
-    /// holds no token. Neither shows what the file holds.
+    /// holds no token, [`ServeError::TokenNotAHeader`] when no header could carry it. None
+    /// shows what the file holds.
     pub(crate) fn load(path: &Path) -> Result<BearerToken, ServeError> {
         let text = std::fs::read_to_string(path).map_err(|source| ServeError::Read {
             path: path.to_owned(),
@@ -29,6 +30,11 @@ impl BearerToken {
         let token = text.trim();
         if token.is_empty() {
             return Err(ServeError::EmptyToken {
+                path: path.to_owned(),
+            });
+        }
+        if HeaderValue::from_str(token).is_err() {
+            return Err(ServeError::TokenNotAHeader {
                 path: path.to_owned(),
             });
         }

@@ -125,6 +125,13 @@ pub enum ServeError {
         /// The file.
         path: PathBuf,
     },
+    /// The bearer token file holds a token no `Authorization` header can carry (a line break
+    /// or another control character inside it).
+    #[error("{}: the token holds a character an HTTP header cannot carry, so no client could present it", path.display())]
+    TokenNotAHeader {
+        /// The file.
+        path: PathBuf,
+    },
     /// A file system watch could not be set up.
     #[error("watching {}", path.display())]
     Watch {

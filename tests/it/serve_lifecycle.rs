@@ -305,6 +305,22 @@ async fn an_empty_bearer_token_file_fails_the_start() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bearer_token_no_header_can_carry_fails_the_start_without_showing_it() {
+    let error = start_error(|settings, dir| {
+        std::fs::write(dir.join("token"), "s3cret\nsecond-line\n").expect("write");
+        settings.bearer_token_file = Some(dir.join("token"));
+    })
+    .await;
+    assert!(
+        matches!(error, ServeError::TokenNotAHeader { .. }),
+        "{error:?}"
+    );
+    let message = error.to_string();
+    assert!(message.contains("no client could present it"), "{message}");
+    assert!(!message.contains("s3cret"), "{message}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_address_in_use_fails_the_start_naming_it() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
     let address = taken.local_addr().expect("bound");
