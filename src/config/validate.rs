@@ -133,9 +133,14 @@ pub(crate) fn duration_at_least(
     shown: &str,
 ) -> Result<Duration, Mismatch> {
     if duration < min {
+        let least = if min <= Duration::from_nanos(1) {
+            "above 0s".to_owned()
+        } else {
+            format!("of at least {}", humantime::format_duration(min))
+        };
         return Err(Mismatch {
             expected: format!(
-                "a duration above 0s such as {:?}",
+                "a duration {least} such as {:?}",
                 humantime::format_duration(example).to_string()
             ),
             got: shown.to_owned(),

@@ -154,10 +154,9 @@ impl Settings {
         let key = read(SettingsFile::Key, &self.tls.key_file);
         if let (Some(cert), Some(key)) = (cert, key) {
             if let Err(error) = tls::certified_key(&self.tls, &cert, &key, &tls::provider()) {
+                // By what was looked for, not by path: the two keys may name one file.
                 let file = match &error {
-                    ServeError::Pem { path, .. } if *path == self.tls.cert_file => {
-                        SettingsFile::Cert
-                    }
+                    ServeError::Pem { what, .. } if *what != tls::PRIVATE_KEY => SettingsFile::Cert,
                     _ => SettingsFile::Key,
                 };
                 problems.push((file, error));

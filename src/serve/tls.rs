@@ -93,6 +93,9 @@ fn certificates(
     Ok(chain)
 }
 
+/// What a private key file should hold, as its [`ServeError::Pem`] says.
+pub(super) const PRIVATE_KEY: &str = "a PEM private key";
+
 /// The certified key the pair makes, the key checked against the certificate.
 pub(super) fn certified_key(
     files: &TlsFiles,
@@ -103,7 +106,7 @@ pub(super) fn certified_key(
     let chain = certificates(&files.cert_file, cert, "a PEM certificate chain")?;
     let key = PrivateKeyDer::from_pem_slice(key).map_err(|source| ServeError::Pem {
         path: files.key_file.clone(),
-        what: "a PEM private key",
+        what: PRIVATE_KEY,
         source,
     })?;
     CertifiedKey::from_der(chain, key, provider).map_err(|source| ServeError::Key {

@@ -175,7 +175,7 @@ fn a_zero_or_absurd_connection_cap_or_idle_timeout_is_refused_naming_its_key() {
         ),
         (
             "idle_timeout: 1ms",
-            "server.idle_timeout: expected a duration",
+            r#"server.idle_timeout: expected a duration of at least 10ms such as "30s", got "1ms""#,
         ),
         (
             "idle_timeout: 2h",
@@ -460,4 +460,28 @@ fn the_example_serve_config_is_valid() {
     )
     .expect("the example groups are valid");
     assert_eq!(groups.len(), 4);
+}
+
+#[test]
+fn a_key_file_naming_the_certificate_is_reported_against_the_key_file() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let files = crate::serve_support::Authority::new()
+        .issue()
+        .write_to(dir.path());
+
+    let errors = check_server_files(&Settings::new(TlsFiles {
+        cert_file: files.cert_file.clone(),
+        key_file: files.cert_file.clone(),
+    }))
+    .expect_err("no key in the certificate's file")
+    .to_string();
+
+    assert!(
+        errors.starts_with(&format!(
+            "server.tls.key_file: {}: expected a PEM private key",
+            files.cert_file.display()
+        )),
+        "{errors}"
+    );
+    assert!(!errors.contains("server.tls.cert_file"), "{errors}");
 }
