@@ -238,7 +238,7 @@ fn parse_whole<T: FromStr<Err = ParseIntError>>(text: &str) -> Result<T, String>
         .parse()
         .map_err(|error: ParseIntError| match error.kind() {
             IntErrorKind::PosOverflow => format!("{text:?} is too large"),
-            _ => format!("expected a whole number, 0 or more, got {text:?}"),
+            _ => format!("expected a whole number without a sign, got {text:?}"),
         })
 }
 
@@ -529,7 +529,7 @@ fn loadtest(args: LoadtestArgs) -> Result<(), String> {
         .map_err(|error| error_chain(&error))?;
     if report.interrupted {
         return Err(format!(
-            "interrupted: the report covers the {} attempts offered before the signal",
+            "interrupted: the report covers what was offered before the signal ({} offered)",
             report.offered
         ));
     }

@@ -289,7 +289,7 @@ fn ctrl_c_stops_a_loadtest_which_reports_what_it_measured_and_exits_2() {
     );
     assert!(
         rest.contains(&format!(
-            "interrupted: the report covers the {offered} attempts offered before the signal"
+            "interrupted: the report covers what was offered before the signal ({offered} offered)"
         )),
         "{rest}"
     );

@@ -28,6 +28,9 @@ use crate::hooks::{SpecError, Webhook, WebhookSpec};
 use crate::install::Install;
 use crate::supervise::{self, ChainBuilder};
 
+/// The rates `--rate` takes besides 0: slower than one attempt in 1,000 s is no load, and
+/// faster than a million a second is more than one process can offer.
+const RATES: std::ops::RangeInclusive<f64> = 0.001..=1_000_000.0;
 /// How many attempts a run offers.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Amount {
@@ -104,10 +107,10 @@ impl Plan {
             }
             _ => {}
         }
-        if !self.rate.is_finite() || self.rate < 0.0 {
+        if self.rate != 0.0 && !RATES.contains(&self.rate) {
             return bad(
                 "--rate",
-                "must be a number of attempts per second, 0 or more",
+                "must be 0 (as fast as they settle) or from 0.001 to 1000000 attempts per second",
             );
         }
         if self.tenants == 0 {

@@ -370,7 +370,7 @@ impl Report {
         if self.interrupted {
             let _ = writeln!(
                 out,
-                "interrupted           stopped early: the figures cover the {} attempts offered before",
+                "interrupted           stopped early: the figures cover only what was offered before ({} offered)",
                 self.offered
             );
         }

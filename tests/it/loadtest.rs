@@ -599,6 +599,24 @@ fn loadtest_command_with_a_negative_rate_fails_naming_the_flag() {
 }
 
 #[test]
+fn loadtest_command_with_a_rate_too_small_or_too_large_to_mean_anything_fails_before_running() {
+    for rate in ["1e308", "1e-300", "inf", "NaN"] {
+        let output = Command::new(BINARY)
+            .args(["loadtest", "--attempts", "10", "--rate", rate])
+            .output()
+            .expect("runs");
+
+        assert_eq!(output.status.code(), Some(2), "{rate}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("--rate: must be 0 (as fast as they settle) or from 0.001 to 1000000"),
+            "{rate}: {stderr}"
+        );
+        assert!(output.stdout.is_empty(), "{rate}: nothing ran");
+    }
+}
+
+#[test]
 fn a_negative_value_gets_the_same_error_after_a_space_as_after_an_equals_sign() {
     let stderr = |args: &[&str]| {
         let output = Command::new(BINARY)
@@ -642,7 +660,7 @@ fn a_negative_count_is_refused_as_no_whole_number_before_anything_runs() {
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        stderr.contains("'--workers <W>': expected a whole number, 0 or more, got \"-5\""),
+        stderr.contains("'--workers <W>': expected a whole number without a sign, got \"-5\""),
         "{stderr}"
     );
     assert!(output.stdout.is_empty(), "a report was printed");
