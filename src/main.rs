@@ -594,6 +594,7 @@ fn serve(path: PathBuf, enabled_admission: Option<String>) -> Result<(), String>
         .enable_all()
         .build()
         .map_err(|error| format!("starting the runtime: {error}"))?;
+    let grace = settings.shutdown_grace;
     runtime.block_on(async {
         let server = Server::builder(settings)
             .change_rules(config.dispatch.change_rules())
@@ -610,7 +611,25 @@ fn serve(path: PathBuf, enabled_admission: Option<String>) -> Result<(), String>
             bound.push_str(&format!("probes http://{probes}\n"));
         }
         write_stdout(&bound)?;
-        server.run_until(shutdown_signal()).await;
+        server.run_until(stopping(grace)).await;
         Ok(())
     })
+}
+
+/// Resolves at the first SIGINT or SIGTERM, saying how long `serve` may still take; from then
+/// on a second one exits at once (status 130), dropping the requests still in flight.
+fn stopping(grace: Duration) -> impl std::future::Future<Output = ()> {
+    let first = shutdown_signal();
+    async move {
+        first.await;
+        let second = shutdown_signal();
+        write_stderr(&format!(
+            "stopping: answering the requests in flight for {} at most (a second Ctrl-C exits at once)\n",
+            humantime::format_duration(grace)
+        ));
+        tokio::spawn(async move {
+            second.await;
+            std::process::exit(130);
+        });
+    }
 }

@@ -181,3 +181,46 @@ async fn a_refused_client_certificate_is_logged_naming_the_peer_and_the_tls_erro
     assert!(line.contains(&peer.to_string()), "{line} names {peer}");
     assert!(line.to_lowercase().contains("certificate"), "{line}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_signal_while_serve_drains_exits_at_once_with_130() {
+    use tokio::io::AsyncWriteExt;
+    let dir = tempfile::tempdir().expect("a directory");
+    let authority = Authority::new();
+    let mut serving = Serving::start(&config(&authority, dir.path(), ""));
+    let metrics = serving
+        .wait_for_stderr("metrics: listening on http://")
+        .trim()
+        .strip_prefix("metrics: listening on http://")
+        .and_then(|url| url.split_once('/'))
+        .map(|(address, _)| address.parse().expect("an address"))
+        .expect("the exporter's address");
+    // A request whose body never ends: the drain after the first signal waits for it.
+    let client = Client::new(serving.socket_addr(), &authority.der());
+    let mut stream = client.connect().await;
+    stream
+        .write_all(
+            b"POST /dags/validate HTTP/1.1\r\nhost: local\r\ncontent-type: application/json\r\n\
+              content-length: 100\r\n\r\n{",
+        )
+        .await
+        .expect("write");
+    stream.flush().await.expect("flush");
+    serve_support::eventually("the request in flight", || async {
+        let (_, scrape) = get(metrics, "/metrics").await?;
+        (serve_support::sample(&scrape, "dexaflow_server_requests_in_flight") == Some(1.0))
+            .then_some(())
+    })
+    .await;
+
+    serving.signal(rustix::process::Signal::TERM);
+    let line = serving.wait_for_stderr("stopping:");
+    assert!(
+        line.contains("for 15s at most (a second Ctrl-C exits at once)"),
+        "{line}"
+    );
+    serving.signal(rustix::process::Signal::INT);
+
+    let status = serving.wait_for_exit();
+    assert_eq!(status.code(), Some(130), "{}", serving.stderr());
+}

@@ -600,6 +600,29 @@ impl Serving {
         }
     }
 
+    /// Sends it `signal`.
+    pub fn signal(&self, signal: rustix::process::Signal) {
+        let pid = rustix::process::Pid::from_raw(i32::try_from(self.child.id()).expect("a pid"))
+            .expect("a pid above 0");
+        rustix::process::kill_process(pid, signal).expect("serve runs");
+    }
+
+    /// Waits up to 20 s for it to exit, and returns how it did.
+    pub fn wait_for_exit(&mut self) -> std::process::ExitStatus {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = self.child.try_wait().expect("serve's status") {
+                return status;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "gave up waiting for serve to exit: {}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Its HTTPS address.
     pub fn socket_addr(&self) -> SocketAddr {
         self.address.parse().expect("an address")
