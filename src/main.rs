@@ -260,7 +260,10 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .init();
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => return usage(&error),
+    };
     let result = match cli.command {
         Command::Dispatch {
             config,
@@ -281,6 +284,21 @@ fn main() -> ExitCode {
             write_stderr(&format!("dexaflow-admission: {message}\n"));
             ExitCode::from(2)
         }
+    }
+}
+
+/// Prints what clap made of the arguments instead of a command (the help, the version, or the
+/// usage error) and the exit code it calls for; a help that cannot be written, to a full
+/// device say, is an error as any other output is (a reader that stopped reading is not).
+fn usage(error: &clap::Error) -> ExitCode {
+    match error.print() {
+        Err(failure) if failure.kind() != std::io::ErrorKind::BrokenPipe => {
+            write_stderr(&format!(
+                "dexaflow-admission: writing to standard output: {failure}\n"
+            ));
+            ExitCode::from(2)
+        }
+        _ => ExitCode::from(u8::try_from(error.exit_code()).unwrap_or(2)),
     }
 }
 

@@ -343,6 +343,36 @@ fn stdout_on_a_full_device_gives_one_line_on_stderr_and_a_nonzero_exit() {
     );
 }
 
+#[test]
+fn help_on_a_full_device_gives_one_line_on_stderr_and_a_nonzero_exit() {
+    for args in [&["--help"][..], &["serve", "--help"], &["--version"]] {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .expect("/dev/full exists on Linux");
+
+        let output = dexaflow()
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(full)
+            .output()
+            .expect("the binary runs");
+
+        assert_one_line_about_stdout(
+            output.status,
+            &text(&output.stderr),
+            "No space left on device",
+        );
+    }
+}
+
+#[test]
+fn help_into_a_closed_pipe_exits_0_and_says_nothing() {
+    let (status, stderr) = into_a_closed_pipe(&["--help".as_ref()]);
+
+    assert_quiet_success(status, &stderr);
+}
+
 /// A config whose chain has a hook and `fail_open: true`, which `dispatch` warns about at boot.
 fn fail_open_config(dir: &std::path::Path) -> std::path::PathBuf {
     lite_config(
