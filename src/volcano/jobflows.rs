@@ -1,6 +1,6 @@
 //! `/jobflows/validate`: a job flow's dependencies form a DAG of defined flows.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::jobflow::JobFlow;
 use super::review::{Operation, Refusal, Review};
@@ -33,9 +33,16 @@ pub fn validate_jobflow(review: &Review<'_, JobFlow>) -> Result<(), Refusal> {
             (flow.name.as_str(), targets)
         })
         .collect();
+    // Each name once: flows that share a name share its last targets, checked once.
+    let mut checked = BTreeSet::new();
     if let Some(missing) = flow.spec.flows.iter().find_map(|flow| {
-        let targets = graph.get(flow.name.as_str())?;
-        targets.iter().find(|target| !graph.contains_key(*target))
+        let name = flow.name.as_str();
+        if !checked.insert(name) {
+            return None;
+        }
+        graph[name]
+            .iter()
+            .find(|target| !graph.contains_key(*target))
     }) {
         return Err(Refusal::denied(format!(
             "jobflow Flow is not DAG: vertex is not defined: {missing}"

@@ -137,10 +137,46 @@ pub(crate) fn invalid(path: &str, value: &str, detail: &str) -> String {
     format!("{path}: Invalid value: {value}: {detail}")
 }
 
-/// A string as apimachinery quotes a bad string value (Go's `%q`).
+/// A string as apimachinery quotes a bad string value: Go's `%q`, which keeps what Go counts
+/// printable and writes the rest as `\x01`, `\u00ad` or `\U000e0001`.
 pub(crate) fn quoted(text: &str) -> String {
-    // Go's %q and Rust's Debug agree on printable text, the case Volcano's messages quote.
-    format!("{text:?}")
+    use std::fmt::Write;
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for ch in text.chars() {
+        match ch {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\x07' => out.push_str("\\a"),
+            '\x08' => out.push_str("\\b"),
+            '\x0c' => out.push_str("\\f"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\x0b' => out.push_str("\\v"),
+            ' '..='~' => out.push(ch),
+            ch if is_printable(ch) => out.push(ch),
+            ch => {
+                let code = u32::from(ch);
+                let _ = match code {
+                    0..0x80 => write!(out, "\\x{code:02x}"),
+                    0x80..0x10000 => write!(out, "\\u{code:04x}"),
+                    _ => write!(out, "\\U{code:08x}"),
+                };
+            }
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Whether Go's `strconv.IsPrint` keeps `ch` as it is: Rust's `Debug` escapes the same
+/// characters (control, format, separators but the space, unassigned), but for a combining
+/// mark, which only `Debug`'s first character escapes, hence the letter before it.
+fn is_printable(ch: char) -> bool {
+    let mut pair = String::from("x");
+    pair.push(ch);
+    !pair.escape_debug().skip(1).any(|escaped| escaped == '\\')
 }
 
 /// Several field errors joined as apimachinery's aggregate prints them: one alone as itself,

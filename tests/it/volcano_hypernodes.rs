@@ -150,3 +150,51 @@ fn e2e_an_update_that_empties_the_members_is_refused() {
         "{message}"
     );
 }
+
+fn pattern_member(pattern: &str) -> Value {
+    json!([{"type": "Node", "selector": {"regexMatch": {"pattern": pattern}}}])
+}
+
+/// Beyond Volcano's tests: Go's engine compiles `\w{1000}`; a pattern is judged by its syntax,
+/// not by what compiling it would cost here.
+#[test]
+fn a_member_pattern_that_would_compile_large_is_still_a_pattern() {
+    assert_eq!(validate(pattern_member(r"\w{1000}")), Ok(()));
+    assert_eq!(validate(pattern_member(r"(?:\pL{100}){10}")), Ok(()));
+}
+
+/// Beyond Volcano's tests: Go takes groups nested up to 1000 deep.
+#[test]
+fn a_member_pattern_nested_300_deep_is_a_pattern_and_one_past_go_s_limit_is_not() {
+    let nested = |depth: usize| format!("{}a{}", "(".repeat(depth), ")".repeat(depth));
+    assert_eq!(validate(pattern_member(&nested(300))), Ok(()));
+    let Err(Refusal::Denied(message)) = validate(pattern_member(&nested(1001))) else {
+        panic!("expected a denial");
+    };
+    assert!(
+        message.contains("member regexMatch pattern is invalid: "),
+        "{message}"
+    );
+}
+
+/// The value a refusal quotes, as Go's `%q` writes it: unprintable characters in Go's escapes,
+/// combining marks kept.
+fn quoted_pattern(pattern: &str) -> String {
+    let Err(Refusal::Denied(message)) = validate(pattern_member(pattern)) else {
+        panic!("expected a denial of {pattern:?}");
+    };
+    let value = message
+        .strip_prefix("[].spec.members.selector.regexMatch.pattern: Invalid value: ")
+        .and_then(|rest| rest.split(": member regexMatch").next())
+        .unwrap_or_else(|| panic!("{message}"));
+    value.to_owned()
+}
+
+#[test]
+fn a_refused_pattern_is_quoted_as_go_quotes_it() {
+    assert_eq!(quoted_pattern("(\u{1}"), r#""(\x01""#);
+    assert_eq!(quoted_pattern("(\u{ad}"), r#""(\u00ad""#);
+    assert_eq!(quoted_pattern("(\u{e0001}"), r#""(\U000e0001""#);
+    assert_eq!(quoted_pattern("(\t\"\\"), r#""(\t\"\\""#);
+    assert_eq!(quoted_pattern("(e\u{301}"), "\"(e\u{301}\"");
+}

@@ -429,6 +429,24 @@ fn pod_level_requests_below_the_containers_sum_are_refused() {
     );
 }
 
+/// Beyond Volcano's tests: Kubernetes sums the containers' requests exactly; two requests whose
+/// sum passes the largest amount this build holds still exceed a small pod-level request.
+#[test]
+fn containers_whose_requests_sum_past_the_largest_amount_exceed_the_pod_level_request() {
+    let huge = json!({"requests": {"cpu": "1e35"}});
+    let job = pod_level(
+        json!({"requests": {"cpu": "1"}, "limits": {"cpu": "1"}}),
+        &[huge.clone(), huge],
+    );
+    let message = denied(with_gate(&job, true));
+    assert!(
+        message.starts_with(
+            "spec.task[0].template.spec.resources.requests[cpu]: Invalid value: \"1\": must be greater than or equal to aggregate container requests of "
+        ),
+        "{message}"
+    );
+}
+
 /// Volcano: TestValidateJobCreate, "validate valid-job with pod level resources less than
 /// aggregate container resources, but PodLevelResources disabled"
 #[test]

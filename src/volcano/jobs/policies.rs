@@ -82,10 +82,12 @@ fn event_problem<'a>(
     path: &str,
     seen: &mut HashSet<&'a str>,
 ) -> Option<String> {
+    // In order, each once: a set beside the list keeps a long list linear.
     let mut events: Vec<&str> = Vec::new();
+    let mut listed = HashSet::new();
     let named = policy.events.iter().map(String::as_str);
     for event in named.chain((!policy.event.is_empty()).then_some(policy.event.as_str())) {
-        if !events.contains(&event) {
+        if listed.insert(event) {
             events.push(event);
         }
     }

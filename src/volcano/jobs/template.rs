@@ -301,7 +301,9 @@ fn aggregate_errors(
     };
     let mut aggregate: BTreeMap<&str, i128> = BTreeMap::new();
     for (name, milli) in containers.iter().flat_map(requests) {
-        *aggregate.entry(name).or_default() += milli;
+        // Saturating: a sum past the largest amount is larger than any pod-level request.
+        let total = aggregate.entry(name).or_default();
+        *total = total.saturating_add(milli);
     }
     for (name, milli) in init.iter().flat_map(requests) {
         let total = aggregate.entry(name).or_default();
