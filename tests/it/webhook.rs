@@ -462,6 +462,18 @@ async fn hold_without_a_reason_leaves_the_attempt_unavailable() {
 }
 
 #[actix::test]
+async fn refuse_whose_reason_is_only_control_and_format_characters_leaves_the_attempt_unavailable()
+{
+    assert_unavailable(
+        edited_answer(Decision::Refuse("x".into()), |answer| {
+            answer["reason"] = json!("\u{7}\u{1b}\u{200b}\u{202e} \n");
+        }),
+        "answer: decision refuse needs a reason that is not blank",
+    )
+    .await;
+}
+
+#[actix::test]
 async fn admit_with_a_reason_leaves_the_attempt_unavailable() {
     assert_unavailable(
         edited_answer(Decision::Admit, |answer| answer["reason"] = json!("fine")),
