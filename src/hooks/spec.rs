@@ -97,6 +97,16 @@ pub enum SpecError {
     /// everywhere the URL is: it is never shown.
     #[error("url: must not carry a user or password (use bearer_token_file)")]
     UrlCredentials,
+    /// A webhook URL with a `timeout` query parameter, which every call sets to its own
+    /// deadline: a second one would tell the server another deadline (a Go server reads the
+    /// first).
+    #[error(
+        "url: must not carry a timeout parameter: each call adds ?timeout= with its own deadline, got {url:?}"
+    )]
+    UrlTimeout {
+        /// The URL as configured.
+        url: String,
+    },
     /// A plain `http` webhook URL to a host that is not loopback: the request carries tenant and
     /// DAG names and the task's execution fields (ADR 0100, consequences).
     #[error(

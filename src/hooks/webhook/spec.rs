@@ -179,6 +179,16 @@ impl Endpoint {
         if authority.host().is_empty() {
             return Err(invalid());
         }
+        let names_a_timeout = uri.query().is_some_and(|query| {
+            query
+                .split('&')
+                .any(|pair| pair.split('=').next() == Some("timeout"))
+        });
+        if names_a_timeout {
+            return Err(SpecError::UrlTimeout {
+                url: url.to_owned(),
+            });
+        }
         let is_https = match uri.scheme_str() {
             Some("https") => true,
             Some("http") if is_loopback(authority.host()) => false,
@@ -314,5 +324,28 @@ mod tests {
 
         assert_eq!(error, SpecError::UrlCredentials);
         assert!(!error.to_string().contains("hunter2"));
+    }
+
+    #[test]
+    fn a_url_with_its_own_timeout_parameter_is_refused_naming_it() {
+        for url in [
+            "https://quota.example.com/admit?timeout=30s",
+            "https://quota.example.com/admit?team=etl&timeout",
+        ] {
+            let error = Endpoint::parse(url).expect_err("a timeout parameter");
+
+            assert_eq!(
+                error,
+                SpecError::UrlTimeout {
+                    url: url.to_owned()
+                }
+            );
+            assert!(
+                error
+                    .to_string()
+                    .contains("must not carry a timeout parameter")
+            );
+        }
+        assert!(Endpoint::parse("https://quota.example.com/admit?timeouts=2").is_ok());
     }
 }
