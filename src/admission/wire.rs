@@ -362,7 +362,7 @@ pub enum AnswerError {
         got: String,
     },
     /// The answer echoes another call's `uid`.
-    #[error("uid is {got:?}, expected the request's {sent:?}")]
+    #[error("uid is not the request's {sent:?}: got {got:?}")]
     Uid {
         /// The request's `uid`.
         sent: String,

@@ -445,7 +445,18 @@ async fn answer_with_another_uid_leaves_the_attempt_unavailable() {
         edited_answer(Decision::Admit, |answer| {
             answer["uid"] = json!("not-the-one")
         }),
-        r#"answer: uid is "not-the-one", expected the request's"#,
+        r#"answer: uid is not the request's "#,
+    )
+    .await;
+}
+
+#[actix::test]
+async fn a_long_wrong_uid_is_shown_after_the_requests_own_which_is_never_cut() {
+    assert_unavailable(
+        edited_answer(Decision::Admit, |answer| {
+            answer["uid"] = json!("x".repeat(2000))
+        }),
+        r#"": got "xxxxxxxx"#,
     )
     .await;
 }
