@@ -572,6 +572,46 @@ async fn mutual_tls_presents_the_client_certificate_and_fails_without_one() {
 }
 
 #[actix::test]
+async fn a_bearer_token_the_server_echoes_in_its_reason_or_answer_is_never_shown() {
+    let echo_in_reason: Handler = Arc::new(|seen: &Seen| {
+        let presented = seen.headers["authorization"]
+            .to_str()
+            .expect("ASCII")
+            .to_owned();
+        Reply::decision(seen, Decision::Refuse(format!("you presented {presented}")))
+    });
+    let echo_as_uid: Handler = Arc::new(|seen: &Seen| {
+        let presented = seen.headers["authorization"]
+            .to_str()
+            .expect("ASCII")
+            .to_owned();
+        Reply::json(json!({"api_version": API_VERSION, "uid": presented, "decision": "admit"}))
+    });
+    for (handler, shown) in [
+        (echo_in_reason, "you presented Bearer <bearer token>"),
+        (echo_as_uid, "got \"Bearer <bearer token>\""),
+    ] {
+        let certs = Certs::new();
+        let server = Server::start(&certs, Transport::Tls, handler);
+        let spec = WebhookSpec {
+            bearer_token_file: Some(write(certs.dir.path(), "token", TOKEN)),
+            ..certs.webhook(&server.url())
+        };
+        let webhook = Webhook::new(&spec).expect("valid");
+
+        let said = match webhook.admit(&Request::new("acme", "etl", "load")).await {
+            Ok(Decision::Refuse(reason)) => reason,
+            Err(dexaflow_admission::admission::HookError::Failed(error)) => error,
+            other => panic!("expected a refusal or a failure, got {other:?}"),
+        };
+
+        assert!(said.contains(shown), "{said}");
+        assert!(!said.contains(TOKEN), "{said}");
+        assert_eq!(server.seen().len(), 1, "the server was asked once");
+    }
+}
+
+#[actix::test]
 async fn bearer_token_is_sent_trimmed_and_a_rotated_file_is_picked_up() {
     let certs = Certs::new();
     let server = Server::start(&certs, Transport::Tls, admitting());

@@ -252,10 +252,39 @@ impl Webhook {
 
     fn admit_by<'a>(&'a self, request: &'a Request, limit: Option<Duration>) -> HookFuture<'a> {
         Box::pin(async move {
-            self.call(request, limit)
-                .await
-                .map_err(|error| HookError::Failed(error_chain(&error)))
+            match self.call(request, limit).await {
+                Ok(Decision::Hold(reason)) => Ok(Decision::Hold(self.without_token(reason))),
+                Ok(Decision::Refuse(reason)) => Ok(Decision::Refuse(self.without_token(reason))),
+                Ok(decision) => Ok(decision),
+                Err(error) => Err(HookError::Failed(self.without_token(error_chain(&error)))),
+            }
         })
+    }
+
+    /// `text` with the bearer token this webhook sends written `<bearer token>`: a server that
+    /// echoes the token in a reason or in what it answers must not show it to whoever reads the
+    /// task instance or the log.
+    fn without_token(&self, text: String) -> String {
+        let Some(token) = self
+            .ready
+            .as_ref()
+            .ok()
+            .and_then(|ready| ready.token.as_ref())
+        else {
+            return text;
+        };
+        let Ok(header) = token.header() else {
+            return text;
+        };
+        let secret = header
+            .as_bytes()
+            .strip_prefix(b"Bearer ")
+            .and_then(|secret| std::str::from_utf8(secret).ok())
+            .filter(|secret| !secret.is_empty());
+        match secret {
+            Some(secret) if text.contains(secret) => text.replace(secret, "<bearer token>"),
+            _ => text,
+        }
     }
 }
 
