@@ -12,6 +12,10 @@
 #   benches/serve_vs_bare.sh                      # 3 rounds of 10 s, 64 connections, 2 threads
 #   ROUNDS=5 DURATION=15s CONNECTIONS=64 THREADS=2 RATE=1000 RATE_DURATION=15s benches/serve_vs_bare.sh
 #   SERVE_BIN=target/old/release/dexaflow-admission BUILD=0 benches/serve_vs_bare.sh
+#   SERVER_THREADS=1 benches/serve_vs_bare.sh     # each server on one runtime thread
+#
+# SERVER_THREADS sets both servers' runtime threads alike (server.worker_threads for `serve`,
+# TOKIO_WORKER_THREADS for the bare server); unset, each takes one per core.
 #
 # Needs wrk (Debian's package `wrk`), openssl, curl and python3; run from anywhere in the repository.
 set -euo pipefail
@@ -23,6 +27,7 @@ THREADS=${THREADS:-2}
 RATE=${RATE:-1000}
 RATE_DURATION=${RATE_DURATION:-15s}
 BUILD=${BUILD:-1}
+SERVER_THREADS=${SERVER_THREADS:-}
 QUEUES=${QUEUES:-1000}
 
 cd "$(git rev-parse --show-toplevel)"
@@ -71,11 +76,12 @@ pids+=("$api_pid")
 DEXAFLOW_SERVER_LISTEN=127.0.0.1:$serve_port DEXAFLOW_SERVER_PROBE_LISTEN=127.0.0.1:$probe_port \
   DEXAFLOW_METRICS_LISTEN=127.0.0.1:0 DEXAFLOW_SERVER_KUBECONFIG="$work/kubeconfig" \
   DEXAFLOW_SERVER_ENABLED_ADMISSION=/tasks/admit,/pods/mutate,/dags/validate,/jobs/validate \
+  ${SERVER_THREADS:+env DEXAFLOW_SERVER_WORKER_THREADS=$SERVER_THREADS} \
   "$serve_bin" serve --config examples/serve.yaml >"$work/serve.out" 2>"$work/serve.err" &
 pids+=($!)
 serve_pid=$!
-"$bin/examples/fixed_tls_server" --listen "127.0.0.1:$bare_port" \
-  --cert "$tls/tls.crt" --key "$tls/tls.key" >"$work/bare.out" 2>&1 &
+${SERVER_THREADS:+env TOKIO_WORKER_THREADS=$SERVER_THREADS} \
+  "$bin/examples/fixed_tls_server" --listen "127.0.0.1:$bare_port" --cert "$tls/tls.crt" --key "$tls/tls.key" >"$work/bare.out" 2>&1 &
 pids+=($!)
 bare_pid=$!
 for _ in $(seq 100); do
@@ -121,7 +127,7 @@ rps() { # url body pid -> "requests/s CPU-µs-per-request" (the server's own CPU
 
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
-echo "wrk -t$THREADS -c$CONNECTIONS -d$DURATION, $ROUNDS rounds, serve then bare in each; $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "wrk -t$THREADS -c$CONNECTIONS -d$DURATION, $ROUNDS rounds, serve then bare in each; $(nproc) cores, server threads ${SERVER_THREADS:-one per core}, load $(cut -d' ' -f1-3 /proc/loadavg)"
 for round in $(seq "$ROUNDS"); do
   for entry in "${paths[@]}"; do
     read -r path body <<<"$entry"

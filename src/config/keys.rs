@@ -66,6 +66,7 @@ pub(super) const SERVER_TRUSTED_USERS: &str = "server.trusted_users";
 pub(super) const SERVER_HTTP2: &str = "server.http2";
 pub(super) const SERVER_SHUTDOWN_GRACE: &str = "server.shutdown_grace";
 pub(super) const SERVER_MAX_CONNECTIONS: &str = "server.max_connections";
+pub(super) const SERVER_WORKER_THREADS: &str = "server.worker_threads";
 pub(super) const SERVER_IDLE_TIMEOUT: &str = "server.idle_timeout";
 pub(super) const SERVER_KUBECONFIG: &str = "server.kubeconfig";
 pub(super) const SERVER_VOLCANO_MAX_QUEUE_DEPTH: &str = "server.volcano.max_queue_depth";
@@ -140,6 +141,7 @@ pub(super) const LEAVES: &[&str] = &[
     SERVER_SHUTDOWN_GRACE,
     SERVER_MAX_CONNECTIONS,
     SERVER_IDLE_TIMEOUT,
+    SERVER_WORKER_THREADS,
     SERVER_KUBECONFIG,
     SERVER_VOLCANO_MAX_QUEUE_DEPTH,
     SERVER_VOLCANO_ALLOCATED_PODS_CHECK,

@@ -261,29 +261,22 @@ impl Reader {
         self.get(
             key,
             default,
-            |raw| {
-                let too_large = || mismatch(validate::too_large(&describe(&raw.value), &range));
-                let number = match (&raw.value, &raw.env) {
-                    (Value::Number(number), _) => number.as_u64(),
-                    (Value::String(text), Some(_)) => match text.trim().parse::<u64>() {
-                        Ok(number) => Some(number),
-                        Err(error) if *error.kind() == IntErrorKind::PosOverflow => {
-                            return Err(too_large());
-                        }
-                        Err(_) => None,
-                    },
-                    (value, _) => match big_integer_digits(value) {
-                        Some(digits) if !digits.starts_with('-') => return Err(too_large()),
-                        _ => None,
-                    },
-                };
-                match number {
-                    Some(number) => validate::integer_in(number, &describe(&raw.value), &range)
-                        .map_err(mismatch),
-                    None => Err(expected(validate::integers(&range))),
-                }
-            },
+            |raw| parse_integer(raw, &range),
             |number| Value::from(*number),
+        )
+    }
+
+    /// An integer in `range` whose absence means "as the machine says": `None` when unset.
+    pub(super) fn optional_integer(
+        &mut self,
+        key: &'static str,
+        range: RangeInclusive<u64>,
+    ) -> Option<u64> {
+        self.get(
+            key,
+            None,
+            |raw| parse_integer(raw, &range).map(Some),
+            |number| number.map_or(Value::Null, Value::from),
         )
     }
 
@@ -475,6 +468,32 @@ fn resolve(base: Option<&Path>, path: PathBuf) -> PathBuf {
     match base {
         Some(base) if path.is_relative() => base.join(path),
         _ => path,
+    }
+}
+
+/// `raw` as an integer in `range`; one above it, or too large for 64 bits, is said to be too
+/// large.
+fn parse_integer(raw: &Raw, range: &RangeInclusive<u64>) -> Result<u64, Problem> {
+    let too_large = || mismatch(validate::too_large(&describe(&raw.value), range));
+    let number = match (&raw.value, &raw.env) {
+        (Value::Number(number), _) => number.as_u64(),
+        (Value::String(text), Some(_)) => match text.trim().parse::<u64>() {
+            Ok(number) => Some(number),
+            Err(error) if *error.kind() == IntErrorKind::PosOverflow => {
+                return Err(too_large());
+            }
+            Err(_) => None,
+        },
+        (value, _) => match big_integer_digits(value) {
+            Some(digits) if !digits.starts_with('-') => return Err(too_large()),
+            _ => None,
+        },
+    };
+    match number {
+        Some(number) => {
+            validate::integer_in(number, &describe(&raw.value), range).map_err(mismatch)
+        }
+        None => Err(expected(validate::integers(range))),
     }
 }
 

@@ -18,6 +18,7 @@
 //! | `server.shutdown_grace` | `15s` |
 //! | `server.max_connections` | 512 (1 to 1000000) |
 //! | `server.idle_timeout` | `30s` (10ms to 1h) |
+//! | `server.worker_threads` | none: one per core (1 to 256) |
 //!
 //! Each has a `DEXAFLOW_` variable like every other key (`DEXAFLOW_SERVER_LISTEN`); lists are
 //! comma-separated there, and `server.enabled_admission` may be written so in the file too.
@@ -33,7 +34,7 @@ use super::keys::{
     SERVER_MAX_BODY_BYTES, SERVER_MAX_CONNECTIONS, SERVER_PROBE_LISTEN,
     SERVER_RESOURCE_GROUPS_FILE, SERVER_SCHEDULER_NAMES, SERVER_SHUTDOWN_GRACE,
     SERVER_TRUSTED_USERS, SERVER_VOLCANO_ALLOCATED_PODS_CHECK, SERVER_VOLCANO_FEATURE_GATES,
-    SERVER_VOLCANO_MAX_QUEUE_DEPTH, SERVER_VOLCANO_ROOT_QUEUE_PROTECTION,
+    SERVER_VOLCANO_MAX_QUEUE_DEPTH, SERVER_VOLCANO_ROOT_QUEUE_PROTECTION, SERVER_WORKER_THREADS,
 };
 use super::reader::{Problem, Raw, Reader, expected};
 use super::{ConfigError, ConfigErrors, Key, Server};
@@ -49,6 +50,9 @@ const MAX_QUEUE_DEPTH: u64 = 100;
 /// The least `server.idle_timeout` takes: less would close connections between a request and
 /// the next one the same caller sends at once.
 const MIN_IDLE_TIMEOUT: Duration = Duration::from_millis(10);
+/// The most `server.worker_threads` takes: more threads than any machine has cores only
+/// switch between each other.
+const MAX_WORKER_THREADS: u64 = 256;
 /// The most `server.idle_timeout` takes: a slow client may hold a connection this long.
 const MAX_IDLE_TIMEOUT: Duration = Duration::from_secs(3600);
 
@@ -112,6 +116,9 @@ impl Reader {
                 humantime::format_duration(idle_timeout).to_string(),
             );
         }
+        let worker_threads = self
+            .optional_integer(SERVER_WORKER_THREADS, 1..=MAX_WORKER_THREADS)
+            .map(|threads| usize::try_from(threads).unwrap_or(usize::MAX));
         let kubeconfig = self.path(SERVER_KUBECONFIG, "a file path");
         let defaults = QueueSettings::default();
         let volcano = QueueSettings {
@@ -181,6 +188,7 @@ impl Reader {
             },
             max_connections: usize::try_from(max_connections).unwrap_or(usize::MAX),
             idle_timeout,
+            worker_threads,
             kubeconfig,
             volcano,
             feature_gates,

@@ -50,6 +50,10 @@ pub struct Settings {
     /// How long a connection may wait for a request's head: idle between requests, or a head
     /// arriving slowly. Past it the server closes the connection.
     pub idle_timeout: Duration,
+    /// The threads of the runtime the `serve` command builds; `None` takes one per core (as
+    /// the process may use them). A program that runs the server on a runtime of its own
+    /// sizes that runtime itself.
+    pub worker_threads: Option<usize>,
     /// The kubeconfig file of the cluster Volcano's services read (queues, namespaces); `None`
     /// takes `KUBECONFIG`, else the pod's service account. Read only when an enabled service
     /// reads the cluster.
@@ -200,6 +204,7 @@ impl Settings {
             poll_interval: Settings::DEFAULT_POLL_INTERVAL,
             max_connections: Settings::DEFAULT_MAX_CONNECTIONS,
             idle_timeout: Settings::DEFAULT_IDLE_TIMEOUT,
+            worker_threads: None,
             kubeconfig: None,
             volcano: QueueSettings::default(),
             feature_gates: FeatureGates::default(),

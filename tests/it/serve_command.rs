@@ -224,3 +224,37 @@ async fn a_second_signal_while_serve_drains_exits_at_once_with_130() {
     let status = serving.wait_for_exit();
     assert_eq!(status.code(), Some(130), "{}", serving.stderr());
 }
+
+/// The threads of `pid` that tokio's multi-threaded runtime named as its workers (its blocking
+/// threads share the name, and `serve` starts none before it serves).
+fn runtime_workers(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .expect("Linux lists a process's threads")
+        .filter_map(Result::ok)
+        .filter(|task| {
+            std::fs::read_to_string(task.path().join("comm"))
+                .is_ok_and(|name| name.trim() == "tokio-rt-worker")
+        })
+        .count()
+}
+
+#[test]
+fn serve_runs_as_many_runtime_workers_as_server_worker_threads_says() {
+    for threads in [1, 3] {
+        let dir = tempfile::tempdir().expect("a directory");
+        let path = config(&Authority::new(), dir.path(), "");
+        let text = std::fs::read_to_string(&path).expect("read the config");
+        std::fs::write(
+            &path,
+            text.replace(
+                "server:\n",
+                &format!("server:\n  worker_threads: {threads}\n"),
+            ),
+        )
+        .expect("write the config");
+
+        let serving = Serving::start(&path);
+
+        assert_eq!(runtime_workers(serving.id()), threads, "{threads}");
+    }
+}

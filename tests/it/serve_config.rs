@@ -42,6 +42,7 @@ server:
   shutdown_grace: 20s
   max_connections: 100
   idle_timeout: 2m
+  worker_threads: 1
   kubeconfig: /etc/kube/config
   volcano:
     max_queue_depth: 8
@@ -71,6 +72,7 @@ server:
         poll_interval: Settings::DEFAULT_POLL_INTERVAL,
         max_connections: 100,
         idle_timeout: Duration::from_secs(120),
+        worker_threads: Some(1),
         kubeconfig: Some(PathBuf::from("/etc/kube/config")),
         volcano: QueueSettings {
             max_queue_depth: 8,
@@ -110,6 +112,7 @@ fn unset_keys_take_their_defaults() {
     assert!(!settings.http2);
     assert_eq!(settings.max_connections, 512);
     assert_eq!(settings.idle_timeout, Duration::from_secs(30));
+    assert_eq!(settings.worker_threads, None);
 }
 
 #[test]
@@ -159,7 +162,7 @@ server:
 }
 
 #[test]
-fn a_zero_or_absurd_connection_cap_or_idle_timeout_is_refused_naming_its_key() {
+fn a_zero_or_absurd_connection_cap_idle_timeout_or_thread_count_is_refused_naming_its_key() {
     for (yaml, wanted) in [
         (
             "max_connections: 0",
@@ -181,6 +184,14 @@ fn a_zero_or_absurd_connection_cap_or_idle_timeout_is_refused_naming_its_key() {
             "idle_timeout: 2h",
             "server.idle_timeout: expected a duration of at most 1h",
         ),
+        (
+            "worker_threads: 0",
+            "server.worker_threads: expected an integer from 1 to 256, got 0",
+        ),
+        (
+            "worker_threads: 257",
+            "server.worker_threads: expected an integer from 1 to 256",
+        ),
     ] {
         let errors = load(
             &format!("server: {{tls: {{cert_file: c.pem, key_file: k.pem}}, {yaml}}}"),
@@ -194,11 +205,13 @@ fn a_zero_or_absurd_connection_cap_or_idle_timeout_is_refused_naming_its_key() {
         &[
             ("DEXAFLOW_SERVER_MAX_CONNECTIONS", "64"),
             ("DEXAFLOW_SERVER_IDLE_TIMEOUT", "500ms"),
+            ("DEXAFLOW_SERVER_WORKER_THREADS", "3"),
         ],
     )
     .expect("valid");
     assert_eq!(settings.max_connections, 64);
     assert_eq!(settings.idle_timeout, Duration::from_millis(500));
+    assert_eq!(settings.worker_threads, Some(3));
 }
 
 #[test]
