@@ -571,11 +571,9 @@ fn stop_on_signal() -> dispatch::Shutdown {
             let first = shutdown_signal();
             let _ = listening.send(());
             first.await;
-            let second = shutdown_signal();
-            write_stderr("stopping: draining and reporting (a second Ctrl-C exits at once)\n");
+            let second = exit_at_second_signal("draining and reporting");
             trigger.fire();
             second.await;
-            std::process::exit(130);
         });
     };
     let spawned = std::thread::Builder::new()
@@ -639,19 +637,28 @@ fn serve(path: PathBuf, enabled_admission: Option<String>) -> Result<(), String>
 }
 
 /// Resolves at the first SIGINT or SIGTERM, saying how long `serve` may still take; from then
-/// on a second one exits at once (status 130), dropping the requests still in flight.
+/// on a second one exits at once, dropping the requests still in flight.
 fn stopping(grace: Duration) -> impl std::future::Future<Output = ()> {
     let first = shutdown_signal();
     async move {
         first.await;
-        let second = shutdown_signal();
-        write_stderr(&format!(
-            "stopping: answering the requests in flight for {} at most (a second Ctrl-C exits at once)\n",
+        tokio::spawn(exit_at_second_signal(&format!(
+            "answering the requests in flight for {} at most",
             humantime::format_duration(grace)
-        ));
-        tokio::spawn(async move {
-            second.await;
-            std::process::exit(130);
-        });
+        )));
+    }
+}
+
+/// For a command the first SIGINT or SIGTERM is stopping: says `stopping: <what>` and that a
+/// second signal exits at once, and listens for it from now on. The returned future exits the
+/// process (status 130) at that second signal. Call it inside a runtime.
+fn exit_at_second_signal(what: &str) -> impl std::future::Future<Output = ()> + use<> {
+    let second = shutdown_signal();
+    write_stderr(&format!(
+        "stopping: {what} (a second Ctrl-C exits at once)\n"
+    ));
+    async move {
+        second.await;
+        std::process::exit(130);
     }
 }
