@@ -40,7 +40,7 @@ use serde::de::{self, DeserializeSeed, IntoDeserializer, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use thiserror::Error;
 
-use super::{API_VERSION, Changes, Decision, Request, is_control_or_format};
+use super::{API_VERSION, Changes, Decision, Request, clean_reason};
 
 /// Whether a `Content-Type` value is `application/json`, in any case, with any parameters
 /// (`charset=utf-8`) and spaces around the media type: the one check of a webhook's answer and
@@ -431,14 +431,8 @@ impl AnswerEnvelope {
         }
         let decision = self.decision;
         let reason = match (decision.takes_reason(), self.reason) {
-            // Blank as the task instance would show it: nothing left once cleaned.
-            (true, Some(reason))
-                if !reason
-                    .chars()
-                    .all(|ch| ch.is_whitespace() || is_control_or_format(ch)) =>
-            {
-                reason
-            }
+            // Blank as the task instance would show it.
+            (true, Some(reason)) if !clean_reason(&reason).trim().is_empty() => reason,
             (true, _) => return Err(AnswerError::MissingReason { decision }),
             (false, Some(_)) => return Err(AnswerError::UnexpectedReason { decision }),
             (false, None) => String::new(),

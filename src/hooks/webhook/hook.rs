@@ -261,29 +261,18 @@ impl Webhook {
         })
     }
 
-    /// `text` with the bearer token this webhook sends written `<bearer token>`: a server that
-    /// echoes the token in a reason or in what it answers must not show it to whoever reads the
-    /// task instance or the log.
+    /// `text` with the bearer token this webhook sends hidden: a server that echoes the token
+    /// in a reason or in what it answers must not show it to whoever reads the task instance or
+    /// the log.
     fn without_token(&self, text: String) -> String {
-        let Some(token) = self
+        match self
             .ready
             .as_ref()
             .ok()
             .and_then(|ready| ready.token.as_ref())
-        else {
-            return text;
-        };
-        let Ok(header) = token.header() else {
-            return text;
-        };
-        let secret = header
-            .as_bytes()
-            .strip_prefix(b"Bearer ")
-            .and_then(|secret| std::str::from_utf8(secret).ok())
-            .filter(|secret| !secret.is_empty());
-        match secret {
-            Some(secret) if text.contains(secret) => text.replace(secret, "<bearer token>"),
-            _ => text,
+        {
+            Some(token) => token.hidden_in(text),
+            None => text,
         }
     }
 }

@@ -28,6 +28,9 @@ pub enum TokenProblem {
     NotAHeader,
 }
 
+/// What the `Authorization` header holds before the token.
+const BEARER: &str = "Bearer ";
+
 /// A token file and the `Authorization` header made from what it last held.
 ///
 /// Each call looks at the file's metadata (one `stat`, following symlinks) and reads the file
@@ -94,6 +97,23 @@ impl TokenFile {
         })
     }
 
+    /// `text` with the token the file holds now written `<bearer token>`; as it is when the
+    /// file holds none.
+    pub(super) fn hidden_in(&self, text: String) -> String {
+        let Ok(header) = self.current() else {
+            return text;
+        };
+        let token = header
+            .as_bytes()
+            .strip_prefix(BEARER.as_bytes())
+            .and_then(|token| std::str::from_utf8(token).ok())
+            .filter(|token| !token.is_empty());
+        match token {
+            Some(token) if text.contains(token) => text.replace(token, "<bearer token>"),
+            _ => text,
+        }
+    }
+
     fn current(&self) -> Result<HeaderValue, TokenProblem> {
         let metadata = std::fs::metadata(&self.path).map_err(TokenProblem::Read)?;
         let stamp = Stamp::of(&metadata);
@@ -115,7 +135,7 @@ impl TokenFile {
         if token.is_empty() {
             return Err(TokenProblem::Empty);
         }
-        let mut header = HeaderValue::try_from(format!("Bearer {token}"))
+        let mut header = HeaderValue::try_from(format!("{BEARER}{token}"))
             .map_err(|_| TokenProblem::NotAHeader)?;
         header.set_sensitive(true);
         Ok(header)
