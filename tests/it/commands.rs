@@ -322,15 +322,16 @@ fn check_config_into_a_closed_pipe_exits_0_and_says_nothing() {
     assert_quiet_success(status, &stderr);
 }
 
-#[test]
-fn stdout_on_a_full_device_gives_one_line_on_stderr_and_a_nonzero_exit() {
+/// Runs the binary with `args` and its standard output on `/dev/full`, and checks that it says
+/// so in one line on stderr and exits non-zero.
+fn assert_full_device_reported(args: &[&str]) {
     let full = std::fs::OpenOptions::new()
         .write(true)
         .open("/dev/full")
         .expect("/dev/full exists on Linux");
 
     let output = dexaflow()
-        .arg("check-config")
+        .args(args)
         .stdin(Stdio::null())
         .stdout(full)
         .output()
@@ -344,25 +345,14 @@ fn stdout_on_a_full_device_gives_one_line_on_stderr_and_a_nonzero_exit() {
 }
 
 #[test]
+fn stdout_on_a_full_device_gives_one_line_on_stderr_and_a_nonzero_exit() {
+    assert_full_device_reported(&["check-config"]);
+}
+
+#[test]
 fn help_on_a_full_device_gives_one_line_on_stderr_and_a_nonzero_exit() {
     for args in [&["--help"][..], &["serve", "--help"], &["--version"]] {
-        let full = std::fs::OpenOptions::new()
-            .write(true)
-            .open("/dev/full")
-            .expect("/dev/full exists on Linux");
-
-        let output = dexaflow()
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(full)
-            .output()
-            .expect("the binary runs");
-
-        assert_one_line_about_stdout(
-            output.status,
-            &text(&output.stderr),
-            "No space left on device",
-        );
+        assert_full_device_reported(args);
     }
 }
 
