@@ -294,23 +294,24 @@ async fn a_certificate_file_without_a_certificate_fails_the_start_naming_it() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_empty_bearer_token_file_fails_the_start() {
-    let error = start_error(|settings, dir| {
-        std::fs::write(dir.join("token"), "\n").expect("write");
+/// Why the server does not start with a bearer token file holding `contents`.
+async fn start_error_with_token_file(contents: &'static str) -> ServeError {
+    start_error(move |settings, dir| {
+        std::fs::write(dir.join("token"), contents).expect("write");
         settings.bearer_token_file = Some(dir.join("token"));
     })
-    .await;
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_bearer_token_file_fails_the_start() {
+    let error = start_error_with_token_file("\n").await;
     assert!(matches!(error, ServeError::EmptyToken { .. }), "{error:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bearer_token_no_header_can_carry_fails_the_start_without_showing_it() {
-    let error = start_error(|settings, dir| {
-        std::fs::write(dir.join("token"), "s3cret\nsecond-line\n").expect("write");
-        settings.bearer_token_file = Some(dir.join("token"));
-    })
-    .await;
+    let error = start_error_with_token_file("s3cret\nsecond-line\n").await;
     assert!(
         matches!(error, ServeError::TokenNotAHeader { .. }),
         "{error:?}"
