@@ -110,7 +110,11 @@ impl Plan {
         if self.rate != 0.0 && !RATES.contains(&self.rate) {
             return bad(
                 "--rate",
-                "must be 0 (as fast as they settle) or from 0.001 to 1000000 attempts per second",
+                &format!(
+                    "must be 0 (as fast as they settle) or from {} to {} attempts per second",
+                    RATES.start(),
+                    RATES.end()
+                ),
             );
         }
         if self.tenants == 0 {
