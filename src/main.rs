@@ -365,7 +365,7 @@ fn load_config(path: Option<PathBuf>) -> Result<Config, String> {
     };
     loaded.map_err(|errors| {
         let origin = path.map_or_else(
-            || "the embedded default config".to_owned(),
+            || Config::EMBEDDED_DEFAULT_ORIGIN.to_owned(),
             |path| path.display().to_string(),
         );
         format!("{origin} is not valid:\n{errors}")

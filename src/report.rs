@@ -155,9 +155,13 @@ pub fn summary(instances: &[TaskInstance]) -> String {
     if instances.is_empty() {
         return "no task instances: the workload has no tasks".to_owned();
     }
-    let mut by_state: BTreeMap<&str, usize> = BTreeMap::new();
+    // By name, so that the states read in the same order every time.
+    let mut by_state: BTreeMap<&str, (State, usize)> = BTreeMap::new();
     for instance in instances {
-        *by_state.entry(instance.state.as_str()).or_default() += 1;
+        by_state
+            .entry(instance.state.as_str())
+            .or_insert((instance.state, 0))
+            .1 += 1;
     }
     let refused = instances
         .iter()
@@ -175,11 +179,11 @@ pub fn summary(instances: &[TaskInstance]) -> String {
         .count();
     let states: Vec<String> = by_state
         .iter()
-        .map(|(state, count)| {
-            if *state == "failed" && refused > 0 {
-                format!("{count} {state} ({refused} refused)")
+        .map(|(name, (state, count))| {
+            if *state == State::Failed && refused > 0 {
+                format!("{count} {name} ({refused} refused)")
             } else {
-                format!("{count} {state}")
+                format!("{count} {name}")
             }
         })
         .collect();

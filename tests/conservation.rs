@@ -36,14 +36,6 @@ impl Hook for Chaos {
     }
 }
 
-/// Whether a disposition ends the task instance's dispatch for good.
-fn is_final(disposition: Disposition) -> bool {
-    matches!(
-        disposition,
-        Disposition::Executed | Disposition::Refused | Disposition::Failed
-    )
-}
-
 /// The settle events of each task instance: its final dispositions, in order.
 #[derive(Default)]
 struct Settles {
@@ -53,7 +45,7 @@ struct Settles {
 impl Settles {
     fn record(&mut self, settled: Settled) {
         let finals = self.finals.entry(settled.key).or_default();
-        if is_final(settled.disposition) {
+        if settled.disposition.is_final() {
             finals.push(settled.disposition);
         }
     }
@@ -122,7 +114,7 @@ async fn every_attempt_ends_exactly_once_through_a_shutdown_in_the_middle() {
             }
             settled = harness.events.recv() => {
                 let settled = settled.expect("the pipeline outlives the test");
-                if is_final(settled.disposition) {
+                if settled.disposition.is_final() {
                     decided += 1;
                 }
                 settled_events.record(settled);

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use dexaflow_admission::admission::{Hook, HookFuture, Request};
 use dexaflow_admission::dispatch::task::{State, Task, TaskKey};
-use dexaflow_admission::dispatch::{Disposition, Drain, Offer, Settings, Tick};
+use dexaflow_admission::dispatch::{Drain, Offer, Settings, Tick};
 use dexaflow_admission::loadtest::{self, AttemptOutcome, Options, Plan};
 use fakes::{settings, start, supervision, task};
 
@@ -85,7 +85,7 @@ async fn every_attempt_ends_exactly_once_on_two_worker_threads_through_a_shutdow
             }
             settled = harness.events.recv() => {
                 let settled = settled.expect("the pipeline outlives the test");
-                if matches!(settled.disposition, Disposition::Executed | Disposition::Refused | Disposition::Failed) {
+                if settled.disposition.is_final() {
                     decided += 1;
                     *decided_events.entry(settled.key).or_default() += 1;
                 }
@@ -95,10 +95,7 @@ async fn every_attempt_ends_exactly_once_on_two_worker_threads_through_a_shutdow
     let drain = harness.dispatcher.send(Drain).await.expect("alive");
     std::panic::set_hook(quiet);
     while let Ok(settled) = harness.events.try_recv() {
-        if matches!(
-            settled.disposition,
-            Disposition::Executed | Disposition::Refused | Disposition::Failed
-        ) {
+        if settled.disposition.is_final() {
             *decided_events.entry(settled.key).or_default() += 1;
         }
     }

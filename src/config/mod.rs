@@ -87,6 +87,7 @@ use std::path::{Path, PathBuf};
 use serde_yaml_ng::Value;
 use thiserror::Error;
 
+use crate::admission::error_lines;
 use crate::hooks::{HookSpec, PolicyError, PolicySpec, SpecError};
 use crate::{dispatch, supervise};
 
@@ -342,18 +343,7 @@ impl From<ConfigError> for ConfigErrors {
 
 impl fmt::Display for ConfigErrors {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (index, error) in self.errors.iter().enumerate() {
-            if index > 0 {
-                f.write_str("\n")?;
-            }
-            write!(f, "{error}")?;
-            let mut cause = std::error::Error::source(error);
-            while let Some(inner) = cause {
-                write!(f, ": {inner}")?;
-                cause = inner.source();
-            }
-        }
-        Ok(())
+        f.write_str(&error_lines(&self.errors))
     }
 }
 
@@ -426,6 +416,9 @@ impl Config {
         Ok((config, server))
     }
 
+    /// How errors name the embedded default config, which has no path.
+    pub const EMBEDDED_DEFAULT_ORIGIN: &'static str = "the embedded default config";
+
     /// Parses [`EMBEDDED_DEFAULT`], the demo config `dispatch` runs with when given none, with
     /// `env` applied over it.
     ///
@@ -439,7 +432,7 @@ impl Config {
         K: Into<OsString>,
         V: Into<OsString>,
     {
-        Config::parse("the embedded default config", EMBEDDED_DEFAULT, env)
+        Config::parse(Config::EMBEDDED_DEFAULT_ORIGIN, EMBEDDED_DEFAULT, env)
     }
 
     fn parse<K, V>(

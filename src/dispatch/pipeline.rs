@@ -51,6 +51,15 @@ pub enum Disposition {
 }
 
 impl Disposition {
+    /// Whether the offer ended the task instance's dispatch: launched, refused or failed. Every
+    /// other disposition leaves the task scheduled, to be offered again or not at all.
+    pub fn is_final(self) -> bool {
+        matches!(
+            self,
+            Disposition::Executed | Disposition::Refused | Disposition::Failed
+        )
+    }
+
     /// A stable lower-case name, for reports.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -126,8 +126,8 @@ impl Settings {
     /// The default body cap, 3 MiB: Volcano's, above etcd's 1.5 MiB object limit and the
     /// review around it.
     pub const DEFAULT_MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
-    /// The default scheduler names `/pods/validate` checks.
-    pub const DEFAULT_SCHEDULER_NAME: &'static str = "volcano";
+    /// The default scheduler name: the one `/pods/validate` checks and `/jobs/mutate` sets.
+    pub const DEFAULT_SCHEDULER_NAME: &'static str = crate::volcano::DEFAULT_SCHEDULER;
     /// The default shutdown grace: longer than the 5 s webhook timeout the manifests set, well
     /// inside Kubernetes' default 30 s termination grace period.
     pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(15);

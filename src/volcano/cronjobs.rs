@@ -39,10 +39,10 @@ const CONCURRENCY_POLICIES: [&str; 3] = ["Allow", "Forbid", "Replace"];
 /// operation but CREATE and UPDATE; [`Refusal::Undecodable`] when the request has no object.
 pub fn validate_cronjob(review: &Review<'_, CronJob>, gates: &FeatureGates) -> Result<(), Refusal> {
     if !matches!(review.operation, Operation::Create | Operation::Update) {
-        return Err(Refusal::UnknownOperation {
-            operation: review.operation.as_str().to_owned(),
-            expected: "'CREATE' or 'UPDATE'",
-        });
+        return Err(Refusal::unknown_operation(
+            &review.operation,
+            "'CREATE' or 'UPDATE'",
+        ));
     }
     let cronjob = review.object.ok_or_else(|| Refusal::missing("object"))?;
     let mut messages = Vec::new();

@@ -160,6 +160,18 @@ pub struct NetworkTopologySpec {
     pub highest_tier_name: String,
 }
 
+/// Why a network topology that names its highest tier both ways is refused, in Volcano's words
+/// (the pod-group rule ends it with a full stop, the job rule does not).
+pub(crate) const BOTH_TIERS: &str =
+    "must not specify 'highestTierAllowed' and 'highestTierName' in networkTopology simultaneously";
+
+impl NetworkTopologySpec {
+    /// Whether the highest tier is given both by number and by name, which Volcano refuses.
+    pub(crate) fn sets_both_tiers(&self) -> bool {
+        self.highest_tier_allowed.is_some() && !self.highest_tier_name.is_empty()
+    }
+}
+
 /// How a task's pods are split into partitions.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]

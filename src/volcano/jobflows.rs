@@ -16,10 +16,10 @@ use super::review::{Operation, Refusal, Review};
 /// but CREATE and UPDATE; [`Refusal::Undecodable`] when the request has no object.
 pub fn validate_jobflow(review: &Review<'_, JobFlow>) -> Result<(), Refusal> {
     if !matches!(review.operation, Operation::Create | Operation::Update) {
-        return Err(Refusal::UnknownOperation {
-            operation: review.operation.as_str().to_owned(),
-            expected: "'CREATE' or 'UPDATE'",
-        });
+        return Err(Refusal::unknown_operation(
+            &review.operation,
+            "'CREATE' or 'UPDATE'",
+        ));
     }
     let flow = review.object.ok_or_else(|| Refusal::missing("object"))?;
     let graph: BTreeMap<&str, Vec<&str>> = flow

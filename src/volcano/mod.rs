@@ -67,3 +67,7 @@ pub use queue::{Guarantee, Queue, QueueSpec, QueueStatus, ResourceList};
 pub use queues::{QueueSettings, mutate_queue, validate_queue};
 pub use review::{Operation, Refusal, Review, decode};
 pub use view::{QueueView, ViewError};
+
+/// Volcano's scheduler: the scheduler name a job gets when it names none and no other is
+/// configured.
+pub const DEFAULT_SCHEDULER: &str = "volcano";

@@ -4,13 +4,12 @@ use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, PatchOperation};
 use serde_json::Value;
 
-use super::job::NetworkTopologySpec;
+use super::job::{BOTH_TIERS, NetworkTopologySpec};
 use super::podgroup::PodGroup;
+use super::queue::DEFAULT_QUEUE;
 use super::review::{Operation, Refusal, Review};
 use super::view::{QueueView, ViewError};
 
-/// The queue name that sends `/podgroups/mutate` to the namespace's annotation.
-const DEFAULT_QUEUE: &str = "default";
 /// The namespace annotation naming the queue of the namespace's pod groups.
 pub const QUEUE_NAME_ANNOTATION: &str = "scheduling.volcano.sh/queue-name";
 
@@ -28,10 +27,7 @@ pub fn validate_podgroup(
     view: &dyn QueueView,
 ) -> Result<(), Refusal> {
     if review.operation != Operation::Create {
-        return Err(Refusal::UnknownOperation {
-            operation: review.operation.as_str().to_owned(),
-            expected: "`CREATE`",
-        });
+        return Err(Refusal::unknown_operation(&review.operation, "`CREATE`"));
     }
     let group = review.object.ok_or_else(|| Refusal::missing("object"))?;
     let problems: Vec<String> = [
@@ -64,25 +60,28 @@ fn queue_problem(name: &str, view: &dyn QueueView) -> Option<String> {
     }
 }
 
-fn sets_both_tiers(topology: Option<&NetworkTopologySpec>) -> bool {
-    topology.is_some_and(|topology| {
-        topology.highest_tier_allowed.is_some() && !topology.highest_tier_name.is_empty()
-    })
-}
-
 /// The group's topology and its first offending sub-group policy, in one sentence each.
 fn topology_problem(group: &PodGroup) -> Option<String> {
-    const BOTH: &str = "must not specify 'highestTierAllowed' and 'highestTierName' in networkTopology simultaneously.";
     let mut problems = Vec::new();
-    if sets_both_tiers(group.spec.network_topology.as_ref()) {
-        problems.push(BOTH.to_owned());
+    if group
+        .spec
+        .network_topology
+        .as_ref()
+        .is_some_and(NetworkTopologySpec::sets_both_tiers)
+    {
+        problems.push(format!("{BOTH_TIERS}."));
     }
     let policies = &group.spec.sub_group_policy;
-    if let Some(policy) = policies
-        .iter()
-        .find(|policy| sets_both_tiers(policy.network_topology.as_ref()))
-    {
-        problems.push(format!("in subGroupPolicy '{}': {BOTH}", policy.name));
+    if let Some(policy) = policies.iter().find(|policy| {
+        policy
+            .network_topology
+            .as_ref()
+            .is_some_and(NetworkTopologySpec::sets_both_tiers)
+    }) {
+        problems.push(format!(
+            "in subGroupPolicy '{}': {BOTH_TIERS}.",
+            policy.name
+        ));
     }
     (!problems.is_empty()).then(|| problems.join(" "))
 }
@@ -108,10 +107,7 @@ pub fn mutate_podgroup(
     namespace_queue: Result<Option<String>, ViewError>,
 ) -> Result<Vec<PatchOperation>, Refusal> {
     if review.operation != Operation::Create {
-        return Err(Refusal::UnknownOperation {
-            operation: review.operation.as_str().to_owned(),
-            expected: "`CREATE`",
-        });
+        return Err(Refusal::unknown_operation(&review.operation, "`CREATE`"));
     }
     let group = review.object.ok_or_else(|| Refusal::missing("object"))?;
     if !podgroup_reads_namespace(group) {

@@ -20,10 +20,7 @@ const MAX_UNAVAILABLE: &str = "volcano.sh/jdb-max-unavailable";
 /// but CREATE; [`Refusal::Undecodable`] when the request has no object.
 pub fn validate_pod(review: &Review<'_, Pod>, scheduler_names: &[String]) -> Result<(), Refusal> {
     if review.operation != Operation::Create {
-        return Err(Refusal::UnknownOperation {
-            operation: review.operation.as_str().to_owned(),
-            expected: "'CREATE'",
-        });
+        return Err(Refusal::unknown_operation(&review.operation, "'CREATE'"));
     }
     let pod = review.object.ok_or_else(|| Refusal::missing("object"))?;
     let scheduler = pod

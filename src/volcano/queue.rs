@@ -7,6 +7,11 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
+/// The queue at the top of every hierarchy, which a job may not be submitted to.
+pub(crate) const ROOT_QUEUE: &str = "root";
+/// The queue Volcano creates, where a job or pod group that names no queue goes.
+pub(crate) const DEFAULT_QUEUE: &str = "default";
+
 /// A resource list: resource name to quantity, as Kubernetes' `ResourceList`.
 pub type ResourceList = BTreeMap<String, Quantity>;
 

@@ -85,6 +85,15 @@ impl Refusal {
         Refusal::Denied(message.into())
     }
 
+    /// The service is not registered for `operation`; `expected` lists the ones it is, in the
+    /// service's own Volcano wording.
+    pub(crate) fn unknown_operation(operation: &Operation, expected: &'static str) -> Refusal {
+        Refusal::UnknownOperation {
+            operation: operation.as_str().to_owned(),
+            expected,
+        }
+    }
+
     /// The `field` the operation needs is absent.
     pub(crate) fn missing(field: &'static str) -> Refusal {
         Refusal::Undecodable {

@@ -339,7 +339,11 @@ fn request_envelope_uid_must_be_text() {
     let mut json = envelope_json();
     json["uid"] = json!(42);
 
-    assert!(decode::<RequestEnvelope>(json).is_err());
+    let error = decode::<RequestEnvelope>(json).expect_err("a number is no uid");
+    assert!(
+        error.starts_with("invalid type: integer `42`, expected a string"),
+        "{error}"
+    );
 }
 
 #[test]

@@ -14,7 +14,7 @@ use dexaflow_admission::admission::{
     Chain, ChangeRules, Decision, Hook, HookError, HookFuture, Outcome, Request, Verdict,
 };
 use dexaflow_admission::dispatch::task::{State, Task};
-use dexaflow_admission::dispatch::{Disposition, Drain, Offer, Reason, Settings};
+use dexaflow_admission::dispatch::{Disposition, Drain, Offer, Reason, Settings, ShuttingDown};
 use dexaflow_admission::events::{BreakerState, Ignore};
 use dexaflow_admission::supervise::{LOG_EVERY, SupervisedChain};
 use fakes::{Harness, settings, start, supervision, task};
@@ -502,7 +502,7 @@ async fn dispatcher_takes_no_offers_after_drain() {
         .await
         .expect("alive");
 
-    assert!(offered.is_err());
+    assert_eq!(offered, Err(ShuttingDown));
     assert!(harness.store.get(&task("late").key).is_none());
 }
 

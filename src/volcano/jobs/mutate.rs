@@ -4,14 +4,12 @@ use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, PatchOperation, ReplaceOperation};
 use serde_json::Value;
 
+use super::super::DEFAULT_SCHEDULER;
 use super::super::job::{Job, TaskSpec};
+use super::super::queue::DEFAULT_QUEUE;
 use super::super::review::{Operation, Refusal, Review};
 use super::NEEDS_SVC;
 
-/// The queue of a job that names none.
-const DEFAULT_QUEUE: &str = "default";
-/// The scheduler of a job that names none when no scheduler name is configured.
-const DEFAULT_SCHEDULER: &str = "volcano";
 /// The retries of a job or task that sets none.
 const DEFAULT_MAX_RETRY: i32 = 3;
 
@@ -33,10 +31,7 @@ pub fn mutate_job(
     scheduler_names: &[String],
 ) -> Result<Vec<PatchOperation>, Refusal> {
     if review.operation != Operation::Create {
-        return Err(Refusal::UnknownOperation {
-            operation: review.operation.as_str().to_owned(),
-            expected: "'CREATE'",
-        });
+        return Err(Refusal::unknown_operation(&review.operation, "'CREATE'"));
     }
     let job = review.object.ok_or_else(|| Refusal::missing("object"))?;
     let spec = &job.spec;

@@ -6,8 +6,9 @@ use std::collections::HashSet;
 use serde_json::Value;
 
 use super::super::gates::FeatureGates;
-use super::super::job::{Job, JobSpec, NetworkTopologySpec, TaskSpec};
+use super::super::job::{BOTH_TIERS, Job, JobSpec, NetworkTopologySpec, TaskSpec};
 use super::super::names::{go_list, qualified_name_errors};
+use super::super::queue::ROOT_QUEUE;
 use super::super::resource::signed_milli;
 use super::super::review::{Operation, Refusal, Review};
 use super::super::view::QueueView;
@@ -28,8 +29,6 @@ const PLUGINS: [&str; 8] = [
 ];
 /// The `mpi` plugin's master task when its arguments name none.
 const DEFAULT_MPI_MASTER: &str = "master";
-/// The queue a job may not be submitted to.
-const ROOT_QUEUE: &str = "root";
 /// Why an update changing anything else is refused.
 const FIXED_FIELDS: &str = "job updates may not change fields other than `minAvailable`, `tasks[*].replicas under spec` and `PriorityClassName`";
 /// The maps of a job spec (Go maps: empty is the same as unset).
@@ -42,9 +41,6 @@ const MAPS: [&str; 7] = [
     "limits",
     "overhead",
 ];
-const BOTH_TIERS: &str =
-    "must not specify 'highestTierAllowed' and 'highestTierName' in networkTopology simultaneously";
-
 /// Volcano's `/jobs/validate` for one request (CREATE or UPDATE).
 ///
 /// CREATE refuses a job without tasks or whose `mpi` plugin names a missing master task, and
@@ -81,10 +77,10 @@ pub fn validate_job(
                 .ok_or_else(|| Refusal::missing("oldObject"))?;
             update_problem(old, job).map_or(Ok(()), |message| Err(Refusal::Denied(message)))
         }
-        _ => Err(Refusal::UnknownOperation {
-            operation: review.operation.as_str().to_owned(),
-            expected: "'CREATE' or 'UPDATE'",
-        }),
+        _ => Err(Refusal::unknown_operation(
+            &review.operation,
+            "'CREATE' or 'UPDATE'",
+        )),
     }
 }
 
@@ -218,10 +214,11 @@ fn mpi_master(arguments: &[String]) -> &str {
 }
 
 fn topology_problem(topology: Option<&NetworkTopologySpec>) -> &'static str {
-    let both = topology.is_some_and(|topology| {
-        topology.highest_tier_allowed.is_some() && !topology.highest_tier_name.is_empty()
-    });
-    if both { BOTH_TIERS } else { "" }
+    if topology.is_some_and(NetworkTopologySpec::sets_both_tiers) {
+        BOTH_TIERS
+    } else {
+        ""
+    }
 }
 
 /// The partition policy's first problem and its topology's, in Volcano's words (no separator).

@@ -8,16 +8,16 @@ mod validate;
 pub use mutate::mutate_queue;
 pub use validate::validate_queue;
 
+use super::queue::ROOT_QUEUE;
+
 /// The annotation naming a queue's place in a hierarchy (`root/a/b`).
 const HIERARCHY: &str = "volcano.sh/hierarchy";
 /// The annotation giving the weight of each level of [`HIERARCHY`] (`1/2/3`).
 const HIERARCHY_WEIGHTS: &str = "volcano.sh/hierarchy-weights";
-/// The queue at the top of every hierarchy.
-const ROOT: &str = "root";
 
 /// Whether a parent name means "top level": empty or `root`.
 fn is_top_level(parent: &str) -> bool {
-    parent.is_empty() || parent == ROOT
+    parent.is_empty() || parent == ROOT_QUEUE
 }
 
 /// The settings of `/queues/validate`, Volcano's command-line flags.

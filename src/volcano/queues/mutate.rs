@@ -5,8 +5,9 @@ use json_patch::{AddOperation, PatchOperation};
 use serde_json::Value;
 
 use super::super::queue::Queue;
+use super::super::queue::ROOT_QUEUE;
 use super::super::review::{Operation, Refusal, Review};
-use super::{HIERARCHY, HIERARCHY_WEIGHTS, ROOT};
+use super::{HIERARCHY, HIERARCHY_WEIGHTS};
 
 /// Volcano's `/queues/mutate` for one request (CREATE only): the patch in Volcano's order.
 ///
@@ -19,20 +20,17 @@ use super::{HIERARCHY, HIERARCHY_WEIGHTS, ROOT};
 /// the request has no object.
 pub fn mutate_queue(review: &Review<'_, Queue>) -> Result<Vec<PatchOperation>, Refusal> {
     if review.operation != Operation::Create {
-        return Err(Refusal::UnknownOperation {
-            operation: review.operation.as_str().to_owned(),
-            expected: "`CREATE`",
-        });
+        return Err(Refusal::unknown_operation(&review.operation, "`CREATE`"));
     }
     let queue = review.object.ok_or_else(|| Refusal::missing("object"))?;
     let mut patch = Vec::new();
     let hierarchy = queue.annotation(HIERARCHY);
     let weights = queue.annotation(HIERARCHY_WEIGHTS);
     // Volcano tests the prefix `root` as text, so `rooted/a` is left as it is.
-    if !hierarchy.is_empty() && !weights.is_empty() && !hierarchy.starts_with(ROOT) {
+    if !hierarchy.is_empty() && !weights.is_empty() && !hierarchy.starts_with(ROOT_QUEUE) {
         patch.push(add(
             &["metadata", "annotations", HIERARCHY],
-            Value::from(format!("{ROOT}/{hierarchy}")),
+            Value::from(format!("{ROOT_QUEUE}/{hierarchy}")),
         ));
         patch.push(add(
             &["metadata", "annotations", HIERARCHY_WEIGHTS],

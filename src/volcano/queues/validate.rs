@@ -1,11 +1,12 @@
 //! `/queues/validate`: a queue's own fields, its place in the hierarchy, and deletion.
 
+use super::super::queue::{DEFAULT_QUEUE, ROOT_QUEUE};
 use super::super::queue::{Queue, ResourceList};
 use super::super::resource::{is_integer_resource, signed_milli, signed_nano};
 use super::super::review::{Operation, Refusal, Review, aggregate, invalid, quoted};
 use super::super::view::QueueView;
 use super::hierarchy::{check_parent, check_resources, pods_allocated};
-use super::{HIERARCHY, HIERARCHY_WEIGHTS, QueueSettings, ROOT};
+use super::{HIERARCHY, HIERARCHY_WEIGHTS, QueueSettings};
 
 /// Volcano's `/queues/validate` for one request (CREATE, UPDATE or DELETE).
 ///
@@ -40,7 +41,7 @@ pub fn validate_queue(
             }
             if let Some(old) = old {
                 if settings.enable_root_queue_protection
-                    && queue.name() == ROOT
+                    && queue.name() == ROOT_QUEUE
                     && !same_resources(queue, old)
                 {
                     return Err(Refusal::denied(
@@ -48,7 +49,7 @@ pub fn validate_queue(
                     ));
                 }
             }
-            let needs_resources = queue.name() != ROOT
+            let needs_resources = queue.name() != ROOT_QUEUE
                 && old.is_none_or(|old| {
                     old.spec.parent != queue.spec.parent || !same_resources(queue, old)
                 });
@@ -58,10 +59,10 @@ pub fn validate_queue(
             Ok(())
         }
         Operation::Delete => check_delete(review.name, view, settings).map_err(Refusal::Denied),
-        Operation::Other(ref operation) => Err(Refusal::UnknownOperation {
-            operation: operation.clone(),
-            expected: "`CREATE`, `UPDATE` or `DELETE`",
-        }),
+        Operation::Other(_) => Err(Refusal::unknown_operation(
+            &review.operation,
+            "`CREATE`, `UPDATE` or `DELETE`",
+        )),
     }
 }
 
@@ -257,7 +258,7 @@ fn same_list(left: &ResourceList, right: &ResourceList) -> bool {
 
 /// DELETE: never `default` or `root`; the queue must be in the cache and have no children.
 fn check_delete(name: &str, view: &dyn QueueView, settings: &QueueSettings) -> Result<(), String> {
-    if name == "default" || name == ROOT {
+    if name == DEFAULT_QUEUE || name == ROOT_QUEUE {
         return Err(format!("`{name}` queue can not be deleted"));
     }
     let queue = view.queue(name).map_err(|error| error.to_string())?;
