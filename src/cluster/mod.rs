@@ -25,8 +25,10 @@ use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
     /// A kubeconfig file could not be read or parsed.
-    #[error("kubeconfig {}", path.display())]
+    #[error("{origin}: kubeconfig {}", path.display())]
     Kubeconfig {
+        /// The setting that named the file, or `KUBECONFIG`.
+        origin: &'static str,
         /// The file.
         path: PathBuf,
         /// Why not.
@@ -34,10 +36,12 @@ pub enum ClusterError {
         source: KubeconfigError,
     },
     /// The kubeconfig was read but names no usable cluster, user or context.
-    #[error("kubeconfig from {origin}: not usable")]
+    #[error("{origin}: kubeconfig {}: not usable", path.display())]
     Unusable {
-        /// Where it came from: a path, or `KUBECONFIG`.
-        origin: String,
+        /// The setting that named the file, or `KUBECONFIG`.
+        origin: &'static str,
+        /// The file, or the list of files `KUBECONFIG` names.
+        path: PathBuf,
         /// Why not.
         #[source]
         source: KubeconfigError,
@@ -50,37 +54,43 @@ pub enum ClusterError {
     Client(#[source] kube::Error),
 }
 
-/// Makes the Kubernetes client: from `kubeconfig` when given, else from the files listed in
+/// The variable listing kubeconfig files when no setting names one, as kubectl reads it.
+const KUBECONFIG: &str = "KUBECONFIG";
+
+/// Makes the Kubernetes client: from `kubeconfig` when given (with the name of the setting that
+/// gave it, for errors), else from the files listed in
 /// `kubeconfig_env` (the value of `KUBECONFIG`, paths joined as the platform joins `PATH`),
 /// else from the pod's service account.
 ///
 /// # Errors
 /// [`ClusterError`], naming the file or the source that could not be used.
 pub async fn connect(
-    kubeconfig: Option<&Path>,
+    kubeconfig: Option<(&Path, &'static str)>,
     kubeconfig_env: Option<OsString>,
 ) -> Result<kube::Client, ClusterError> {
     let options = KubeConfigOptions::default();
     let config = match (kubeconfig, kubeconfig_env.filter(|value| !value.is_empty())) {
-        (Some(path), _) => {
-            let file = read(path)?;
+        (Some((path, origin)), _) => {
+            let file = read(path, origin)?;
             kube::Config::from_custom_kubeconfig(file, &options)
                 .await
                 .map_err(|source| ClusterError::Unusable {
-                    origin: path.display().to_string(),
+                    origin,
+                    path: path.to_owned(),
                     source,
                 })?
         }
         (None, Some(list)) => {
             let mut merged: Option<Kubeconfig> = None;
             for path in std::env::split_paths(&list) {
-                let file = read(&path)?;
+                let file = read(&path, KUBECONFIG)?;
                 merged = Some(match merged {
                     None => file,
                     Some(first) => {
                         first
                             .merge(file)
                             .map_err(|source| ClusterError::Kubeconfig {
+                                origin: KUBECONFIG,
                                 path: path.clone(),
                                 source,
                             })?
@@ -91,7 +101,8 @@ pub async fn connect(
             kube::Config::from_custom_kubeconfig(merged, &options)
                 .await
                 .map_err(|source| ClusterError::Unusable {
-                    origin: "KUBECONFIG".to_owned(),
+                    origin: KUBECONFIG,
+                    path: PathBuf::from(&list),
                     source,
                 })?
         }
@@ -100,8 +111,9 @@ pub async fn connect(
     kube::Client::try_from(config).map_err(ClusterError::Client)
 }
 
-fn read(path: &Path) -> Result<Kubeconfig, ClusterError> {
+fn read(path: &Path, origin: &'static str) -> Result<Kubeconfig, ClusterError> {
     Kubeconfig::read_from(path).map_err(|source| ClusterError::Kubeconfig {
+        origin,
         path: path.to_owned(),
         source,
     })

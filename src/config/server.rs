@@ -182,6 +182,8 @@ impl Reader {
             poll_interval: serve::Settings::DEFAULT_POLL_INTERVAL,
             names: SettingNames {
                 listen: SERVER_LISTEN,
+                probe_listen: SERVER_PROBE_LISTEN,
+                kubeconfig: SERVER_KUBECONFIG,
                 client_ca_file: SERVER_CLIENT_CA_FILE,
                 bearer_token_file: SERVER_BEARER_TOKEN_FILE,
                 enabled_admission: SERVER_ENABLED_ADMISSION,
@@ -256,6 +258,25 @@ fn parse_enabled(raw: &Raw) -> Result<Option<Vec<String>>, Problem> {
         return Err(expected(
             "at least one path (leave the key unset to serve every service)",
         ));
+    }
+    // A library's own services are enabled through its builder, never through a file.
+    let builtin = serve::services::builtin_paths();
+    if let Some((index, unknown)) = paths
+        .iter()
+        .enumerate()
+        .find(|(_, path)| !builtin.clone().any(|known| known == path.as_str()))
+    {
+        return Err(Problem {
+            at: match raw.value {
+                Value::Sequence(_) => format!("[{index}]"),
+                _ => String::new(),
+            },
+            expected: format!(
+                "the path of a service ({})",
+                builtin.collect::<Vec<_>>().join(", ")
+            ),
+            got: Some(format!("{unknown:?}")),
+        });
     }
     Ok(Some(paths))
 }

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::admit::{self, TaskAdmission, served_hooks};
+use super::admit::{TaskAdmission, served_hooks};
 use super::registry::{Service, check_enabled};
 use super::server::{ReadyCondition, Server};
 use super::{ServeError, Settings, builtin, services};
@@ -198,11 +198,7 @@ impl ServerBuilder {
         }
         // Before any file is read or the cluster is reached: a mistyped path is the error a
         // user must see first.
-        let known = services::BUILTIN_SERVICES
-            .iter()
-            .map(|row| row.path)
-            .chain([admit::PATH])
-            .chain(services.iter().map(Service::path));
+        let known = services::builtin_paths().chain(services.iter().map(Service::path));
         check_enabled(
             settings.enabled_admission.as_deref(),
             known,

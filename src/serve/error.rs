@@ -116,8 +116,9 @@ pub enum ServeError {
         path: String,
         /// The listen address.
         listen: SocketAddr,
-        /// What the settings to change are called where they were written.
-        names: SettingNames,
+        /// What the settings to change are called where they were written (boxed: most
+        /// errors need none of them).
+        names: Box<SettingNames>,
     },
     /// The bearer token file holds no token.
     #[error("{}: no token in the file", path.display())]
@@ -142,8 +143,10 @@ pub enum ServeError {
         source: notify::Error,
     },
     /// A listener could not bind its address.
-    #[error("cannot listen on {address}")]
+    #[error("{setting}: cannot listen on {address}")]
     Listen {
+        /// What the address's setting is called where it was written.
+        setting: &'static str,
         /// The address.
         address: SocketAddr,
         /// What binding returned.

@@ -104,7 +104,10 @@ pub(crate) async fn builtin(
     let reads_namespaces = enabled_reading(ClusterRead::Namespaces);
     let client = if reads_queues || reads_namespaces {
         let client = cluster::connect(
-            settings.kubeconfig.as_deref(),
+            settings
+                .kubeconfig
+                .as_deref()
+                .map(|path| (path, settings.names.kubeconfig)),
             std::env::var_os("KUBECONFIG"),
         )
         .await

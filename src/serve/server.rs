@@ -89,7 +89,7 @@ impl Server {
             return Err(ServeError::Unauthenticated {
                 path: (*path).to_owned(),
                 listen: settings.listen,
-                names: settings.names,
+                names: Box::new(settings.names),
             });
         }
         let certificates =
@@ -108,16 +108,19 @@ impl Server {
             bearer_token,
             events,
         });
-        let listener = bind(settings.listen).await?;
+        let listener = bind(settings.listen, settings.names.listen).await?;
         let address = listener.local_addr().map_err(|source| ServeError::Listen {
+            setting: settings.names.listen,
             address: settings.listen,
             source,
         })?;
         let ready = Arc::new(AtomicBool::new(false));
         let (probes, probe_address) = match settings.probe_listen {
             Some(listen) => {
-                let listener = bind(listen).await?;
+                let setting = settings.names.probe_listen;
+                let listener = bind(listen, setting).await?;
                 let bound = listener.local_addr().map_err(|source| ServeError::Listen {
+                    setting,
                     address: listen,
                     source,
                 })?;
@@ -223,10 +226,15 @@ impl Drop for Server {
     }
 }
 
-async fn bind(address: SocketAddr) -> Result<TcpListener, ServeError> {
+/// A listener on `address`, the value of `setting`.
+async fn bind(address: SocketAddr, setting: &'static str) -> Result<TcpListener, ServeError> {
     TcpListener::bind(address)
         .await
-        .map_err(|source| ServeError::Listen { address, source })
+        .map_err(|source| ServeError::Listen {
+            setting,
+            address,
+            source,
+        })
 }
 
 /// Accepts connections until told to stop; returns the handle that drains those still open.

@@ -197,6 +197,15 @@ pub const HYPERNODES_VALIDATE: BuiltinService = webhook(
     ClusterRead::Nothing,
 );
 
+/// The path of every service the server has without a library user's own: the built-in
+/// services' and `/tasks/admit`'s.
+pub fn builtin_paths<'a>() -> impl Iterator<Item = &'a str> + Clone {
+    BUILTIN_SERVICES
+        .iter()
+        .map(|row| -> &'a str { row.path })
+        .chain([super::admit::PATH])
+}
+
 /// Every built-in service, in the order the server registers them. `/tasks/admit`
 /// ([`super::admit::PATH`]) is not among them: it is built from the hooks given to the server.
 pub const BUILTIN_SERVICES: [BuiltinService; 12] = [

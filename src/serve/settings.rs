@@ -73,6 +73,10 @@ pub struct Settings {
 pub struct SettingNames {
     /// [`Settings::listen`].
     pub listen: &'static str,
+    /// [`Settings::probe_listen`].
+    pub probe_listen: &'static str,
+    /// [`Settings::kubeconfig`].
+    pub kubeconfig: &'static str,
     /// [`Settings::client_ca_file`].
     pub client_ca_file: &'static str,
     /// [`Settings::bearer_token_file`].
@@ -85,6 +89,8 @@ impl Default for SettingNames {
     fn default() -> SettingNames {
         SettingNames {
             listen: "listen",
+            probe_listen: "probe_listen",
+            kubeconfig: "kubeconfig",
             client_ca_file: "client_ca_file",
             bearer_token_file: "bearer_token_file",
             enabled_admission: "enabled_admission",
@@ -157,13 +163,16 @@ impl Settings {
         let cert = read(SettingsFile::Cert, &self.tls.cert_file);
         let key = read(SettingsFile::Key, &self.tls.key_file);
         if let (Some(cert), Some(key)) = (cert, key) {
-            if let Err(error) = tls::certified_key(&self.tls, &cert, &key, &tls::provider()) {
-                // By what was looked for, not by path: the two keys may name one file.
-                let file = match &error {
-                    ServeError::Pem { what, .. } if *what != tls::PRIVATE_KEY => SettingsFile::Cert,
-                    _ => SettingsFile::Key,
-                };
-                problems.push((file, error));
+            // Each file on its own, so that a bad certificate hides nothing wrong with the key.
+            let chain = tls::chain(&self.tls, &cert).map_err(|error| (SettingsFile::Cert, error));
+            let key = tls::private_key(&self.tls, &key).map_err(|error| (SettingsFile::Key, error));
+            match (chain, key) {
+                (Ok(chain), Ok(key)) => {
+                    if let Err(error) = tls::pair(&self.tls, chain, key, &tls::provider()) {
+                        problems.push((SettingsFile::Key, error));
+                    }
+                }
+                (chain, key) => problems.extend(chain.err().into_iter().chain(key.err())),
             }
         }
         if let Some(path) = &self.client_ca_file {

@@ -93,9 +93,6 @@ fn certificates(
     Ok(chain)
 }
 
-/// What a private key file should hold, as its [`ServeError::Pem`] says.
-pub(super) const PRIVATE_KEY: &str = "a PEM private key";
-
 /// The certified key the pair makes, the key checked against the certificate.
 pub(super) fn certified_key(
     files: &TlsFiles,
@@ -103,12 +100,42 @@ pub(super) fn certified_key(
     key: &[u8],
     provider: &CryptoProvider,
 ) -> Result<CertifiedKey, ServeError> {
-    let chain = certificates(&files.cert_file, cert, "a PEM certificate chain")?;
-    let key = PrivateKeyDer::from_pem_slice(key).map_err(|source| ServeError::Pem {
+    pair(
+        files,
+        chain(files, cert)?,
+        private_key(files, key)?,
+        provider,
+    )
+}
+
+/// The certificate chain in `cert`, the contents of `files.cert_file`.
+pub(super) fn chain(
+    files: &TlsFiles,
+    cert: &[u8],
+) -> Result<Vec<CertificateDer<'static>>, ServeError> {
+    certificates(&files.cert_file, cert, "a PEM certificate chain")
+}
+
+/// The private key in `key`, the contents of `files.key_file`.
+pub(super) fn private_key(
+    files: &TlsFiles,
+    key: &[u8],
+) -> Result<PrivateKeyDer<'static>, ServeError> {
+    PrivateKeyDer::from_pem_slice(key).map_err(|source| ServeError::Pem {
         path: files.key_file.clone(),
-        what: PRIVATE_KEY,
+        what: "a PEM private key",
         source,
-    })?;
+    })
+}
+
+/// `chain` and `key` as one certified key: an error when the key is not the certificate's or
+/// the provider cannot use it.
+pub(super) fn pair(
+    files: &TlsFiles,
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+    provider: &CryptoProvider,
+) -> Result<CertifiedKey, ServeError> {
     CertifiedKey::from_der(chain, key, provider).map_err(|source| ServeError::Key {
         key: files.key_file.clone(),
         cert: files.cert_file.clone(),

@@ -46,7 +46,7 @@ impl ClusterEvents for Counted {
 async fn client(server: &ApiServer, token: &str) -> (kube::Client, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("a directory");
     let path = server.kubeconfig(dir.path(), token);
-    let client = cluster::connect(Some(&path), None)
+    let client = cluster::connect(Some((&path, "server.kubeconfig")), None)
         .await
         .expect("a client from the kubeconfig");
     (client, dir)
@@ -308,11 +308,14 @@ async fn a_kubeconfig_that_does_not_parse_is_named_in_the_error() {
     let path = dir.path().join("kubeconfig");
     std::fs::write(&path, "clusters: [unclosed").expect("write");
 
-    let Err(error) = cluster::connect(Some(&path), None).await else {
+    let Err(error) = cluster::connect(Some((&path, "server.kubeconfig")), None).await else {
         panic!("not YAML, yet a client was made");
     };
 
-    assert!(matches!(&error, ClusterError::Kubeconfig { path: named, .. } if *named == path));
+    assert!(matches!(
+        &error,
+        ClusterError::Kubeconfig { origin: "server.kubeconfig", path: named, .. } if *named == path
+    ));
     assert!(error.to_string().contains(&path.display().to_string()));
 }
 
@@ -341,7 +344,7 @@ async fn the_kubeconfig_env_list_is_read_when_no_path_is_set() {
 async fn a_missing_kubeconfig_file_is_named_in_the_error() {
     let path = std::path::PathBuf::from("/nonexistent/kubeconfig");
 
-    let Err(error) = cluster::connect(Some(&path), None).await else {
+    let Err(error) = cluster::connect(Some((&path, "server.kubeconfig")), None).await else {
         panic!("no such file, yet a client was made");
     };
 

@@ -174,6 +174,32 @@ fn a_bad_config_exits_2_naming_every_bad_key_and_prints_nothing_else() {
 }
 
 #[test]
+fn check_config_refuses_an_enabled_path_no_service_answers_as_serve_would() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(
+        dir.path(),
+        "paths.yaml",
+        "server: {enabled_admission: [/pods/mutate, /nope/validate]}\n",
+    );
+
+    let output = run(dexaflow().args(["check-config", "--config"]).arg(&config));
+
+    assert_eq!(output.status.code(), Some(2));
+    assert!(output.stdout.is_empty(), "no effective config is printed");
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains(
+            "server.enabled_admission[1]: expected the path of a service (/pods/mutate, "
+        ) && stderr.contains(", /tasks/admit), got \"/nope/validate\""),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("[0]"),
+        "the known path is not named: {stderr}"
+    );
+}
+
+#[test]
 fn a_bad_workload_exits_2_naming_the_unknown_key_and_the_duplicate_task() {
     let dir = tempfile::tempdir().unwrap();
     let config = lite_config(dir.path(), "", "", "");

@@ -96,6 +96,67 @@ fn a_missing_certificate_file_fails_the_start_naming_it() {
 }
 
 #[test]
+fn an_empty_certificate_and_an_empty_key_are_each_reported() {
+    let dir = tempfile::tempdir().expect("a directory");
+    std::fs::write(dir.path().join("tls.crt"), "").expect("write");
+    std::fs::write(dir.path().join("tls.key"), "").expect("write");
+
+    let (code, stderr) = serve(dir.path(), &[]);
+
+    assert_eq!(code, Some(2), "{stderr}");
+    for (key, file, what) in [
+        ("server.tls.cert_file", "tls.crt", "a PEM certificate chain"),
+        ("server.tls.key_file", "tls.key", "a PEM private key"),
+    ] {
+        let line = format!("{key}: {}", dir.path().join(file).display());
+        assert!(
+            stderr
+                .lines()
+                .any(|error| error.starts_with(&line) && error.contains(what)),
+            "{line:?} with {what:?} missing from\n{stderr}"
+        );
+    }
+    assert!(!stderr.contains("serving"), "{stderr}");
+}
+
+#[test]
+fn a_listen_address_in_use_fails_the_start_naming_its_key() {
+    let dir = tempfile::tempdir().expect("a directory");
+    Authority::new().issue().write_to(dir.path());
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let address = taken.local_addr().expect("bound").to_string();
+
+    for (variable, key) in [
+        ("DEXAFLOW_SERVER_LISTEN", "server.listen"),
+        ("DEXAFLOW_SERVER_PROBE_LISTEN", "server.probe_listen"),
+    ] {
+        let (code, stderr) = serve_with_env(dir.path(), &[], &[(variable, Path::new(&address))]);
+
+        assert_eq!(code, Some(2), "{stderr}");
+        let line = format!("{key}: cannot listen on {address}");
+        assert!(stderr.contains(&line), "{line:?} missing from\n{stderr}");
+    }
+}
+
+#[test]
+fn a_kubeconfig_that_cannot_be_read_is_reported_against_server_kubeconfig() {
+    let dir = tempfile::tempdir().expect("a directory");
+    Authority::new().issue().write_to(dir.path());
+    let kubeconfig = dir.path().join("no-such-kubeconfig");
+
+    let (code, stderr) = serve_with_env(
+        dir.path(),
+        &["--enabled-admission", "/jobs/validate"],
+        &[("DEXAFLOW_SERVER_KUBECONFIG", &kubeconfig)],
+    );
+
+    assert_eq!(code, Some(2), "{stderr}");
+    let line = format!("server.kubeconfig: kubeconfig {}", kubeconfig.display());
+    assert!(stderr.contains(&line), "{line:?} missing from\n{stderr}");
+    assert!(!stderr.contains("KUBECONFIG:"), "{stderr}");
+}
+
+#[test]
 fn a_bad_tls_file_fails_the_start_before_the_metrics_exporter_listens() {
     let dir = tempfile::tempdir().expect("a directory");
     // Missing files, then a certificate and key that are not PEM.

@@ -84,6 +84,8 @@ server:
         },
         names: SettingNames {
             listen: "server.listen",
+            probe_listen: "server.probe_listen",
+            kubeconfig: "server.kubeconfig",
             client_ca_file: "server.tls.client_ca_file",
             bearer_token_file: "server.auth.bearer_token_file",
             enabled_admission: "server.enabled_admission",

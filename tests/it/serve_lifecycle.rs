@@ -326,7 +326,10 @@ async fn an_address_in_use_fails_the_start_naming_it() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
     let address = taken.local_addr().expect("bound");
     let error = start_error(|settings, _| settings.listen = address).await;
-    assert_eq!(error.to_string(), format!("cannot listen on {address}"));
+    assert_eq!(
+        error.to_string(),
+        format!("listen: cannot listen on {address}")
+    );
 }
 
 /// Whether a request over a connection presenting `identity` (a client certificate and its key,
