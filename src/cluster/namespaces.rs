@@ -20,8 +20,18 @@ pub enum NamespaceError {
         /// The namespace.
         namespace: String,
     },
-    /// The API server refused the read (403: the server's role lacks `get` on namespaces),
-    /// or it failed on the way.
+    /// The API server answered the read with an error status (403: the server's role lacks
+    /// `get` on namespaces).
+    #[error("reading namespace {namespace:?}: the API server answered {code}: {message}")]
+    Refused {
+        /// The namespace.
+        namespace: String,
+        /// The HTTP status code.
+        code: u16,
+        /// The API server's message.
+        message: String,
+    },
+    /// The read failed on the way.
     #[error("reading namespace {namespace:?}")]
     Api {
         /// The namespace.
@@ -74,6 +84,11 @@ impl Namespaces {
                     namespace: namespace.to_owned(),
                 })
             }
+            Ok(Err(kube::Error::Api(status))) => Err(NamespaceError::Refused {
+                namespace: namespace.to_owned(),
+                code: status.code,
+                message: status.message,
+            }),
             Ok(Err(source)) => Err(NamespaceError::Api {
                 namespace: namespace.to_owned(),
                 source,

@@ -284,6 +284,35 @@ async fn a_missing_namespace_is_not_found_naming_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_namespace_read_says_the_api_server_s_code_and_message_and_no_debug_dump() {
+    let server = ApiServer::start(TOKEN).await;
+    server.put_namespace("team", json!({}));
+    let (client, _dir) = client(&server, TOKEN).await;
+    server.forbid(true);
+
+    let error = Namespaces::new(client)
+        .annotation(
+            "team",
+            "scheduling.volcano.sh/queue-name",
+            Instant::now() + Duration::from_secs(10),
+        )
+        .await
+        .expect_err("forbidden");
+
+    assert!(
+        matches!(&error, NamespaceError::Refused { namespace, code: 403, .. } if namespace == "team"),
+        "{error:?}"
+    );
+    let text = dexaflow_admission::admission::error_chain(&error);
+    assert!(
+        text.starts_with("reading namespace \"team\": the API server answered 403: ")
+            && text.contains("is forbidden"),
+        "{text}"
+    );
+    assert!(!text.contains("Status {"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_namespace_read_the_api_server_answers_too_late_gives_up_at_the_deadline() {
     let server = ApiServer::start(TOKEN).await;
     server.put_namespace("team-a", json!({}));
