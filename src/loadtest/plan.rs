@@ -179,6 +179,24 @@ impl Plan {
         {
             return mismatch("--breaker-max-backoff", error);
         }
+        let has_webhook = self
+            .hooks
+            .iter()
+            .any(|spec| matches!(spec, HookFlag::Webhook(_)));
+        if !has_webhook {
+            // A file for no webhook is a flag given for nothing: most likely a --hook forgotten.
+            for (flag, given) in [
+                ("--webhook-ca-bundle", &self.webhook_files.ca_bundle),
+                (
+                    "--webhook-bearer-token-file",
+                    &self.webhook_files.bearer_token_file,
+                ),
+            ] {
+                if given.is_some() {
+                    return bad(flag, "is for webhook:URL hooks, and no --hook is one");
+                }
+            }
+        }
         for (position, spec) in self.hooks.iter().enumerate() {
             let HookFlag::Webhook(url) = spec else {
                 continue;

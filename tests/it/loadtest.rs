@@ -772,6 +772,23 @@ fn a_chain_timeout_shorter_than_the_timeout_is_refused_as_the_config_refuses_it(
 }
 
 #[test]
+fn a_webhook_file_with_no_webhook_hook_is_refused_naming_its_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "s3cret\n").unwrap();
+    let token = token.to_str().expect("a UTF-8 path");
+
+    for flag in ["--webhook-bearer-token-file", "--webhook-ca-bundle"] {
+        let stderr = refused(&["--hook", "noop", flag, token, "--attempts", "5"]);
+
+        assert_eq!(
+            stderr,
+            format!("dexaflow-admission: {flag}: is for webhook:URL hooks, and no --hook is one\n")
+        );
+    }
+}
+
+#[test]
 fn a_max_backoff_shorter_than_the_backoff_is_refused_as_the_config_refuses_it() {
     let stderr = refused(&["--breaker-backoff", "10s", "--breaker-max-backoff", "5s"]);
 
