@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use dexaflow_admission::Install;
-use dexaflow_admission::admission::{self, error_chain};
+use dexaflow_admission::admission::{self, error_chain, escape_controls};
 use dexaflow_admission::config::{self, Config};
 use dexaflow_admission::dispatch::settings::{
     DEFAULT_BUFFER_SIZE, DEFAULT_WORKER_THREADS, DEFAULT_WORKERS,
@@ -281,7 +281,9 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
-            write_stderr(&format!("dexaflow-admission: {message}\n"));
+            // Errors quote keys, paths and values as given: none may drive the terminal.
+            let lines: Vec<_> = message.lines().map(escape_controls).collect();
+            write_stderr(&format!("dexaflow-admission: {}\n", lines.join("\n")));
             ExitCode::from(2)
         }
     }
@@ -625,13 +627,16 @@ fn serve(path: PathBuf, enabled_admission: Option<String>) -> Result<(), String>
             .start()
             .await
             .map_err(|error| error_chain(&error))?;
+        // Listening for signals before saying where it serves: a signal sent once the address
+        // is known must stop it gracefully, never find the default action.
+        let stop = stopping(grace);
         // Where it listens, port 0 resolved: for whoever started it (a script, a test).
         let mut bound = format!("serving https://{}\n", server.local_addr());
         if let Some(probes) = server.probe_addr() {
             bound.push_str(&format!("probes http://{probes}\n"));
         }
         write_stdout(&bound)?;
-        server.run_until(stopping(grace)).await;
+        server.run_until(stop).await;
         Ok(())
     })
 }

@@ -11,7 +11,7 @@
 //! | §3, §4, §7 what a hook may change | [`ChangeRules`], [`ChangeError`], [`apply_changes`], [`Privilege`] |
 //! | §4 the image allowlist rule | [`image_allowed`] |
 //! | §4 what Kubernetes accepts (a hook's changes and a DAG's own fields) | `check_entries`, `check_tolerations`, `check_name`, `check_annotations_size` |
-//! | §5 reasons | [`clean_reason`], and `escape_controls` for ids and text printed on a line |
+//! | §5 reasons | [`clean_reason`], and [`escape_controls`] for ids and text printed on a line |
 //! | §6 the chain | [`Chain`], [`ChainRun`], [`Verdict`] |
 //! | §7 the executor policy's refusals | [`PolicyRefusal`], [`PolicyRule`], `refuse_dag_placement` |
 //! | durations in config, specs, flags and `?timeout=` | [`parse_duration`], `parse_nanos` |
@@ -56,8 +56,9 @@ pub use quantity::{QuantityError, cpu_quantity, memory_quantity, parse_milli};
 pub(crate) use quantity::{is_below, parse_nano};
 pub(crate) use reason::display_duration;
 pub(crate) use reason::error_lines;
-pub(crate) use reason::escape_controls;
-pub use reason::{MAX_REASON_BYTES, clean_reason, error_chain, is_control_or_format};
+pub use reason::{
+    MAX_REASON_BYTES, clean_reason, error_chain, escape_controls, is_control_or_format,
+};
 pub use request::{API_VERSION, Execution, Request, ResourceList, Resources};
 pub use toleration::{TaintEffect, Toleration, TolerationOperator};
 pub(crate) use wire::Key;

@@ -35,7 +35,7 @@ pub fn clean_reason(text: &str) -> String {
 /// borrowed as it is.
 ///
 /// Unlike [`clean_reason`], nothing is dropped: what was there stays visible.
-pub(crate) fn escape_controls(text: &str) -> Cow<'_, str> {
+pub fn escape_controls(text: &str) -> Cow<'_, str> {
     if !text.chars().any(is_control_or_format) {
         return Cow::Borrowed(text);
     }

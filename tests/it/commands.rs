@@ -174,6 +174,33 @@ fn a_bad_config_exits_2_naming_every_bad_key_and_prints_nothing_else() {
 }
 
 #[test]
+fn an_error_shows_control_characters_of_a_path_or_key_escaped_never_raw() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(
+        dir.path(),
+        "\u{1b}[31mred.yaml",
+        "scheduler: {\"bad\u{202e}key\": 1}\n",
+    );
+
+    let output = run(dexaflow().args(["check-config", "--config"]).arg(&config));
+
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("\\u{1b}[31mred.yaml is not valid:\n"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("scheduler.bad\\u{202e}key: unknown key\n"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains('\u{1b}') && !stderr.contains('\u{202e}'),
+        "{stderr:?}"
+    );
+}
+
+#[test]
 fn check_config_refuses_an_enabled_path_no_service_answers_as_serve_would() {
     let dir = tempfile::tempdir().unwrap();
     let config = write(
