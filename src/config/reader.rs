@@ -455,12 +455,20 @@ impl Reader {
             key,
             None,
             |raw| parse_list(raw).map(Some),
-            |list| match list {
-                Some(items) => Value::Sequence(items.iter().cloned().map(Value::String).collect()),
-                None => Value::Null,
-            },
+            |list| list.as_deref().map_or(Value::Null, show_list),
         )
     }
+
+    /// [`Reader::list`] for a key whose absence means `default`: the effective config shows
+    /// the list in use, never `null`.
+    pub(super) fn list_or(&mut self, key: &'static str, default: Vec<String>) -> Vec<String> {
+        self.get(key, default, parse_list, |items| show_list(items))
+    }
+}
+
+/// A list of text as the effective config shows it.
+fn show_list(items: &[String]) -> Value {
+    Value::Sequence(items.iter().cloned().map(Value::String).collect())
 }
 
 /// `path` resolved against `base` when it is relative and there is a base.

@@ -86,10 +86,11 @@ impl Reader {
                 },
             );
         let resource_groups_file = self.path(SERVER_RESOURCE_GROUPS_FILE, "a file path");
-        let scheduler_names = self
-            .list(SERVER_SCHEDULER_NAMES)
-            .unwrap_or_else(|| vec![serve::Settings::DEFAULT_SCHEDULER_NAME.to_owned()]);
-        let trusted_users = self.list(SERVER_TRUSTED_USERS).unwrap_or_default();
+        let scheduler_names = self.list_or(
+            SERVER_SCHEDULER_NAMES,
+            vec![serve::Settings::DEFAULT_SCHEDULER_NAME.to_owned()],
+        );
+        let trusted_users = self.list_or(SERVER_TRUSTED_USERS, Vec::new());
         let http2 = self.flag(SERVER_HTTP2, false);
         let shutdown_grace = self.duration(
             SERVER_SHUTDOWN_GRACE,

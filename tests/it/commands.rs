@@ -144,6 +144,26 @@ fn check_config_prints_the_effective_config_with_defaults_and_overrides() {
 }
 
 #[test]
+fn check_config_shows_the_server_lists_in_use_when_unset_never_null() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(dir.path(), "server.yaml", "server: {}\n");
+
+    let output = run(dexaflow().args(["check-config", "--config"]).arg(&config));
+
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let yaml: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text(&output.stdout)).expect("YAML");
+    let server = &yaml["server"];
+    assert_eq!(
+        server["scheduler_names"],
+        serde_yaml_ng::Value::Sequence(vec!["volcano".into()])
+    );
+    assert_eq!(
+        server["trusted_users"],
+        serde_yaml_ng::Value::Sequence(Vec::new())
+    );
+}
+
+#[test]
 fn a_bad_config_exits_2_naming_every_bad_key_and_prints_nothing_else() {
     let dir = tempfile::tempdir().unwrap();
     let config = write(
