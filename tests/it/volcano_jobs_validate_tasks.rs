@@ -367,6 +367,37 @@ fn dependencies_listed_out_of_order_are_a_dag() {
     assert_eq!(create(&job), Ok(()));
 }
 
+/// Volcano: validateJobCreate and topoSort: a repeated task name ends the task checks, and
+/// the dependency check that follows counts each name once, so a repeated name among tasks
+/// that wait for others is also not a DAG, loop or not.
+#[test]
+fn a_repeated_task_name_among_dependent_tasks_is_refused_for_both() {
+    let both = format!("duplicated task name t1; {NOT_A_DAG}");
+    let mut job = dependent([Some(&["t2"]), Some(&["t1"]), None]);
+    job["spec"]["tasks"][2]["name"] = json!("t1");
+    assert_eq!(denied(create(&job)), both);
+    let mut chain = dependent([Some(&["t2"]), None, None]);
+    assert_eq!(create(&chain), Ok(()));
+    chain["spec"]["tasks"][2]["name"] = json!("t1");
+    assert_eq!(denied(create(&chain)), both);
+}
+
+/// Volcano: validateJobCreate: only the tasks up to a repeated name say whether the dependency
+/// check runs, so a task after it waiting for a missing task is not reported.
+#[test]
+fn dependencies_after_a_repeated_task_name_are_not_checked() {
+    let mut job = dependent([None, None, Some(&["missing"])]);
+    job["spec"]["tasks"][1]["name"] = json!("t1");
+    assert_eq!(denied(create(&job)), "duplicated task name t1;");
+    // Before the repeated name, the same dependency is reported.
+    let mut job = dependent([Some(&["missing"]), None, None]);
+    job["spec"]["tasks"][2]["name"] = json!("t1");
+    assert_eq!(
+        denied(create(&job)),
+        format!("duplicated task name t1; {NOT_A_DAG}")
+    );
+}
+
 /// A job whose one task has pod-level `resources` and a container of each `containers`
 /// resources.
 fn pod_level(resources: Value, containers: &[Value]) -> Value {

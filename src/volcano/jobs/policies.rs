@@ -155,14 +155,17 @@ pub(super) fn volumes_problem(volumes: &[VolumeSpec]) -> Option<String> {
 }
 
 /// Whether the tasks' `dependsOn` form a directed acyclic graph, counted as Volcano counts it:
-/// a task naming a missing task, or one task twice, never becomes ready.
+/// a task naming a missing task, or one task twice, never becomes ready; a repeated task name
+/// keeps the last task's count, and a count taken below zero by a loop never comes back to
+/// zero, so the repeated task is not counted ready twice.
 pub(super) fn is_dag(job: &Job) -> bool {
     let tasks = &job.spec.tasks;
-    let mut waiting: HashMap<&str, usize> = HashMap::new();
+    let mut waiting: HashMap<&str, i64> = HashMap::new();
     let mut dependents: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     for task in tasks {
         let names = task.depends_on.as_ref().map_or(&[][..], |d| &d.name[..]);
-        waiting.insert(task.name.as_str(), names.len());
+        let count = i64::try_from(names.len()).unwrap_or(i64::MAX);
+        waiting.insert(task.name.as_str(), count);
         for name in names {
             dependents
                 .entry(name.as_str())
@@ -180,7 +183,7 @@ pub(super) fn is_dag(job: &Job) -> bool {
         done += 1;
         for dependent in dependents.remove(name).unwrap_or_default() {
             if let Some(count) = waiting.get_mut(dependent) {
-                *count = count.saturating_sub(1);
+                *count -= 1;
                 if *count == 0 {
                     ready.push(dependent);
                 }

@@ -121,7 +121,11 @@ fn create_problems(
     let mut message = topology_problem(spec.network_topology.as_ref()).to_owned();
     let mut names = HashSet::new();
     let mut total_replicas: i64 = 0;
+    // As Volcano, only the tasks up to a repeated name (it included) say whether any task
+    // depends on another.
+    let mut depends = false;
     for (index, task) in spec.tasks.iter().enumerate() {
+        depends |= task.depends_on.is_some();
         if task.min_available.is_some_and(|min| min > task.replicas) {
             message.push_str(&format!(
                 " 'minAvailable' is greater than 'replicas' in task: {}, job: {name};",
@@ -169,7 +173,6 @@ fn create_problems(
     if let Some(queues) = queues {
         message.push_str(&queue_problems(&spec.queue, queues));
     }
-    let depends = spec.tasks.iter().any(|task| task.depends_on.is_some());
     if depends && !is_dag(job) {
         message.push_str(
             " job has dependencies between tasks, but doesn't form a directed acyclic graph(DAG);",
