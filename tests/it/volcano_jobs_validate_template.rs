@@ -102,6 +102,25 @@ fn an_init_container_named_as_a_container_is_refused() {
     );
 }
 
+/// Kubernetes: validateInitContainers records only non-empty names, so two unnamed init
+/// containers are each refused for the missing name and not as duplicates
+#[test]
+fn two_unnamed_init_containers_are_refused_only_as_unnamed() {
+    let unnamed = json!({"image": "busybox:1.24"});
+    let spec = json!({"containers": [busybox("main")], "initContainers": [unnamed, unnamed]});
+    assert_eq!(
+        denied(create(&with_pod(spec))),
+        "spec.task[0].template.spec.initContainers[0].name: Required value. template.spec.initContainers[1].name: Required value."
+    );
+    // Two named alike are duplicates.
+    let spec = json!({"containers": [busybox("main")],
+                      "initContainers": [busybox("init"), busybox("init")]});
+    assert_eq!(
+        denied(create(&with_pod(spec))),
+        "spec.task[0].template.spec.initContainers[1].name: Duplicate value: \"init\"."
+    );
+}
+
 /// Kubernetes: volume names are unique
 #[test]
 fn two_volumes_of_one_name_are_refused() {

@@ -106,12 +106,27 @@ fn pod_spec_errors(spec: &TemplatePodSpec, gates: &FeatureGates, errors: &mut Ve
     }
     for (index, container) in containers.iter().enumerate() {
         let path = At::Item(&root, "containers", index);
-        container_errors(container, &path, &volumes, &mut names, errors);
+        container_errors(container, &path, &volumes, errors);
+        // Kubernetes checks the name's uniqueness after the container's own fields.
+        if !names.insert(container.name.as_str()) {
+            errors.push(format!(
+                "{path}.name: Duplicate value: {}",
+                quoted(&container.name)
+            ));
+        }
     }
     let init = spec.init_containers.as_deref().unwrap_or_default();
     for (index, container) in init.iter().enumerate() {
         let path = At::Item(&root, "initContainers", index);
-        container_errors(container, &path, &volumes, &mut names, errors);
+        container_errors(container, &path, &volumes, errors);
+        // As Kubernetes, an init container's name is checked against every container's and
+        // the init containers' before it, but an empty one is not recorded.
+        let name = container.name.as_str();
+        if names.contains(name) {
+            errors.push(format!("{path}.name: Duplicate value: {}", quoted(name)));
+        } else if !name.is_empty() {
+            names.insert(name);
+        }
     }
     let restart = spec.restart_policy.as_deref().unwrap_or_default();
     if !["", "Always", "OnFailure", "Never"].contains(&restart) {
@@ -165,11 +180,12 @@ fn volume_errors<'a>(
     names
 }
 
-fn container_errors<'a>(
-    container: &'a TemplateContainer,
+/// A container's own problems (its name's uniqueness is the caller's: Kubernetes records the
+/// names of containers and init containers differently).
+fn container_errors(
+    container: &TemplateContainer,
     path: &At<'_>,
     volumes: &HashSet<&str>,
-    names: &mut HashSet<&'a str>,
     errors: &mut Vec<String>,
 ) {
     let name = container.name.as_str();
@@ -239,10 +255,6 @@ fn container_errors<'a>(
     }
     if let Some(resources) = &container.resources {
         requirement_errors(resources, &At::Field(path, "resources"), errors);
-    }
-    // Kubernetes checks the name's uniqueness after the container's own fields.
-    if !names.insert(name) {
-        errors.push(format!("{path}.name: Duplicate value: {}", quoted(name)));
     }
 }
 
