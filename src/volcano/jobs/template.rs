@@ -5,10 +5,11 @@
 //! with `. ` as Volcano joins them:
 //! - the template's name (the task's, a DNS subdomain) and namespace (the job's);
 //! - containers: at least one; each named, a DNS label, unique across containers and init
-//!   containers; an image without surrounding whitespace; ports in 1..=65535 (container and
-//!   host port), port names valid and unique; volume mounts naming a valid volume of the pod,
-//!   with a mount path unique in the container; resource requests no more than limits (for
-//!   extended resources and huge pages, a limit set and equal);
+//!   containers; an image (whitespace around it is Kubernetes' check of pods, not templates);
+//!   ports in 1..=65535 (container and host port), port names valid and unique; volume mounts
+//!   naming a valid volume of the pod, with a mount path unique in the container; resource
+//!   requests no more than limits (for extended resources and huge pages, a limit set and
+//!   equal);
 //! - volumes: named, DNS labels, unique, each of some type;
 //! - `restartPolicy` one of `Always`, `OnFailure`, `Never` (empty is defaulted to `Always`);
 //! - with the `PodLevelResources` gate on, pod-level `spec.resources`: requests no more than
@@ -196,15 +197,9 @@ fn container_errors(
             errors.push(invalid(&format!("{path}.name"), &quoted(name), &problem));
         }
     }
-    let image = container.image.as_deref().unwrap_or_default();
-    if image.is_empty() {
+    // Kubernetes refuses whitespace around an image only in a pod, never in a template.
+    if container.image.as_deref().is_none_or(str::is_empty) {
         errors.push(format!("{path}.image: Required value"));
-    } else if image.trim() != image {
-        errors.push(invalid(
-            &format!("{path}.image"),
-            &quoted(image),
-            "must not have leading or trailing whitespace",
-        ));
     }
     let mut port_names = HashSet::new();
     for (index, port) in container.ports.iter().flatten().enumerate() {
