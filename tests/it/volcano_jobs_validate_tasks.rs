@@ -501,6 +501,26 @@ fn pod_level_requests_above_pod_level_limits_are_refused() {
     );
 }
 
+/// Kubernetes: ValidatePodSpec checks the pod-level resources (validatePodResources) before
+/// the restart policy (validateRestartPolicy)
+#[test]
+fn pod_level_resources_are_reported_before_the_restart_policy() {
+    let two = json!({"requests": {"cpu": "2"}});
+    let mut job = pod_level(json!({"requests": {"cpu": "1"}}), &[two]);
+    job["spec"]["tasks"][0]["template"]["spec"]["restartPolicy"] = json!("X");
+    let resources = "spec.task[0].template.spec.resources.requests[cpu]: Invalid value: \"1\": must be greater than or equal to aggregate container requests of 2. ";
+    let restart = "template.spec.restartPolicy: Unsupported value: \"X\": supported values: \"Always\", \"OnFailure\", \"Never\".";
+    assert_eq!(
+        denied(with_gate(&job, true)),
+        format!("{resources}{restart}")
+    );
+    // With the gate off, the restart policy is the one problem.
+    assert_eq!(
+        denied(with_gate(&job, false)),
+        format!("spec.task[0].{restart}")
+    );
+}
+
 /// A job whose one task runs a privileged init container (when `init`) or container.
 fn privileged(init: bool) -> Value {
     let privileged = json!({"privileged": true});

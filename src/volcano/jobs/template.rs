@@ -129,13 +129,7 @@ fn pod_spec_errors(spec: &TemplatePodSpec, gates: &FeatureGates, errors: &mut Ve
             names.insert(name);
         }
     }
-    let restart = spec.restart_policy.as_deref().unwrap_or_default();
-    if !["", "Always", "OnFailure", "Never"].contains(&restart) {
-        errors.push(format!(
-            "{PATH}.restartPolicy: Unsupported value: {}: supported values: \"Always\", \"OnFailure\", \"Never\"",
-            quoted(restart)
-        ));
-    }
+    // Kubernetes checks the pod-level resources before the restart policy.
     if let Some(resources) = spec
         .resources
         .as_ref()
@@ -144,6 +138,13 @@ fn pod_spec_errors(spec: &TemplatePodSpec, gates: &FeatureGates, errors: &mut Ve
         let path = At::Field(&root, "resources");
         requirement_errors(resources, &path, errors);
         aggregate_errors(resources, containers, init, &path, errors);
+    }
+    let restart = spec.restart_policy.as_deref().unwrap_or_default();
+    if !["", "Always", "OnFailure", "Never"].contains(&restart) {
+        errors.push(format!(
+            "{PATH}.restartPolicy: Unsupported value: {}: supported values: \"Always\", \"OnFailure\", \"Never\"",
+            quoted(restart)
+        ));
     }
 }
 
