@@ -82,6 +82,14 @@ pub struct TemplateContainer {
     pub rest: Rest,
 }
 
+impl TemplateContainer {
+    /// Whether the container is a sidecar: an init container restarted `Always`, which keeps
+    /// running beside the pod's containers.
+    pub fn is_sidecar(&self) -> bool {
+        self.rest.get("restartPolicy").and_then(Value::as_str) == Some("Always")
+    }
+}
+
 /// A port a container exposes.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]

@@ -501,6 +501,65 @@ fn pod_level_requests_above_pod_level_limits_are_refused() {
     );
 }
 
+/// A job whose one task has pod-level CPU requests of `pod`, one container requesting one CPU
+/// and the init containers `init` as (CPUs requested, whether it is a sidecar), in order.
+fn with_init(pod: &str, init: &[(&str, bool)]) -> Value {
+    let one = json!({"requests": {"cpu": "1"}});
+    let mut job = pod_level(json!({"requests": {"cpu": pod}}), &[one]);
+    let init: Vec<Value> = init
+        .iter()
+        .enumerate()
+        .map(|(index, (cpu, sidecar))| {
+            let mut container = json!({"name": format!("init-{index}"), "image": "busybox:1.24",
+                "resources": {"requests": {"cpu": cpu}}});
+            if *sidecar {
+                container["restartPolicy"] = json!("Always");
+            }
+            container
+        })
+        .collect();
+    job["spec"]["tasks"][0]["template"]["spec"]["initContainers"] = json!(init);
+    job
+}
+
+/// Kubernetes' refusal of pod-level CPU requests `pod` below the containers' `aggregate`.
+fn below_aggregate(pod: &str, aggregate: &str) -> String {
+    format!(
+        "spec.task[0].template.spec.resources.requests[cpu]: Invalid value: \"{pod}\": must be greater than or equal to aggregate container requests of {aggregate}."
+    )
+}
+
+/// Kubernetes: validatePodResourceConsistency (AggregateContainerRequests): a sidecar's
+/// request adds to the containers' sum, where a regular init container's only bounds it
+#[test]
+fn a_sidecar_counts_in_the_containers_sum() {
+    assert_eq!(
+        denied(with_gate(&with_init("1500m", &[("1", true)]), true)),
+        below_aggregate("1500m", "2")
+    );
+    assert_eq!(
+        with_gate(&with_init("1500m", &[("1", false)]), true),
+        Ok(())
+    );
+}
+
+/// Kubernetes: validatePodResourceConsistency (AggregateContainerRequests): a regular init
+/// container runs beside the sidecars started before it, not those after it
+#[test]
+fn an_init_container_after_a_sidecar_counts_with_it() {
+    assert_eq!(
+        denied(with_gate(
+            &with_init("2500m", &[("1", true), ("2", false)]),
+            true
+        )),
+        below_aggregate("2500m", "3")
+    );
+    assert_eq!(
+        with_gate(&with_init("2500m", &[("2", false), ("1", true)]), true),
+        Ok(())
+    );
+}
+
 /// Kubernetes: ValidatePodSpec checks the pod-level resources (validatePodResources) before
 /// the restart policy (validateRestartPolicy)
 #[test]

@@ -11,9 +11,10 @@
 //!   requests no more than limits (for extended resources and huge pages, a limit set and
 //!   equal);
 //! - volumes: named, DNS labels, unique, each of some type;
-//! - `restartPolicy` one of `Always`, `OnFailure`, `Never` (empty is defaulted to `Always`);
 //! - with the `PodLevelResources` gate on, pod-level `spec.resources`: requests no more than
-//!   limits and no less than the containers' aggregate requests (CPU, memory, huge pages).
+//!   limits and no less than the containers' aggregate requests (CPU, memory, huge pages),
+//!   sidecars included;
+//! - `restartPolicy` one of `Always`, `OnFailure`, `Never` (empty is defaulted to `Always`).
 //!
 //! Everything else Kubernetes checks in a pod template is left to the API server, which
 //! checks it when the job's controller creates the pods. Quantities are printed as sent.
@@ -295,8 +296,10 @@ fn may_overcommit(name: &str) -> bool {
     native && !name.starts_with("hugepages-")
 }
 
-/// Pod-level requests no less than the containers' aggregate: the larger of the containers'
-/// sum and the largest init container's request.
+/// Pod-level requests no less than the containers' aggregate, as Kubernetes sums it: the
+/// containers and the sidecars (init containers restarted `Always`, which keep running beside
+/// them), or, when larger, what runs while one init container runs (it and the sidecars
+/// started before it).
 fn aggregate_errors(
     resources: &TemplateResources,
     containers: &[TemplateContainer],
@@ -308,14 +311,27 @@ fn aggregate_errors(
         return;
     };
     let mut aggregate: BTreeMap<&str, i128> = BTreeMap::new();
-    for (name, milli) in containers.iter().flat_map(requests) {
-        // Saturating: a sum past the largest amount is larger than any pod-level request.
-        let total = aggregate.entry(name).or_default();
-        *total = total.saturating_add(milli);
+    for container in containers {
+        add(&mut aggregate, &requests(container));
     }
-    for (name, milli) in init.iter().flat_map(requests) {
+    let mut sidecars: BTreeMap<&str, i128> = BTreeMap::new();
+    let mut initializing: BTreeMap<&str, i128> = BTreeMap::new();
+    for container in init {
+        let own = requests(container);
+        let mut running = sidecars.clone();
+        add(&mut running, &own);
+        if container.is_sidecar() {
+            add(&mut aggregate, &own);
+            sidecars.clone_from(&running);
+        }
+        for (name, milli) in running {
+            let peak = initializing.entry(name).or_default();
+            *peak = (*peak).max(milli);
+        }
+    }
+    for (name, peak) in initializing {
         let total = aggregate.entry(name).or_default();
-        *total = (*total).max(milli);
+        *total = (*total).max(peak);
     }
     for (name, total) in aggregate {
         let supported = name == "cpu" || name == "memory" || name.starts_with("hugepages-");
@@ -330,6 +346,15 @@ fn aggregate_errors(
             let key = format!("{path}.requests[{name}]");
             errors.push(invalid(&key, &quoted(&request.0), &detail));
         }
+    }
+}
+
+/// Adds each amount of `more` to `sum`, saturating: a sum past the largest amount is larger
+/// than any pod-level request.
+fn add<'a>(sum: &mut BTreeMap<&'a str, i128>, more: &[(&'a str, i128)]) {
+    for &(name, milli) in more {
+        let total = sum.entry(name).or_default();
+        *total = total.saturating_add(milli);
     }
 }
 
