@@ -70,8 +70,13 @@ impl QueueView for Queues {
             .collect())
     }
 
-    fn queues(&self) -> Result<Vec<Queue>, ViewError> {
-        Ok(self.by_name.values().cloned().collect())
+    fn queues_where(&self, keep: &dyn Fn(&Queue) -> bool) -> Result<Vec<Queue>, ViewError> {
+        Ok(self
+            .by_name
+            .values()
+            .filter(|queue| keep(queue))
+            .cloned()
+            .collect())
     }
 }
 

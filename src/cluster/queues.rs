@@ -27,10 +27,11 @@ impl QueueView for Cache<Queue> {
             .collect())
     }
 
-    fn queues(&self) -> Result<Vec<Queue>, ViewError> {
+    fn queues_where(&self, keep: &dyn Fn(&Queue) -> bool) -> Result<Vec<Queue>, ViewError> {
         let mut queues: Vec<Queue> = self
             .all()
             .into_iter()
+            .filter(|queue| keep(queue))
             .map(|queue| Queue::clone(&queue))
             .collect();
         queues.sort_by(|a, b| a.name().cmp(b.name()));

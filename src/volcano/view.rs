@@ -50,9 +50,10 @@ pub trait QueueView {
     /// [`ViewError::Unavailable`] when the cache cannot be read.
     fn children(&self, parent: &str) -> Result<Vec<Queue>, ViewError>;
 
-    /// Every queue, for the hierarchy-annotation check.
+    /// The queues `keep` holds for, in name order: the hierarchy-annotation check looks through
+    /// every queue, and copies only those it is after.
     ///
     /// # Errors
     /// [`ViewError::Unavailable`] when the cache cannot be read.
-    fn queues(&self) -> Result<Vec<Queue>, ViewError>;
+    fn queues_where(&self, keep: &dyn Fn(&Queue) -> bool) -> Result<Vec<Queue>, ViewError>;
 }

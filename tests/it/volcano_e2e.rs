@@ -27,8 +27,12 @@ impl QueueView for OpenQueue {
         Ok(Vec::new())
     }
 
-    fn queues(&self) -> Result<Vec<Queue>, ViewError> {
-        Ok(vec![self.0.clone()])
+    fn queues_where(&self, keep: &dyn Fn(&Queue) -> bool) -> Result<Vec<Queue>, ViewError> {
+        Ok(Some(&self.0)
+            .filter(|queue| keep(queue))
+            .cloned()
+            .into_iter()
+            .collect())
     }
 }
 

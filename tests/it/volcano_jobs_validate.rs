@@ -61,8 +61,13 @@ impl QueueView for Queues {
         let children = self.0.values().filter(|queue| queue.spec.parent == parent);
         Ok(children.cloned().collect())
     }
-    fn queues(&self) -> Result<Vec<Queue>, ViewError> {
-        Ok(self.0.values().cloned().collect())
+    fn queues_where(&self, keep: &dyn Fn(&Queue) -> bool) -> Result<Vec<Queue>, ViewError> {
+        Ok(self
+            .0
+            .values()
+            .filter(|queue| keep(queue))
+            .cloned()
+            .collect())
     }
 }
 
@@ -522,8 +527,8 @@ impl QueueView for NoChildren {
             reason: "cache not synced".to_owned(),
         })
     }
-    fn queues(&self) -> Result<Vec<Queue>, ViewError> {
-        Queues::standard().queues()
+    fn queues_where(&self, keep: &dyn Fn(&Queue) -> bool) -> Result<Vec<Queue>, ViewError> {
+        Queues::standard().queues_where(keep)
     }
 }
 

@@ -32,8 +32,8 @@ impl QueueView for OneQueue {
     fn children(&self, _parent: &str) -> Result<Vec<Queue>, ViewError> {
         Ok(Vec::new())
     }
-    fn queues(&self) -> Result<Vec<Queue>, ViewError> {
-        Ok(self.0.iter().cloned().collect())
+    fn queues_where(&self, keep: &dyn Fn(&Queue) -> bool) -> Result<Vec<Queue>, ViewError> {
+        Ok(self.0.iter().filter(|queue| keep(queue)).cloned().collect())
     }
 }
 

@@ -46,8 +46,13 @@ impl QueueView for Cache {
             .cloned()
             .collect())
     }
-    fn queues(&self) -> Result<Vec<Queue>, ViewError> {
-        Ok(self.0.values().cloned().collect())
+    fn queues_where(&self, keep: &dyn Fn(&Queue) -> bool) -> Result<Vec<Queue>, ViewError> {
+        Ok(self
+            .0
+            .values()
+            .filter(|queue| keep(queue))
+            .cloned()
+            .collect())
     }
 }
 

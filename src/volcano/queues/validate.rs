@@ -196,27 +196,26 @@ fn check_hierarchy_annotations(queue: &Queue, view: &dyn QueueView) -> Option<St
         };
         return Some(invalid(path, &quoted(weights), &detail));
     }
-    let queues = match view.queues() {
-        Ok(queues) => queues,
+    let below = format!("{hierarchy}/");
+    let is_below = |other: &Queue| {
+        let other_hierarchy = other.annotation(HIERARCHY);
+        !other_hierarchy.is_empty()
+            && other.name() != queue.name()
+            && other_hierarchy.starts_with(&below)
+    };
+    let first_below = match view.queues_where(&is_below) {
+        Ok(queues) => queues.into_iter().next()?,
         Err(error) => {
             let detail = format!("checking {HIERARCHY}, list queues failed: {error}");
             return Some(invalid(path, &quoted(hierarchy), &detail));
         }
     };
-    let below = format!("{hierarchy}/");
-    queues.iter().find_map(|other| {
-        let other_hierarchy = other.annotation(HIERARCHY);
-        let is_below = !other_hierarchy.is_empty()
-            && other.name() != queue.name()
-            && other_hierarchy.starts_with(&below);
-        is_below.then(|| {
-            let detail = format!(
-                "{hierarchy} is not allowed to be in the sub path of {other_hierarchy} of queue {}",
-                other.name()
-            );
-            invalid(path, &quoted(hierarchy), &detail)
-        })
-    })
+    let detail = format!(
+        "{hierarchy} is not allowed to be in the sub path of {} of queue {}",
+        first_below.annotation(HIERARCHY),
+        first_below.name()
+    );
+    Some(invalid(path, &quoted(hierarchy), &detail))
 }
 
 /// A hierarchy weight read as Go's `strconv.ParseFloat` reads it, or its error's words: a
