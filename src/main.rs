@@ -428,7 +428,13 @@ fn dispatch(
     let show_progress = std::io::stderr().is_terminal();
     let (report, interrupted) = install
         .run_blocking(|handle| async move {
-            let interrupt = shutdown_signal();
+            let signal = shutdown_signal();
+            let interrupt = async move {
+                signal.await;
+                // Below the progress line, which is not rewritten after this.
+                write_stderr(if show_progress { "\n" } else { "" });
+                write_stderr(DISPATCH_STOPPING);
+            };
             for task in tasks {
                 // A workload's keys are unique: the loader refuses a repeated one.
                 handle.offer(task).map_err(|error| error.to_string())?;
@@ -465,6 +471,11 @@ fn dispatch(
     }
     Ok(())
 }
+
+/// What `dispatch` says at the first SIGINT or SIGTERM. A second one changes nothing: the
+/// executor's processes are ended before it exits, so that none outlives it.
+const DISPATCH_STOPPING: &str = "stopping: handing back what is not launched and ending the \
+    running tasks (a second Ctrl-C does not cut this short: no task outlives dispatch)\n";
 
 /// Prints the task instances as `output` asks: the table and its summary, or JSON.
 fn print_instances(instances: &[TaskInstance], output: Output) -> Result<(), String> {

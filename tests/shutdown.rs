@@ -129,7 +129,7 @@ fn assert_drained(interrupted: &Interrupted, dir: &Path) {
         ]
     );
     assert_eq!(
-        processes::without_metrics_line(&interrupted.stderr),
+        processes::after_stopping_line(&interrupted.stderr),
         "dexaflow-admission: interrupted before every task instance settled (1 left scheduled)\n"
     );
     assert_eq!(interrupted.status.code(), Some(2));

@@ -780,7 +780,7 @@ fn an_interrupt_after_nothing_was_left_scheduled_does_not_say_some_was() {
 
     let stderr = text(&output.stderr);
     assert_eq!(
-        processes::without_metrics_line(&stderr),
+        processes::after_stopping_line(&stderr),
         "dexaflow-admission: interrupted: no task instance was left scheduled\n"
     );
     assert!(

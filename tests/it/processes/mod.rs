@@ -82,6 +82,20 @@ pub fn without_metrics_line(stderr: &str) -> &str {
     }
 }
 
+/// What an interrupted `dispatch` said after its metrics line, without the line that says it is
+/// stopping (checked to be there, first, saying that a second signal does not cut it short).
+pub fn after_stopping_line(stderr: &str) -> &str {
+    let rest = without_metrics_line(stderr);
+    match rest.split_once('\n') {
+        Some((first, after))
+            if first.starts_with("stopping: ") && first.ends_with("no task outlives dispatch)") =>
+        {
+            after
+        }
+        _ => panic!("no stopping line first in {stderr:?}"),
+    }
+}
+
 /// `dexaflow-admission dispatch` of `workload` under `config`; more flags may follow.
 pub fn dispatch(config: &Path, workload: &Path) -> std::process::Command {
     let mut command = dexaflow();
