@@ -255,7 +255,7 @@ fn dispatch_in_a_pid_namespace_whose_session_leader_is_outside_it_runs_its_tasks
     let config = lite_config(dir.path(), "", "", "");
     let tasks = "      - task_id: runs\n        command: [sh, -c, 'exit 0']\n";
     let output = command
-        .arg(env!("CARGO_BIN_EXE_dexaflow-admission"))
+        .arg(processes::BINARY)
         .arg("dispatch")
         .arg("--config")
         .arg(&config)

@@ -223,7 +223,7 @@ fn five_hundred_sleeping_tasks_all_succeed_under_a_limit_of_128_open_files() {
     let workload = workload(dir.path(), "", &tasks);
     let line = format!(
         "ulimit -n 128 && exec {} dispatch --output json --config {} --workload {}",
-        env!("CARGO_BIN_EXE_dexaflow-admission"),
+        processes::BINARY,
         config.display(),
         workload.display()
     );
@@ -255,7 +255,7 @@ fn five_hundred_sleeping_tasks_all_succeed_under_a_limit_of_128_open_files() {
 
 #[test]
 fn ctrl_c_stops_a_loadtest_which_reports_what_it_measured_and_exits_2() {
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_dexaflow-admission"))
+    let mut child = std::process::Command::new(processes::BINARY)
         .args([
             "loadtest",
             "--duration",

@@ -333,7 +333,7 @@ fn assert_one_line_about_stdout(status: std::process::ExitStatus, stderr: &str, 
 fn into_a_closed_pipe(args: &[&std::ffi::OsStr]) -> (std::process::ExitStatus, String) {
     let mut child = std::process::Command::new("sh")
         .args(["-c", r#"read -r _; exec "$0" "$@""#])
-        .arg(env!("CARGO_BIN_EXE_dexaflow-admission"))
+        .arg(processes::BINARY)
         .args(args)
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -476,7 +476,7 @@ fn dispatch_on_a_terminal(
 ) -> String {
     let line = format!(
         "{} dispatch --config {} --workload {}",
-        env!("CARGO_BIN_EXE_dexaflow-admission"),
+        processes::BINARY,
         config.display(),
         workload.display()
     );

@@ -12,7 +12,7 @@ use dexaflow_admission::dispatch::settings::{
 };
 use dexaflow_admission::hooks::HookSpec;
 
-const NO_ENV: [(&str, &str); 0] = [];
+use crate::common::{NO_ENV, single_config_error as single_error};
 
 fn parse(yaml: &str) -> Config {
     Config::from_yaml_str(yaml, NO_ENV)
@@ -25,14 +25,6 @@ fn parse_with_env(yaml: &str, env: &[(&str, &str)]) -> Result<Config, ConfigErro
 
 fn errors(yaml: &str) -> ConfigErrors {
     Config::from_yaml_str(yaml, NO_ENV).expect_err("config is invalid")
-}
-
-/// The one error `yaml` has, as its line; a second error (such as a valid neighbour key being
-/// reported) fails the test.
-fn single_error(yaml: &str) -> String {
-    let errors = errors(yaml);
-    assert_eq!(errors.len(), 1, "exactly one error expected:\n{errors}");
-    errors.to_string()
 }
 
 // Defaults and the embedded config

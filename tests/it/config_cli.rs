@@ -13,7 +13,7 @@ use std::process::{Command, Output};
 
 use serde_yaml_ng::Value;
 
-const BINARY: &str = env!("CARGO_BIN_EXE_dexaflow-admission");
+use crate::processes::BINARY;
 
 /// `check-config` on the embedded default, with only `env` in its environment.
 fn check_config(env: &[(&str, OsString)]) -> Output {

@@ -3,7 +3,7 @@
 use dexaflow_admission::config::Config;
 use dexaflow_admission::dispatch::settings::{DEFAULT_WORKER_THREADS, MAX_WORKER_THREADS};
 
-const NO_ENV: [(&str, &str); 0] = [];
+use crate::common::NO_ENV;
 
 #[test]
 fn worker_threads_default_to_two_when_unset() {

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::process::Command;
 
-const BINARY: &str = env!("CARGO_BIN_EXE_dexaflow-admission");
+use crate::processes::BINARY;
 
 /// The commands whose flags the documentation shows.
 const COMMANDS: &[&str] = &["dispatch", "loadtest", "serve", "check-config"];

@@ -16,7 +16,7 @@ use dexaflow_admission::loadtest::{
 };
 use dexaflow_admission::supervise::{self, BreakerSettings};
 
-const BINARY: &str = env!("CARGO_BIN_EXE_dexaflow-admission");
+use crate::processes::BINARY;
 const ATTEMPTS: u64 = 3_000;
 
 /// A plan of `attempts` synchronous attempts through `hooks`, with a breaker that never opens

@@ -6,6 +6,7 @@
 //! project sets, written here from Kubernetes' rules and independently of the crate's checks.
 //! `.ci/run` also runs the `kubernetes-validate` schema check over the same manifests.
 
+use crate::processes::BINARY;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
@@ -39,7 +40,7 @@ struct Dispatched {
 
 fn dispatch_hostile_workload() -> Dispatched {
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let output = Command::new(env!("CARGO_BIN_EXE_dexaflow-admission"))
+    let output = Command::new(BINARY)
         .args(["dispatch", "--config", CONFIG, "--workload", WORKLOAD])
         .args(["--output", "json", "--metrics-listen", "127.0.0.1:0"])
         .env("DEXAFLOW_EXECUTOR_KUBERNETES_DRY_RUN_DIR", dir.path())

@@ -25,7 +25,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use webhook_fixture::{Certs, Server, Transport, deciding};
 
-const NO_ENV: [(&str, &str); 0] = [];
+use crate::common::NO_ENV;
 
 /// What dispatching one task came to.
 struct Dispatched {

@@ -7,11 +7,11 @@ use std::sync::Arc;
 
 use common::FakeHook;
 use dexaflow_admission::admission::{Chain, ChangeRules, Hook};
-use dexaflow_admission::config::{Config, ConfigErrors};
+use dexaflow_admission::config::Config;
 use dexaflow_admission::dispatch::settings::PolicySettings;
 use dexaflow_admission::hooks::{self, POLICY_HOOK};
 
-const NO_ENV: [(&str, &str); 0] = [];
+use crate::common::{NO_ENV, single_config_error};
 
 fn parse(yaml: &str) -> Config {
     Config::from_yaml_str(yaml, NO_ENV)
@@ -20,11 +20,7 @@ fn parse(yaml: &str) -> Config {
 
 /// The one error a config whose `executor.policy` is `policy` has, as its line.
 fn single_error(policy: &str) -> String {
-    let errors: ConfigErrors =
-        Config::from_yaml_str(&format!("executor: {{policy: {policy}}}"), NO_ENV)
-            .expect_err("config is invalid");
-    assert_eq!(errors.len(), 1, "exactly one error expected:\n{errors}");
-    errors.to_string()
+    single_config_error(&format!("executor: {{policy: {policy}}}"))
 }
 
 // ---- decoding --------------------------------------------------------------------------------

@@ -44,7 +44,7 @@ use dexaflow_admission::metrics::{
 use serde_json::{Value, json};
 use serve_support::sample;
 
-const BINARY: &str = env!("CARGO_BIN_EXE_dexaflow-admission");
+use crate::processes::BINARY;
 const DASHBOARD: &str = "grafana/dashboards/dexaflow-admission.json";
 const EXAMPLE_PROMETHEUS_CONFIG: &str = "grafana/prometheus.yml";
 /// How long the loads and Prometheus may take to start and see every target up.

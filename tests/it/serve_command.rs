@@ -8,7 +8,7 @@ use std::process::Command;
 
 use serve_support::{Authority, Client, Serving, get};
 
-const BINARY: &str = env!("CARGO_BIN_EXE_dexaflow-admission");
+use crate::processes::BINARY;
 
 /// Runs `serve` with a config naming certificate files in `dir` (which may not exist) and
 /// `extra` arguments; returns the exit code and standard error.

@@ -10,14 +10,7 @@ use std::process::Command;
 
 use serve_support::{Authority, SERVED_HOOKS, Serving};
 
-const BINARY: &str = env!("CARGO_BIN_EXE_dexaflow-admission");
-
-const WORKLOAD: &str = "runs:
-  - {tenant: acme, dag_id: etl, run_id: r1, tasks: [{task_id: extract, command: [\"true\"]}]}
-  - {tenant: gpu-lab, dag_id: train, run_id: r1, tasks: [{task_id: fit, command: [\"true\"]}]}
-  - {tenant: finance, dag_id: close, run_id: r1, tasks: [{task_id: report, command: [\"true\"]}]}
-  - {tenant: umbrella, dag_id: billing, run_id: r1, tasks: [{task_id: invoice, command: [\"true\"]}]}
-";
+use crate::processes::{BINARY, FOUR_TENANTS};
 
 /// Starts `serve` with certificates issued by `authority` and the bearer token `token`, all in
 /// `dir`, and reads back the address it bound.
@@ -70,7 +63,7 @@ execution:
     )
     .expect("write the dispatcher's config");
     let workload = dir.join("workload.yaml");
-    std::fs::write(&workload, WORKLOAD).expect("write the workload");
+    std::fs::write(&workload, FOUR_TENANTS).expect("write the workload");
     let run = Command::new(BINARY)
         .arg("dispatch")
         .arg("--config")

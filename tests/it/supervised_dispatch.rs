@@ -972,7 +972,7 @@ fn fail_open_admissions_are_logged_once_naming_the_hook_and_the_cause() {
 
 // The same through the binary, as a user meets it: `loadtest` on a hook that never answers.
 
-const BINARY: &str = env!("CARGO_BIN_EXE_dexaflow-admission");
+use crate::processes::BINARY;
 
 /// How many failures open the breaker in [`loadtest_a_hanging_hook_with_the_whole_budget`].
 const FAILURES_TO_OPEN: u64 = 10;

@@ -12,7 +12,7 @@ use dexaflow_admission::hooks::{HookSpec, WebhookSpec};
 use dexaflow_admission::supervise::HookSettings;
 use webhook_fixture::Certs;
 
-const NO_ENV: [(&str, &str); 0] = [];
+use crate::common::{NO_ENV, single_config_error as single_error};
 
 /// The config `yaml` makes, or its errors, one a line.
 fn load(yaml: &str) -> Result<Config, String> {
@@ -21,17 +21,6 @@ fn load(yaml: &str) -> Result<Config, String> {
 
 fn parse(yaml: &str) -> Config {
     load(yaml).unwrap_or_else(|errors| panic!("config is valid:\n{errors}"))
-}
-
-/// The one error `yaml` has.
-fn single_error(yaml: &str) -> String {
-    let errors = load(yaml).expect_err("config is invalid");
-    assert_eq!(
-        errors.lines().count(),
-        1,
-        "exactly one error expected:\n{errors}"
-    );
-    errors
 }
 
 fn webhook_of(config: &Config, name: &str) -> WebhookSpec {

@@ -13,14 +13,7 @@ use dexaflow_admission::admission::{Changes, Decision};
 use serde_json::Value;
 use webhook_fixture::{Certs, Handler, Server, Transport, deciding};
 
-const BINARY: &str = env!("CARGO_BIN_EXE_dexaflow-admission");
-
-const WORKLOAD: &str = "runs:
-  - {tenant: acme, dag_id: etl, run_id: r1, tasks: [{task_id: extract, command: [\"true\"]}]}
-  - {tenant: gpu-lab, dag_id: train, run_id: r1, tasks: [{task_id: fit, command: [\"true\"]}]}
-  - {tenant: finance, dag_id: close, run_id: r1, tasks: [{task_id: report, command: [\"true\"]}]}
-  - {tenant: umbrella, dag_id: billing, run_id: r1, tasks: [{task_id: invoice, command: [\"true\"]}]}
-";
+use crate::processes::{BINARY, FOUR_TENANTS};
 
 /// Admits acme, places gpu-lab on the GPU pool, holds finance once, refuses umbrella with a
 /// reason full of control and format characters.
@@ -62,7 +55,7 @@ execution:
     )
     .expect("writes the config");
     let workload = dir.join("workload.yaml");
-    std::fs::write(&workload, WORKLOAD).expect("writes the workload");
+    std::fs::write(&workload, FOUR_TENANTS).expect("writes the workload");
     let run = Command::new(BINARY)
         .arg("dispatch")
         .arg("--config")

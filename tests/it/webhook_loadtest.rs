@@ -1,6 +1,7 @@
 //! `loadtest --hook webhook:URL` runs the real webhook hook against a real HTTPS server on
 //! 127.0.0.1, with the files of `--webhook-ca-bundle` and `--webhook-bearer-token-file`.
 
+use crate::processes::BINARY;
 use crate::webhook_fixture;
 
 use std::path::PathBuf;
@@ -91,7 +92,7 @@ fn load_test_webhook_to_a_plain_http_host_that_is_not_loopback_fails_naming_the_
 
 #[test]
 fn loadtest_command_refuses_a_plain_http_webhook_to_another_host_before_any_call() {
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_dexaflow-admission"))
+    let output = std::process::Command::new(BINARY)
         .args([
             "loadtest",
             "--attempts",

@@ -491,3 +491,15 @@ pub fn offer_load(handle: &Handle) -> Task {
     handle.offer(task.clone()).expect("a new task");
     task
 }
+
+/// No environment variables: what a config read in a test sees.
+pub const NO_ENV: [(&str, &str); 0] = [];
+
+/// The one error the config `yaml` has, as its line; a second one (a valid neighbour key
+/// reported too, say) fails the test.
+pub fn single_config_error(yaml: &str) -> String {
+    let errors = dexaflow_admission::config::Config::from_yaml_str(yaml, NO_ENV)
+        .expect_err("config is invalid");
+    assert_eq!(errors.len(), 1, "exactly one error expected:\n{errors}");
+    errors.to_string()
+}

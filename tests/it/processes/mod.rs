@@ -9,6 +9,18 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+/// The binary under test, as Cargo built it for the tests.
+pub const BINARY: &str = env!("CARGO_BIN_EXE_dexaflow-admission");
+
+/// A workload of one task (`true`) for each of the tenants acme, gpu-lab, finance and umbrella,
+/// for the tests that send each tenant's attempt to a hook that judges by tenant.
+pub const FOUR_TENANTS: &str = "runs:
+  - {tenant: acme, dag_id: etl, run_id: r1, tasks: [{task_id: extract, command: [\"true\"]}]}
+  - {tenant: gpu-lab, dag_id: train, run_id: r1, tasks: [{task_id: fit, command: [\"true\"]}]}
+  - {tenant: finance, dag_id: close, run_id: r1, tasks: [{task_id: report, command: [\"true\"]}]}
+  - {tenant: umbrella, dag_id: billing, run_id: r1, tasks: [{task_id: invoice, command: [\"true\"]}]}
+";
+
 /// How long a poll waits before the test fails: far longer than anything it waits for takes.
 pub const PATIENCE: Duration = Duration::from_secs(30);
 
@@ -65,7 +77,7 @@ pub fn wait_until_gone(pid: i32) {
 /// The `dexaflow-admission` binary as a command, with an environment of `PATH` alone, so that
 /// no `DEXAFLOW_` or `RUST_LOG` variable of the test's own reaches it.
 pub fn dexaflow() -> std::process::Command {
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_dexaflow-admission"));
+    let mut command = std::process::Command::new(BINARY);
     command.env_clear();
     if let Some(path) = std::env::var_os("PATH") {
         command.env("PATH", path);
