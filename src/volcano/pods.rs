@@ -2,7 +2,7 @@
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::review::{Operation, Refusal, Review};
+use super::review::{Operation, Refusal, Review, quoted};
 
 /// The annotation giving how many of the job's pods must stay available.
 const MIN_AVAILABLE: &str = "volcano.sh/jdb-min-available";
@@ -52,33 +52,40 @@ pub fn validate_pod(review: &Review<'_, Pod>, scheduler_names: &[String]) -> Res
 /// A positive integer, or (any other text) a percentage whose `%` signs removed leave an
 /// integer from 1 to 99, as Volcano reads it.
 fn check_budget(key: &str, value: &str) -> Result<(), String> {
-    if let Some(number) = go_atoi(value) {
+    if let Ok(number) = go_atoi(value) {
         if number <= 0 {
             return Err(format!(
-                "invalid value <{value:?}> for {key}, it must be a positive integer"
+                "invalid value <{}> for {key}, it must be a positive integer",
+                quoted(value)
             ));
         }
         return Ok(());
     }
     let digits = value.replace('%', "");
-    let Some(percent) = go_atoi(&digits) else {
-        return Err(format!(
-            "invalid value strconv.Atoi: parsing {digits:?}: invalid syntax for {key}"
-        ));
-    };
+    let percent = go_atoi(&digits).map_err(|reason| {
+        format!(
+            "invalid value strconv.Atoi: parsing {}: {reason} for {key}",
+            quoted(&digits)
+        )
+    })?;
     if !(1..100).contains(&percent) {
         return Err(format!(
-            "invalid value <{value:?}> for {key}, it must be a valid percentage which between 1% ~ 99%"
+            "invalid value <{}> for {key}, it must be a valid percentage which between 1% ~ 99%",
+            quoted(value)
         ));
     }
     Ok(())
 }
 
-/// An integer as Go's `strconv.Atoi` reads one: an optional sign, then decimal digits only.
-fn go_atoi(text: &str) -> Option<i64> {
+/// An integer as Go's `strconv.Atoi` reads one: an optional sign, then decimal digits only,
+/// within 64 bits.
+///
+/// # Errors
+/// Go's reason: `invalid syntax`, or `value out of range` for digits past 64 bits.
+fn go_atoi(text: &str) -> Result<i64, &'static str> {
     let digits = text.strip_prefix(['+', '-']).unwrap_or(text);
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
+        return Err("invalid syntax");
     }
-    text.parse().ok()
+    text.parse().map_err(|_| "value out of range")
 }

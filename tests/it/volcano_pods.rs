@@ -77,6 +77,40 @@ fn a_budget_that_is_not_a_number_is_refused_naming_the_annotation() {
     );
 }
 
+/// Volcano: validateIntPercentageStr quotes strconv.Atoi's error, whose reason for digits past
+/// 64 bits is that the value is out of range, not its syntax
+#[test]
+fn a_budget_past_64_bits_is_refused_as_out_of_range() {
+    assert_eq!(
+        denied(validate(
+            "volcano",
+            json!({"volcano.sh/jdb-min-available": "99999999999999999999"})
+        )),
+        r#"invalid value strconv.Atoi: parsing "99999999999999999999": value out of range for volcano.sh/jdb-min-available"#
+    );
+    // The largest 64-bit number is read, and is a budget.
+    assert_eq!(
+        validate(
+            "volcano",
+            json!({"volcano.sh/jdb-min-available": "9223372036854775807"})
+        ),
+        Ok(())
+    );
+}
+
+/// Volcano: validateIntPercentageStr quotes the text as Go's `%q` does, a character that does
+/// not print as `\u` and four hex digits
+#[test]
+fn a_budget_with_an_invisible_character_is_quoted_as_go_quotes_it() {
+    assert_eq!(
+        denied(validate(
+            "volcano",
+            json!({"volcano.sh/jdb-min-available": "0\u{200b}"})
+        )),
+        r#"invalid value strconv.Atoi: parsing "0\u200b": invalid syntax for volcano.sh/jdb-min-available"#
+    );
+}
+
 /// Not in Volcano's tests: the two budgets exclude each other.
 #[test]
 fn both_budget_annotations_at_once_are_refused() {
