@@ -52,8 +52,8 @@ pub use names::{MAX_NAME, is_reserved_key, label_value_problem, qualified_name_p
 pub use outcome::Outcome;
 pub(crate) use policy::refuse_dag_placement;
 pub use policy::{PolicyRefusal, PolicyRule};
+pub(crate) use quantity::{MAX_QUANTITY, is_below, is_capped, parse_capped};
 pub use quantity::{QuantityError, cpu_quantity, memory_quantity, parse_milli};
-pub(crate) use quantity::{is_below, parse_nano};
 pub(crate) use reason::display_duration;
 pub(crate) use reason::error_lines;
 pub use reason::{

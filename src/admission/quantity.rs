@@ -31,17 +31,58 @@ pub fn parse_milli(quantity: &str) -> Result<u128, QuantityError> {
     parse_scaled(quantity, 3)
 }
 
-/// Parses a Kubernetes quantity to billionths of its unit, rounded up: Kubernetes' own
-/// precision, so that two quantities compare as Kubernetes compares them.
+/// The largest quantity Kubernetes keeps, in whole units: its `ParseQuantity` caps a larger one
+/// (`1e999`) to this.
+pub(crate) const MAX_QUANTITY: u128 = 9_223_372_036_854_775_807;
+
+/// Parses a quantity to units of 10^-`digits` (at most 9: billionths are Kubernetes' own
+/// precision, so that two quantities compare as Kubernetes compares them), rounded up, as
+/// Kubernetes keeps it: capped at [`MAX_QUANTITY`] whole units, where [`parse_milli`] refuses
+/// what it cannot hold.
 ///
 /// # Errors
-/// As [`parse_milli`].
-pub(crate) fn parse_nano(quantity: &str) -> Result<u128, QuantityError> {
-    parse_scaled(quantity, 9)
+/// As [`parse_milli`], but never for the size.
+pub(crate) fn parse_capped(quantity: &str, digits: u32) -> Result<u128, QuantityError> {
+    let cap = MAX_QUANTITY * 10u128.pow(digits);
+    Ok(match scale(quantity, digits)? {
+        Scaled::Exact(amount) => amount.min(cap),
+        Scaled::TooLarge => cap,
+        // Kubernetes rounds a positive amount below its precision up to the least it holds.
+        Scaled::TooSmall => 1,
+    })
 }
 
-/// Parses a quantity to units of 10^-`digits`, rounded up.
-fn parse_scaled(quantity: &str, digits: i32) -> Result<u128, QuantityError> {
+/// Whether Kubernetes caps the quantity (a non-negative one, as [`parse_milli`] takes) at
+/// [`MAX_QUANTITY`]; false when it is not a quantity.
+pub(crate) fn is_capped(quantity: &str) -> bool {
+    match scale(quantity, 9) {
+        Ok(Scaled::Exact(nano)) => nano > MAX_QUANTITY * 1_000_000_000,
+        Ok(Scaled::TooLarge) => true,
+        Ok(Scaled::TooSmall) | Err(_) => false,
+    }
+}
+
+/// A quantity scaled to an integer: exactly (rounded up), or past what 128 bits hold either
+/// way.
+enum Scaled {
+    Exact(u128),
+    TooLarge,
+    /// Positive, but less than one unit by more than 10^38.
+    TooSmall,
+}
+
+/// Parses a quantity to units of 10^-`digits`, rounded up, refusing one too large to hold.
+fn parse_scaled(quantity: &str, digits: u32) -> Result<u128, QuantityError> {
+    match scale(quantity, digits)? {
+        Scaled::Exact(amount) => Ok(amount),
+        Scaled::TooLarge | Scaled::TooSmall => Err(QuantityError {
+            quantity: quantity.to_owned(),
+        }),
+    }
+}
+
+/// Scales a quantity to units of 10^-`digits`, rounded up.
+fn scale(quantity: &str, digits: u32) -> Result<Scaled, QuantityError> {
     let error = || QuantityError {
         quantity: quantity.to_owned(),
     };
@@ -59,6 +100,39 @@ fn parse_scaled(quantity: &str, digits: i32) -> Result<u128, QuantityError> {
     {
         return Err(error());
     }
+    // The suffix as a power of ten and a binary multiplier.
+    let (power, multiplier): (i64, u128) = match suffix {
+        "" => (0, 1),
+        "n" => (-9, 1),
+        "u" => (-6, 1),
+        "m" => (-3, 1),
+        "k" => (3, 1),
+        "M" => (6, 1),
+        "G" => (9, 1),
+        "T" => (12, 1),
+        "P" => (15, 1),
+        "E" => (18, 1),
+        "Ki" => (0, 1 << 10),
+        "Mi" => (0, 1 << 20),
+        "Gi" => (0, 1 << 30),
+        "Ti" => (0, 1 << 40),
+        "Pi" => (0, 1 << 50),
+        "Ei" => (0, 1 << 60),
+        other => {
+            // Kubernetes reads the exponent in 32 bits.
+            let power = other
+                .strip_prefix(['e', 'E'])
+                .and_then(|power| power.parse::<i32>().ok())
+                .ok_or_else(error)?;
+            (i64::from(power), 1)
+        }
+    };
+    // A whole part this long is at least 10^20 units, past any amount Kubernetes keeps,
+    // whatever its digits.
+    let significant = whole.trim_start_matches('0');
+    if !significant.is_empty() && significant.len() as i64 + power > 20 {
+        return Ok(Scaled::TooLarge);
+    }
     // The quantity as an integer `mantissa` times 10^`exponent`, then scaled by the suffix.
     let mantissa = whole
         .bytes()
@@ -69,46 +143,27 @@ fn parse_scaled(quantity: &str, digits: i32) -> Result<u128, QuantityError> {
                 .checked_add(u128::from(digit - b'0'))
         })
         .ok_or_else(error)?;
-    let mut exponent = -(fraction.len() as i32) + digits;
-    let mut multiplier: u128 = 1;
-    match suffix {
-        "" => {}
-        "n" => exponent -= 9,
-        "u" => exponent -= 6,
-        "m" => exponent -= 3,
-        "k" => exponent += 3,
-        "M" => exponent += 6,
-        "G" => exponent += 9,
-        "T" => exponent += 12,
-        "P" => exponent += 15,
-        "E" => exponent += 18,
-        "Ki" => multiplier = 1 << 10,
-        "Mi" => multiplier = 1 << 20,
-        "Gi" => multiplier = 1 << 30,
-        "Ti" => multiplier = 1 << 40,
-        "Pi" => multiplier = 1 << 50,
-        "Ei" => multiplier = 1 << 60,
-        other => {
-            let power = other
-                .strip_prefix(['e', 'E'])
-                .and_then(|power| power.parse::<i32>().ok())
-                .ok_or_else(error)?;
-            // Checked: an exponent near i32::MAX or i32::MIN must be an error, not an overflow.
-            exponent = exponent.checked_add(power).ok_or_else(error)?;
-        }
+    let exponent = power + i64::from(digits) - fraction.len() as i64;
+    let Some(scaled) = mantissa.checked_mul(multiplier) else {
+        return Ok(Scaled::TooLarge);
+    };
+    if scaled == 0 {
+        return Ok(Scaled::Exact(0));
     }
-    let scaled = mantissa.checked_mul(multiplier).ok_or_else(error)?;
-    if exponent >= 0 {
-        10u128
-            .checked_pow(exponent as u32)
+    let ten_to = |power: i64| {
+        u32::try_from(power)
+            .ok()
+            .and_then(|p| 10u128.checked_pow(p))
+    };
+    Ok(if exponent >= 0 {
+        ten_to(exponent)
             .and_then(|scale| scaled.checked_mul(scale))
-            .ok_or_else(error)
+            .map_or(Scaled::TooLarge, Scaled::Exact)
     } else {
-        let divisor = 10u128
-            .checked_pow(exponent.unsigned_abs())
-            .ok_or_else(error)?;
-        Ok(scaled.div_ceil(divisor))
-    }
+        ten_to(-exponent).map_or(Scaled::TooSmall, |divisor| {
+            Scaled::Exact(scaled.div_ceil(divisor))
+        })
+    })
 }
 
 /// Formats millicores as Kubernetes writes a canonical decimal quantity: `500m`, `2`, `1500m`,

@@ -1,32 +1,52 @@
 //! Quantities as Volcano's rules compare them: signed, and summed in Volcano's scheduler units
 //! (millicores, bytes, thousandths of other resources, whole pods).
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use crate::admission::{QuantityError, cpu_quantity, memory_quantity, parse_milli, parse_nano};
+use crate::admission::{MAX_QUANTITY, cpu_quantity, is_capped, memory_quantity, parse_capped};
 
 use super::names::qualified_name_errors;
 use super::queue::ResourceList;
 
 /// A quantity in thousandths of its unit, rounded up, signed; `None` when the text is not a
 /// quantity. What Volcano's scheduler sums and Kubernetes' integer check reads (`MilliValue`).
+/// As Kubernetes keeps quantities, one past 2^63 - 1 units is that many.
 pub(crate) fn signed_milli(text: &str) -> Option<i128> {
-    signed(text, parse_milli)
+    signed(text, 3)
 }
 
-/// A quantity in billionths of its unit, signed: exact as Kubernetes keeps it, for comparing
-/// two quantities as `Quantity.Cmp` does. `None` when the text is not a quantity.
+/// A quantity in billionths of its unit, signed: exact as Kubernetes keeps it (capped as
+/// [`signed_milli`]), for comparing two quantities as `Quantity.Cmp` does. `None` when the
+/// text is not a quantity.
 pub(crate) fn signed_nano(text: &str) -> Option<i128> {
-    signed(text, parse_nano)
+    signed(text, 9)
 }
 
-fn signed(text: &str, parse: fn(&str) -> Result<u128, QuantityError>) -> Option<i128> {
-    let (negative, magnitude) = match text.strip_prefix('-') {
+fn signed(text: &str, digits: u32) -> Option<i128> {
+    let (negative, magnitude) = split_sign(text);
+    let amount = i128::try_from(parse_capped(magnitude, digits).ok()?).ok()?;
+    Some(if negative { -amount } else { amount })
+}
+
+fn split_sign(text: &str) -> (bool, &str) {
+    match text.strip_prefix('-') {
         Some(rest) => (true, rest),
         None => (false, text),
-    };
-    let amount = i128::try_from(parse(magnitude).ok()?).ok()?;
-    Some(if negative { -amount } else { amount })
+    }
+}
+
+/// A quantity as a message shows it: as the object writes it, unless Kubernetes capped it,
+/// then as the cap it compared (`9223372036854775807`), since the text is not what was
+/// compared.
+pub(crate) fn shown_quantity(text: &str) -> Cow<'_, str> {
+    let (negative, magnitude) = split_sign(text);
+    if is_capped(magnitude) {
+        let sign = if negative { "-" } else { "" };
+        Cow::Owned(format!("{sign}{MAX_QUANTITY}"))
+    } else {
+        Cow::Borrowed(text)
+    }
 }
 
 /// Whether Kubernetes counts the resource in whole units (`pods`, object counts, extended

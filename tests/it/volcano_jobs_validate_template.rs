@@ -403,6 +403,23 @@ fn a_mount_of_a_typeless_volume_is_refused_for_both() {
     );
 }
 
+/// Kubernetes: ParseQuantity caps a quantity at 2^63 - 1 units, and the request is compared,
+/// and quoted, as the cap (ValidateContainerResourceRequirements)
+#[test]
+fn a_request_past_the_largest_quantity_is_compared_as_the_cap() {
+    let requesting = |request: &str, limit: &str| {
+        let mut main = busybox("main");
+        main["resources"] = json!({"requests": {"cpu": request}, "limits": {"cpu": limit}});
+        create(&with_pod(json!({"containers": [main]})))
+    };
+    assert_eq!(
+        denied(requesting("1e999999999", "1")),
+        "spec.task[0].template.spec.containers[0].resources.requests: Invalid value: \"9223372036854775807\": must be less than or equal to cpu limit of 1."
+    );
+    // A limit past it is capped alike, so the two are equal.
+    assert_eq!(requesting("1e999999999", "1e30"), Ok(()));
+}
+
 /// Kubernetes: an extended resource requested needs a limit
 #[test]
 fn an_extended_resource_requested_without_a_limit_is_refused() {

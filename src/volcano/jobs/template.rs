@@ -17,7 +17,8 @@
 //! - `restartPolicy` one of `Always`, `OnFailure`, `Never` (empty is defaulted to `Always`).
 //!
 //! Everything else Kubernetes checks in a pod template is left to the API server, which
-//! checks it when the job's controller creates the pods. Quantities are printed as sent.
+//! checks it when the job's controller creates the pods. Quantities are printed as sent, but
+//! for one Kubernetes caps, printed as the cap.
 //!
 //! Then, for a task with a topology policy other than `none`, every container (and init
 //! container) must request a whole, non-zero number of CPUs (limits stand in for absent
@@ -34,7 +35,7 @@ use super::super::names::{dns_label, dns_subdomain, port_name};
 use super::super::pod_template::{
     TemplateContainer, TemplatePodSpec, TemplateResources, TemplateVolume,
 };
-use super::super::resource::signed_milli;
+use super::super::resource::{shown_quantity, signed_milli};
 use super::super::review::{invalid, quoted};
 use crate::admission::cpu_quantity;
 
@@ -275,16 +276,17 @@ fn requirement_errors(resources: &TemplateResources, path: &At<'_>, errors: &mut
         let (Some(wanted), Some(most)) = (signed_milli(&request.0), signed_milli(&limit.0)) else {
             continue;
         };
+        let limit = shown_quantity(&limit.0);
         let detail = if wanted != most && !may_overcommit(name) {
-            format!("must be equal to {name} limit of {}", limit.0)
+            format!("must be equal to {name} limit of {limit}")
         } else if wanted > most {
-            format!("must be less than or equal to {name} limit of {}", limit.0)
+            format!("must be less than or equal to {name} limit of {limit}")
         } else {
             continue;
         };
         errors.push(invalid(
             &format!("{path}.requests"),
-            &quoted(&request.0),
+            &quoted(&shown_quantity(&request.0)),
             &detail,
         ));
     }
@@ -344,7 +346,7 @@ fn aggregate_errors(
                 amount(name, total)
             );
             let key = format!("{path}.requests[{name}]");
-            errors.push(invalid(&key, &quoted(&request.0), &detail));
+            errors.push(invalid(&key, &quoted(&shown_quantity(&request.0)), &detail));
         }
     }
 }
