@@ -249,3 +249,73 @@ fn an_empty_list_is_the_same_as_none() {
     job["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["args"] = json!([]);
     assert_eq!(update(&stored(), &job), Ok(()));
 }
+
+/// The stored job with `change` applied to its task's pod spec.
+fn with_pod_spec(change: impl FnOnce(&mut Value)) -> Value {
+    let mut job = stored();
+    change(&mut job["spec"]["tasks"][0]["template"]["spec"]);
+    job
+}
+
+/// The stored job with an `emptyDir` volume limited to `size`.
+fn sized(size: &str) -> Value {
+    with_pod_spec(|spec| {
+        spec["volumes"] = json!([{"name": "v", "emptyDir": {"sizeLimit": size}}]);
+    })
+}
+
+/// Volcano: validateJobUpdate compares with apimachinery's semantic equality, which compares
+/// every quantity by value, a volume's `sizeLimit` as a container's requests
+#[test]
+fn a_size_limit_written_in_another_unit_is_not_a_change() {
+    assert_eq!(update(&sized("1Gi"), &sized("1024Mi")), Ok(()));
+    assert_eq!(denied(update(&sized("1Gi"), &sized("2Gi"))), OTHER_FIELDS);
+}
+
+/// The stored job whose pod prefers pods matching `selector`.
+fn selecting(selector: Option<Value>) -> Value {
+    with_pod_spec(|spec| {
+        let mut term = json!({"topologyKey": "kubernetes.io/hostname"});
+        if let Some(selector) = selector {
+            term["labelSelector"] = selector;
+        }
+        spec["affinity"] =
+            json!({"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}});
+    })
+}
+
+/// Volcano: validateJobUpdate compares with apimachinery's semantic equality: a struct's map
+/// left out equals an empty one, but a pointer to an empty struct is not nil
+#[test]
+fn an_empty_map_in_a_selector_is_the_same_as_none() {
+    let matching = Some(json!({"matchLabels": {}}));
+    assert_eq!(
+        update(&selecting(Some(json!({}))), &selecting(matching)),
+        Ok(())
+    );
+    assert_eq!(
+        denied(update(&selecting(None), &selecting(Some(json!({}))))),
+        OTHER_FIELDS
+    );
+}
+
+/// Volcano: validateJobUpdate compares with apimachinery's semantic equality: an empty map is
+/// the same as none, but a map with an entry is not, even when the entry is empty
+#[test]
+fn a_plugin_with_no_arguments_is_a_change() {
+    let mut job = stored();
+    job["spec"]["plugins"] = json!({"svc": []});
+    assert_eq!(denied(update(&stored(), &job)), OTHER_FIELDS);
+    job["spec"]["plugins"] = json!({});
+    assert_eq!(update(&stored(), &job), Ok(()));
+}
+
+/// Volcano: validateJobUpdate compares typed objects: a plain field at its zero value is the
+/// same as left out, a pointer field at zero is not
+#[test]
+fn a_zero_is_the_same_as_none_except_in_a_pointer_field() {
+    let host = with_pod_spec(|spec| spec["hostNetwork"] = json!(false));
+    assert_eq!(update(&stored(), &host), Ok(()));
+    let grace = with_pod_spec(|spec| spec["terminationGracePeriodSeconds"] = json!(0));
+    assert_eq!(denied(update(&stored(), &grace)), OTHER_FIELDS);
+}

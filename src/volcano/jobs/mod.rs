@@ -3,6 +3,7 @@
 mod derived;
 mod mutate;
 mod policies;
+mod semantic;
 mod template;
 mod validate;
 

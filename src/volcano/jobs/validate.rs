@@ -9,11 +9,11 @@ use super::super::gates::FeatureGates;
 use super::super::job::{BOTH_TIERS, Job, JobSpec, NetworkTopologySpec, TaskSpec};
 use super::super::names::{go_list, qualified_name_errors};
 use super::super::queue::ROOT_QUEUE;
-use super::super::resource::signed_milli;
 use super::super::review::{Operation, Refusal, Review};
 use super::super::view::QueueView;
 use super::derived::derived_name_problems;
 use super::policies::{is_dag, policies_problem, volumes_problem};
+use super::semantic::canonical;
 use super::template::template_problems;
 
 /// The job plugins Volcano's controller knows.
@@ -31,16 +31,6 @@ const PLUGINS: [&str; 8] = [
 const DEFAULT_MPI_MASTER: &str = "master";
 /// Why an update changing anything else is refused.
 const FIXED_FIELDS: &str = "job updates may not change fields other than `minAvailable`, `tasks[*].replicas under spec` and `PriorityClassName`";
-/// The maps of a job spec (Go maps: empty is the same as unset).
-const MAPS: [&str; 7] = [
-    "labels",
-    "annotations",
-    "nodeSelector",
-    "plugins",
-    "requests",
-    "limits",
-    "overhead",
-];
 /// Volcano's `/jobs/validate` for one request (CREATE or UPDATE).
 ///
 /// CREATE refuses a job without tasks or whose `mpi` plugin names a missing master task, and
@@ -348,39 +338,7 @@ fn comparable(spec: &JobSpec, old: &JobSpec) -> JobSpec {
     spec
 }
 
-/// The spec as apimachinery's semantic equality sees it: empty lists and maps the same as
-/// unset (empty structs are kept), and resource quantities (under `requests`, `limits`, `overhead`) by value, so that
-/// `1000m` equals `1`.
+/// The spec as apimachinery's semantic equality sees it (see [`canonical`]).
 fn semantic(spec: &JobSpec) -> Value {
-    let mut value = serde_json::to_value(spec).unwrap_or(Value::Null);
-    normalize(&mut value, false);
-    value
-}
-
-fn normalize(value: &mut Value, quantities: bool) {
-    match value {
-        Value::Object(fields) => {
-            for (key, field) in fields.iter_mut() {
-                let holds_quantities = matches!(key.as_str(), "requests" | "limits" | "overhead");
-                normalize(field, holds_quantities);
-                if quantities {
-                    if let Some(milli) = field.as_str().and_then(signed_milli) {
-                        *field = Value::from(milli.to_string());
-                    }
-                }
-            }
-            fields.retain(|key, field| !is_empty(key, field));
-        }
-        Value::Array(items) => items.iter_mut().for_each(|item| normalize(item, false)),
-        _ => {}
-    }
-}
-
-fn is_empty(key: &str, value: &Value) -> bool {
-    match value {
-        Value::Null => true,
-        Value::Array(items) => items.is_empty(),
-        Value::Object(fields) => fields.is_empty() && MAPS.contains(&key),
-        _ => false,
-    }
+    canonical(serde_json::to_value(spec).unwrap_or(Value::Null))
 }
