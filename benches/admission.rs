@@ -13,7 +13,7 @@ use dexaflow_admission::admission::{
     ChangeRules, Changes, Decision, Privilege, Request, TaintEffect, Toleration,
     TolerationOperator, Unit, apply_changes, clean_reason,
 };
-use dexaflow_admission::hooks::{Policy, PolicySpec};
+use dexaflow_admission::hooks::{LocalRule, Policy, PolicySpec};
 
 fn reason_cleaner(c: &mut Criterion) {
     let short = "tenant umbrella is suspended for unpaid invoices\n";

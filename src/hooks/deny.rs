@@ -2,7 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::admission::{Decision, Hook, HookFuture, Request};
+use super::LocalRule;
+use crate::admission::{Decision, Request};
 
 use super::{Matcher, SpecError};
 
@@ -68,28 +69,18 @@ impl Deny {
                 .unwrap_or_else(|| format!("denied by hook {:?}", spec.name)),
         }
     }
+}
 
-    /// The decision for `request`, without the future around it.
-    pub fn decide(&self, request: &Request) -> Decision {
+impl LocalRule for Deny {
+    fn rule_name(&self) -> &str {
+        &self.name
+    }
+
+    fn decide(&self, request: &Request) -> Decision {
         if self.matcher.matches(request) {
             Decision::Refuse(self.reason.clone())
         } else {
             Decision::Admit
         }
-    }
-}
-
-impl Hook for Deny {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn is_remote(&self) -> bool {
-        false
-    }
-
-    fn admit<'a>(&'a self, request: &'a Request) -> HookFuture<'a> {
-        let decision = self.decide(request);
-        Box::pin(async move { Ok(decision) })
     }
 }

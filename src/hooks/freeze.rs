@@ -7,7 +7,8 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use crate::admission::{self, Decision, Hook, HookFuture, Request};
+use super::LocalRule;
+use crate::admission::{self, Decision, Request};
 
 use super::{Matcher, SpecError};
 
@@ -243,9 +244,14 @@ impl Freeze {
             }
         }
     }
+}
 
-    /// The decision for `request`, without the future around it.
-    pub fn decide(&self, request: &Request) -> Decision {
+impl LocalRule for Freeze {
+    fn rule_name(&self) -> &str {
+        &self.name
+    }
+
+    fn decide(&self, request: &Request) -> Decision {
         if !self.matcher.matches(request) || !self.is_frozen() {
             return Decision::Admit;
         }
@@ -253,20 +259,5 @@ impl Freeze {
             Some(reason) => reason.clone(),
             None => format!("change freeze for tenant {}", request.tenant),
         })
-    }
-}
-
-impl Hook for Freeze {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn is_remote(&self) -> bool {
-        false
-    }
-
-    fn admit<'a>(&'a self, request: &'a Request) -> HookFuture<'a> {
-        let decision = self.decide(request);
-        Box::pin(async move { Ok(decision) })
     }
 }

@@ -41,6 +41,7 @@
 
 mod deny;
 mod freeze;
+mod local;
 mod matcher;
 mod placement;
 mod policy;
@@ -50,6 +51,7 @@ pub mod webhook;
 pub use deny::{Deny, DenySpec};
 pub(crate) use freeze::SystemClock;
 pub use freeze::{Clock, Freeze, FreezeSpec, Window};
+pub use local::LocalRule;
 pub use matcher::Matcher;
 pub use placement::{Placement, PlacementSpec, ResourceGroup};
 pub use policy::{

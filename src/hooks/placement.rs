@@ -4,9 +4,8 @@ use serde::{Deserialize, Serialize};
 
 use std::collections::BTreeMap;
 
-use crate::admission::{
-    ChangeError, ChangeRules, Changes, Decision, Hook, HookFuture, Privilege, Request,
-};
+use super::LocalRule;
+use crate::admission::{ChangeError, ChangeRules, Changes, Decision, Privilege, Request};
 
 use super::{Matcher, SpecError};
 
@@ -162,9 +161,14 @@ impl Placement {
             groups: spec.groups.clone(),
         }
     }
+}
 
-    /// The decision for `request`, without the future around it.
-    pub fn decide(&self, request: &Request) -> Decision {
+impl LocalRule for Placement {
+    fn rule_name(&self) -> &str {
+        &self.name
+    }
+
+    fn decide(&self, request: &Request) -> Decision {
         match self
             .groups
             .iter()
@@ -173,20 +177,5 @@ impl Placement {
             Some(group) if !group.set.is_empty() => Decision::AdmitWith(group.set.clone()),
             _ => Decision::Admit,
         }
-    }
-}
-
-impl Hook for Placement {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn is_remote(&self) -> bool {
-        false
-    }
-
-    fn admit<'a>(&'a self, request: &'a Request) -> HookFuture<'a> {
-        let decision = self.decide(request);
-        Box::pin(async move { Ok(decision) })
     }
 }

@@ -2,7 +2,7 @@
 //! unset and empty rules, the image match, and the fill bounded by the unit (ADR 0063, ADR 0066).
 
 use dexaflow_admission::admission::{ChangeRules, Decision, Request, ResourceList, Unit, Verdict};
-use dexaflow_admission::hooks::{Policy, PolicySpec};
+use dexaflow_admission::hooks::{LocalRule, Policy, PolicySpec};
 
 fn spec(yaml: &str) -> PolicySpec {
     let value: serde_yaml_ng::Value = serde_yaml_ng::from_str(yaml).expect("YAML");

@@ -36,7 +36,8 @@
 mod apply;
 mod spec;
 
-use crate::admission::{Hook, HookFuture, Request, Unit};
+use super::LocalRule;
+use crate::admission::{Request, Unit};
 
 pub use spec::{
     ImageRules, MetadataRules, PlacementRules, PolicyError, PolicySpec, Quantity, ResourceMax,
@@ -63,24 +64,14 @@ impl Policy {
             rules: apply::Rules::new(spec, unit),
         }
     }
-
-    /// The decision for `request`, without the future around it.
-    pub fn decide(&self, request: &Request) -> crate::admission::Decision {
-        self.rules.decide(request)
-    }
 }
 
-impl Hook for Policy {
-    fn name(&self) -> &str {
+impl LocalRule for Policy {
+    fn rule_name(&self) -> &str {
         POLICY_HOOK
     }
 
-    fn is_remote(&self) -> bool {
-        false
-    }
-
-    fn admit<'a>(&'a self, request: &'a Request) -> HookFuture<'a> {
-        let decision = self.decide(request);
-        Box::pin(async move { Ok(decision) })
+    fn decide(&self, request: &Request) -> crate::admission::Decision {
+        self.rules.decide(request)
     }
 }
