@@ -5,13 +5,18 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
-use futures::StreamExt;
+use std::time::Duration;
+
+use futures::{Stream, StreamExt};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
-use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher::{self, Event};
+use kube::runtime::utils::Backoff;
+use kube::runtime::watcher::{self, DefaultBackoff, Event};
 use serde::de::DeserializeOwned;
 
 use crate::events::ClusterEvents;
+
+/// The wait after a failure should a backoff ever stop answering: kube-rs's longest.
+const LONGEST_BACKOFF: Duration = Duration::from_secs(30);
 
 /// A kind of cluster-scoped object to cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -162,8 +167,10 @@ impl<T: Grouped + DeserializeOwned + Send + Sync + 'static> Cache<T> {
     /// Starts listing and watching `resource` with `client` on the current tokio runtime, and
     /// returns the cache (empty and not synced until the first list is whole) and the task
     /// keeping it. A failed list or watch is logged, told to `events`, and tried again after
-    /// kube-rs's backoff (0.8 s doubling to 30 s); an object that does not decode as `T` is
-    /// logged and left out.
+    /// kube-rs's backoff (0.8 s doubling to 30 s, each wait up to twice that at random), which
+    /// grows over failures in a row and starts again only once the cache receives something:
+    /// a whole list, or an object added, changed or deleted. An object that does not decode
+    /// as `T` is logged and left out.
     pub fn watch(
         client: kube::Client,
         resource: Resource,
@@ -175,58 +182,80 @@ impl<T: Grouped + DeserializeOwned + Send + Sync + 'static> Cache<T> {
             resource.plural,
         );
         let api: Api<DynamicObject> = Api::all_with(client, &api_resource);
-        let kept = Arc::clone(&cache);
         events.cache_started(resource.plural);
-        let task = tokio::spawn(async move {
-            let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
-            let mut stream = std::pin::pin!(stream);
-            let mut relisted: Option<Objects<T>> = None;
-            while let Some(event) = stream.next().await {
-                match event {
-                    Ok(Event::Init) => relisted = Some(Objects::default()),
-                    Ok(Event::InitApply(object)) => {
-                        if let (Some(objects), Some((name, value))) =
-                            (relisted.as_mut(), kept.decode(object))
-                        {
-                            objects.insert(name, value);
-                        }
-                    }
-                    Ok(Event::InitDone) => {
-                        if let Some(objects) = relisted.take() {
-                            let count = objects.by_name.len();
-                            *kept.write() = objects;
-                            if !kept.synced.swap(true, Ordering::AcqRel) {
-                                tracing::info!(resource = resource.plural, count, "cache synced");
-                                events.cache_synced(resource.plural);
-                            }
-                        }
-                        events.cache_updated(resource.plural);
-                    }
-                    Ok(Event::Apply(object)) => {
-                        if let Some((name, value)) = kept.decode(object) {
-                            kept.write().insert(name, value);
-                            events.cache_updated(resource.plural);
-                        }
-                    }
-                    Ok(Event::Delete(object)) => {
-                        if let Some(name) = object.metadata.name {
-                            kept.write().remove(&name);
-                            events.cache_updated(resource.plural);
-                        }
-                    }
-                    Err(error) => {
-                        tracing::warn!(
-                            resource = resource.plural,
-                            synced = kept.is_synced(),
-                            "listing or watching failed, trying again: {}",
-                            crate::admission::error_chain(&error)
-                        );
-                        events.watch_failed(resource.plural);
+        let stream = watcher::watcher(api, watcher::Config::default());
+        let task = tokio::spawn(Arc::clone(&cache).keep(stream, DefaultBackoff::default(), events));
+        (cache, Watching(task))
+    }
+
+    /// Fills the cache from `stream` (a watcher's events) until it ends, waiting after each
+    /// failure for `backoff`'s next delay before asking the stream for more.
+    ///
+    /// kube-rs's own `StreamBackoff` resets its backoff on every event that is not a failure,
+    /// and the watcher starts each list attempt with [`Event::Init`], so a list failing for
+    /// ever would be retried at the first delay for ever. Here the backoff starts again only
+    /// on what shows the API server answering: a whole list ([`Event::InitDone`]) or a watched
+    /// change ([`Event::Apply`], [`Event::Delete`]).
+    async fn keep<S, B>(self: Arc<Self>, stream: S, mut backoff: B, events: Arc<dyn ClusterEvents>)
+    where
+        S: Stream<Item = Result<Event<DynamicObject>, watcher::Error>>,
+        B: Backoff,
+    {
+        let plural = self.resource.plural;
+        let mut stream = std::pin::pin!(stream);
+        let mut relisted: Option<Objects<T>> = None;
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(Event::Init) => relisted = Some(Objects::default()),
+                Ok(Event::InitApply(object)) => {
+                    if let (Some(objects), Some((name, value))) =
+                        (relisted.as_mut(), self.decode(object))
+                    {
+                        objects.insert(name, value);
                     }
                 }
+                Ok(Event::InitDone) => {
+                    backoff.reset();
+                    if let Some(objects) = relisted.take() {
+                        let count = objects.by_name.len();
+                        *self.write() = objects;
+                        if !self.synced.swap(true, Ordering::AcqRel) {
+                            tracing::info!(resource = plural, count, "cache synced");
+                            events.cache_synced(plural);
+                        }
+                    }
+                    events.cache_updated(plural);
+                }
+                Ok(Event::Apply(object)) => {
+                    backoff.reset();
+                    if let Some((name, value)) = self.decode(object) {
+                        self.write().insert(name, value);
+                        events.cache_updated(plural);
+                    }
+                }
+                Ok(Event::Delete(object)) => {
+                    backoff.reset();
+                    if let Some(name) = object.metadata.name {
+                        self.write().remove(&name);
+                        events.cache_updated(plural);
+                    }
+                }
+                Err(error) => {
+                    // kube's default backoff never gives up; should one, try at its longest.
+                    let delay = backoff.next().unwrap_or(LONGEST_BACKOFF);
+                    tracing::warn!(
+                        resource = plural,
+                        synced = self.is_synced(),
+                        retry_in = ?delay,
+                        "listing or watching failed, trying again: {}",
+                        crate::admission::error_chain(&error)
+                    );
+                    events.watch_failed(plural);
+                    // The watcher does nothing between polls: not polling it is the wait.
+                    tokio::time::sleep(delay).await;
+                }
             }
-        });
-        (cache, Watching(task))
+        }
     }
 
     /// The object's name and its value as `T`; `None`, logged, when it has no name or does not
@@ -245,5 +274,143 @@ impl<T: Grouped + DeserializeOwned + Send + Sync + 'static> Cache<T> {
                 None
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+    use std::sync::Mutex;
+
+    use kube::api::ObjectMeta;
+    use tokio::time::Instant;
+
+    use super::*;
+
+    /// An object of no particular shape, in no group.
+    #[derive(Debug, serde::Deserialize)]
+    struct Anything {}
+
+    impl Grouped for Anything {
+        fn group(&self) -> &str {
+            ""
+        }
+    }
+
+    /// Waits 1 s after the first failure, doubling after each, until reset.
+    #[derive(Default)]
+    struct Doubling {
+        failures: u32,
+    }
+
+    impl Iterator for Doubling {
+        type Item = Duration;
+
+        fn next(&mut self) -> Option<Duration> {
+            let delay = Duration::from_secs(1 << self.failures);
+            self.failures += 1;
+            Some(delay)
+        }
+    }
+
+    impl Backoff for Doubling {
+        fn reset(&mut self) {
+            self.failures = 0;
+        }
+    }
+
+    /// What the scripted watcher yields next.
+    enum Step {
+        Init,
+        InitDone,
+        Apply,
+        Delete,
+        Fail,
+    }
+
+    fn object() -> DynamicObject {
+        DynamicObject {
+            types: None,
+            metadata: ObjectMeta {
+                name: Some("q".to_owned()),
+                ..ObjectMeta::default()
+            },
+            data: serde_json::json!({}),
+        }
+    }
+
+    /// Runs a cache over a watcher that yields `script`, on the paused clock, and returns the
+    /// seconds from the start at which each step was taken from the watcher.
+    async fn polled_at(script: Vec<Step>) -> Vec<u64> {
+        let start = Instant::now();
+        let taken = Arc::new(Mutex::new(Vec::new()));
+        let recorded = Arc::clone(&taken);
+        let stream = futures::stream::unfold(VecDeque::from(script), move |mut script| {
+            let recorded = Arc::clone(&recorded);
+            async move {
+                let step = script.pop_front()?;
+                recorded
+                    .lock()
+                    .expect("taken")
+                    .push((Instant::now() - start).as_secs());
+                let event = match step {
+                    Step::Init => Ok(Event::Init),
+                    Step::InitDone => Ok(Event::InitDone),
+                    Step::Apply => Ok(Event::Apply(object())),
+                    Step::Delete => Ok(Event::Delete(object())),
+                    Step::Fail => Err(watcher::Error::NoResourceVersion),
+                };
+                Some((event, script))
+            }
+        });
+        let cache = Cache::<Anything>::unwatched(QUEUES);
+        cache
+            .keep(stream, Doubling::default(), Arc::new(crate::events::Ignore))
+            .await;
+        taken.lock().expect("taken").clone()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn failed_lists_in_a_row_wait_longer_each_time_though_each_attempt_starts_with_init() {
+        use Step::*;
+
+        let taken = polled_at(vec![Init, Fail, Init, Fail, Init, Fail, Init]).await;
+
+        // Each attempt's Init comes after the wait: 1 s, then 2 s, then 4 s; never 1 s again.
+        assert_eq!(taken, [0, 0, 1, 1, 3, 3, 7]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_whole_list_or_a_watched_change_starts_the_backoff_again_and_nothing_else_does() {
+        use Step::*;
+
+        let taken = polled_at(vec![
+            Init, Fail, Init, Fail, Init, InitDone, Fail, Fail, Apply, Fail, Delete, Fail, Init,
+        ])
+        .await;
+
+        // 1 s, 2 s; reset by the whole list: 1 s, 2 s; reset by the change: 1 s; by the
+        // deletion: 1 s.
+        assert_eq!(taken, [0, 0, 1, 1, 3, 3, 3, 4, 6, 6, 7, 7, 8]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn kube_s_default_backoff_doubles_from_0_8_s_to_30_s_and_starts_again_when_reset() {
+        let mut backoff = DefaultBackoff::default();
+        let mut floor = Duration::from_millis(800);
+
+        for _ in 0..8 {
+            let delay = backoff.next().expect("never gives up");
+            // Jitter adds up to the delay again.
+            assert!(
+                delay >= floor && delay < floor * 2,
+                "{delay:?} for {floor:?}"
+            );
+            floor = (floor * 2).min(LONGEST_BACKOFF);
+        }
+        backoff.reset();
+        let again = backoff.next().expect("never gives up");
+
+        assert!(again < Duration::from_millis(1600), "{again:?}");
     }
 }

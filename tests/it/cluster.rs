@@ -1,5 +1,5 @@
 //! The cluster reads through the real Kubernetes client against an API server on 127.0.0.1:
-//! the queue cache (list, watch, bookmarks, a broken watch, 401 and 403) and a namespace's
+//! the queue cache (list, watch, bookmarks, a broken watch, 401, 403 and 500) and a namespace's
 //! annotation (found, missing, too slow), and how the client is found.
 
 use crate::apiserver::ApiServer;
@@ -220,6 +220,27 @@ async fn a_forbidden_list_is_reported_and_the_cache_stays_unsynced_until_allowed
     );
 
     server.forbid(false);
+    until_synced(&watched).await;
+    assert!(watched.cache.get("default").is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_failing_with_500_is_retried_and_reported_and_the_cache_syncs_only_once_it_succeeds()
+{
+    let server = ApiServer::start(TOKEN).await;
+    server.put_queue("default", json!({"weight": 1}));
+    server.fail_lists(true);
+    let watched = watch(&server, TOKEN).await;
+
+    let events = Arc::clone(&watched.events);
+    let lists = || async { (server.lists() >= 2).then_some(()) };
+    eventually("the failed list tried again", lists).await;
+    let failed = events.failed.load(Ordering::SeqCst);
+    assert!(failed >= 1, "each failure reported: {failed}");
+    assert!(!watched.cache.is_synced());
+    assert!(watched.cache.get("default").is_none());
+
+    server.fail_lists(false);
     until_synced(&watched).await;
     assert!(watched.cache.get("default").is_some());
 }

@@ -1,6 +1,6 @@
 //! A Kubernetes API server on 127.0.0.1 for what `serve` reads: list and watch of Volcano's
-//! queues (resource versions, bookmarks, a watch the test can break), get of namespaces, a
-//! bearer token, `Status` bodies for 401, 403 and 404. Real HTTP on a real socket, so that the
+//! queues (resource versions, bookmarks, a watch the test can break, lists that fail with 500),
+//! get of namespaces, a bearer token, `Status` bodies for 401, 403, 404 and 500. Real HTTP on a real socket, so that the
 //! real client (kube-rs) talks to it as to a cluster.
 
 #![allow(dead_code)]
@@ -36,6 +36,7 @@ struct State {
     /// watch started from a version gets what came after it, as from a real API server.
     watchers: Mutex<Watchers>,
     forbidden: AtomicBool,
+    lists_failing: AtomicBool,
     namespace_delay: Mutex<Option<Duration>>,
     requests: Mutex<Vec<String>>,
 }
@@ -164,6 +165,20 @@ impl ApiServer {
         self.state.forbidden.store(forbidden, Ordering::SeqCst);
     }
 
+    /// Answers 500 to every list of queues from now on (`false`: lists them again); watches
+    /// are served.
+    pub fn fail_lists(&self, failing: bool) {
+        self.state.lists_failing.store(failing, Ordering::SeqCst);
+    }
+
+    /// How many lists of queues (not watches) were asked for so far, answered or not.
+    pub fn lists(&self) -> usize {
+        self.requests()
+            .iter()
+            .filter(|request| request.contains(QUEUES_PATH) && !request.contains("watch="))
+            .count()
+    }
+
     /// Adds the namespace `name` with `annotations`.
     pub fn put_namespace(&self, name: &str, annotations: Value) {
         self.state.namespaces.lock().expect("namespaces").insert(
@@ -251,6 +266,13 @@ async fn answer(state: &State, request: Request<Incoming>) -> Response<Body> {
                     .map(|line| (Ok::<_, Infallible>(Frame::data(line)), receiver))
             });
             return json_response(StatusCode::OK, StreamBody::new(stream).boxed());
+        }
+        if state.lists_failing.load(Ordering::SeqCst) {
+            return status(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "InternalError",
+                "Internal error occurred: etcdserver: request timed out",
+            );
         }
         let items: Vec<Value> = state
             .queues
