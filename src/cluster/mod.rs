@@ -3,8 +3,8 @@
 //! namespace's annotation within a deadline ([`Namespaces`]).
 //!
 //! The client is found the standard way ([`connect`]): the kubeconfig file the settings name
-//! when they name one, else the files of `KUBECONFIG`, else the pod's service account (in
-//! cluster). A token and a CA from the kubeconfig are used as kubectl would use them.
+//! when they name one, else the files of `KUBECONFIG` (merged as kubectl merges them, skipping
+//! empty entries and files that do not exist), else the pod's service account (in cluster). A token and a CA from the kubeconfig are used as kubectl would use them.
 //!
 //! No review waits on the cluster without a deadline, and none is answered from a cache that
 //! never synced: [`Cache::is_synced`] says whether it did.
@@ -46,6 +46,13 @@ pub enum ClusterError {
         #[source]
         source: KubeconfigError,
     },
+    /// None of the files `KUBECONFIG` lists exists (empty entries are skipped, as kubectl
+    /// skips them).
+    #[error("KUBECONFIG: none of the files it lists exists: {}", list.display())]
+    NoneListed {
+        /// The list, as `KUBECONFIG` gives it.
+        list: PathBuf,
+    },
     /// No kubeconfig was given and the process does not run in a pod (no service account).
     #[error("no kubeconfig (set server.kubeconfig or KUBECONFIG) and not running in a cluster")]
     InCluster(#[source] kube::config::InClusterError),
@@ -59,11 +66,13 @@ const KUBECONFIG: &str = "KUBECONFIG";
 
 /// Makes the Kubernetes client: from `kubeconfig` when given (with the name of the setting that
 /// gave it, for errors), else from the files listed in
-/// `kubeconfig_env` (the value of `KUBECONFIG`, paths joined as the platform joins `PATH`),
-/// else from the pod's service account.
+/// `kubeconfig_env` (the value of `KUBECONFIG`, paths joined as the platform joins `PATH`;
+/// empty entries and files that do not exist are skipped, as kubectl skips them), else from the
+/// pod's service account.
 ///
 /// # Errors
-/// [`ClusterError`], naming the file or the source that could not be used.
+/// [`ClusterError`], naming the file or the source that could not be used;
+/// [`ClusterError::NoneListed`] when `KUBECONFIG` lists no file that exists.
 pub async fn connect(
     kubeconfig: Option<(&Path, &'static str)>,
     kubeconfig_env: Option<OsString>,
@@ -81,23 +90,7 @@ pub async fn connect(
                 })?
         }
         (None, Some(list)) => {
-            let mut merged: Option<Kubeconfig> = None;
-            for path in std::env::split_paths(&list) {
-                let file = read(&path, KUBECONFIG)?;
-                merged = Some(match merged {
-                    None => file,
-                    Some(first) => {
-                        first
-                            .merge(file)
-                            .map_err(|source| ClusterError::Kubeconfig {
-                                origin: KUBECONFIG,
-                                path: path.clone(),
-                                source,
-                            })?
-                    }
-                });
-            }
-            let merged = merged.unwrap_or_default();
+            let merged = read_listed(&list)?;
             kube::Config::from_custom_kubeconfig(merged, &options)
                 .await
                 .map_err(|source| ClusterError::Unusable {
@@ -109,6 +102,33 @@ pub async fn connect(
         (None, None) => kube::Config::incluster().map_err(ClusterError::InCluster)?,
     };
     kube::Client::try_from(config).map_err(ClusterError::Client)
+}
+
+/// The files `list` (the value of `KUBECONFIG`) names, merged as kubectl merges them (the first
+/// to set a name wins), skipping empty entries and files that do not exist, as kubectl does.
+fn read_listed(list: &OsString) -> Result<Kubeconfig, ClusterError> {
+    let mut merged: Option<Kubeconfig> = None;
+    let listed = std::env::split_paths(list).filter(|path| !path.as_os_str().is_empty());
+    for path in listed {
+        // A file whose existence cannot be told is read, so that the error says why.
+        if matches!(path.try_exists(), Ok(false)) {
+            continue;
+        }
+        let file = read(&path, KUBECONFIG)?;
+        merged = Some(match merged {
+            None => file,
+            Some(first) => first
+                .merge(file)
+                .map_err(|source| ClusterError::Kubeconfig {
+                    origin: KUBECONFIG,
+                    path: path.clone(),
+                    source,
+                })?,
+        });
+    }
+    merged.ok_or_else(|| ClusterError::NoneListed {
+        list: PathBuf::from(list),
+    })
 }
 
 fn read(path: &Path, origin: &'static str) -> Result<Kubeconfig, ClusterError> {

@@ -55,8 +55,8 @@ pub struct Settings {
     /// sizes that runtime itself.
     pub worker_threads: Option<usize>,
     /// The kubeconfig file of the cluster Volcano's services read (queues, namespaces); `None`
-    /// takes `KUBECONFIG`, else the pod's service account. Read only when an enabled service
-    /// reads the cluster.
+    /// takes `KUBECONFIG` (as kubectl reads it: empty entries and missing files skipped),
+    /// else the pod's service account. Read only when an enabled service reads the cluster.
     pub kubeconfig: Option<PathBuf>,
     /// Volcano's queue flags, with Volcano's defaults.
     pub volcano: QueueSettings,

@@ -390,6 +390,83 @@ async fn the_kubeconfig_env_list_is_read_when_no_path_is_set() {
     assert!(cache.get("default").is_some());
 }
 
+/// The value of `KUBECONFIG` listing `entries` (empty ones included), joined as the platform
+/// joins `PATH`.
+fn kubeconfig_list(entries: &[&std::path::Path]) -> std::ffi::OsString {
+    std::env::join_paths(entries).expect("paths without the separator")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn empty_entries_and_missing_files_in_the_kubeconfig_env_list_are_skipped_as_kubectl_skips_them()
+ {
+    let server = ApiServer::start(TOKEN).await;
+    server.put_namespace(
+        "team-a",
+        json!({"scheduling.volcano.sh/queue-name": "research"}),
+    );
+    let dir = tempfile::tempdir().expect("a directory");
+    let path = server.kubeconfig(dir.path(), TOKEN);
+    let missing = dir.path().join("absent.yaml");
+    let empty = std::path::Path::new("");
+    let list = kubeconfig_list(&[empty, &missing, empty, &path, empty]);
+
+    let client = cluster::connect(None, Some(list))
+        .await
+        .expect("a client from the one file that exists");
+    let queue = Namespaces::new(client)
+        .annotation(
+            "team-a",
+            "scheduling.volcano.sh/queue-name",
+            Instant::now() + Duration::from_secs(10),
+        )
+        .await
+        .expect("read through the listed file's server");
+
+    assert_eq!(queue.as_deref(), Some("research"));
+    assert!(!missing.exists(), "nothing was made of the missing file");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubeconfig_env_list_of_no_existing_file_fails_naming_kubeconfig_and_the_list() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let first = dir.path().join("a.yaml");
+    let second = dir.path().join("b.yaml");
+    let list = kubeconfig_list(&[&first, std::path::Path::new(""), &second]);
+
+    let Err(error) = cluster::connect(None, Some(list.clone())).await else {
+        panic!("no listed file exists, yet a client was made");
+    };
+
+    assert!(
+        matches!(&error, ClusterError::NoneListed { list: named } if named.as_os_str() == list),
+        "{error}"
+    );
+    let text = error.to_string();
+    assert!(text.starts_with("KUBECONFIG: "), "{text}");
+    assert!(
+        text.contains(&list.to_string_lossy().into_owned()),
+        "{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listed_kubeconfig_that_exists_but_does_not_parse_still_fails_naming_it() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let broken = dir.path().join("broken.yaml");
+    std::fs::write(&broken, "clusters: [unclosed").expect("write");
+    let missing = dir.path().join("absent.yaml");
+
+    let Err(error) = cluster::connect(None, Some(kubeconfig_list(&[&missing, &broken]))).await
+    else {
+        panic!("not YAML, yet a client was made");
+    };
+
+    assert!(matches!(
+        &error,
+        ClusterError::Kubeconfig { origin: "KUBECONFIG", path, .. } if *path == broken
+    ));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_kubeconfig_file_is_named_in_the_error() {
     let path = std::path::PathBuf::from("/nonexistent/kubeconfig");
