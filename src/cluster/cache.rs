@@ -86,10 +86,11 @@ impl<T: Grouped> Objects<T> {
         self.by_name.insert(name, value);
     }
 
-    /// Takes the object named `name` out of its name and its group, if it is there.
-    fn remove(&mut self, name: &str) {
+    /// Takes the object named `name` out of its name and its group, if it is there; whether
+    /// it was.
+    fn remove(&mut self, name: &str) -> bool {
         let Some(old) = self.by_name.remove(name) else {
-            return;
+            return false;
         };
         if let Some(members) = self.by_group.get_mut(old.group()) {
             members.remove(name);
@@ -97,6 +98,7 @@ impl<T: Grouped> Objects<T> {
                 self.by_group.remove(old.group());
             }
         }
+        true
     }
 }
 
@@ -170,7 +172,9 @@ impl<T: Grouped + DeserializeOwned + Send + Sync + 'static> Cache<T> {
     /// kube-rs's backoff (0.8 s doubling to 30 s, each wait up to twice that at random), which
     /// grows over failures in a row and starts again only once the cache receives something:
     /// a whole list, or an object added, changed or deleted. An object that does not decode
-    /// as `T` is logged and left out.
+    /// as `T` is logged and left out: from a list, and from a change, whose earlier version is
+    /// then removed too, so that the cache never answers with a version the cluster no longer
+    /// holds.
     pub fn watch(
         client: kube::Client,
         resource: Resource,
@@ -208,10 +212,20 @@ impl<T: Grouped + DeserializeOwned + Send + Sync + 'static> Cache<T> {
             match event {
                 Ok(Event::Init) => relisted = Some(Objects::default()),
                 Ok(Event::InitApply(object)) => {
-                    if let (Some(objects), Some((name, value))) =
-                        (relisted.as_mut(), self.decode(object))
-                    {
-                        objects.insert(name, value);
+                    let (Some(objects), Some((name, decoded))) =
+                        (relisted.as_mut(), Self::decode(object))
+                    else {
+                        continue;
+                    };
+                    match decoded {
+                        Ok(value) => objects.insert(name, value),
+                        Err(error) => {
+                            tracing::warn!(
+                                resource = plural,
+                                name,
+                                "left out of the cache: {error}"
+                            );
+                        }
                     }
                 }
                 Ok(Event::InitDone) => {
@@ -228,10 +242,25 @@ impl<T: Grouped + DeserializeOwned + Send + Sync + 'static> Cache<T> {
                 }
                 Ok(Event::Apply(object)) => {
                     backoff.reset();
-                    if let Some((name, value)) = self.decode(object) {
-                        self.write().insert(name, value);
-                        events.cache_updated(plural);
+                    let Some((name, decoded)) = Self::decode(object) else {
+                        continue;
+                    };
+                    match decoded {
+                        Ok(value) => self.write().insert(name, value),
+                        Err(error) => {
+                            // Kept, the earlier version would answer for an object that is no
+                            // longer as it was (an Open queue now Closed, say): left out, as a
+                            // relist leaves it out.
+                            let earlier_removed = self.write().remove(&name);
+                            tracing::warn!(
+                                resource = plural,
+                                name,
+                                earlier_removed,
+                                "changed object left out of the cache: {error}"
+                            );
+                        }
                     }
+                    events.cache_updated(plural);
                 }
                 Ok(Event::Delete(object)) => {
                     backoff.reset();
@@ -258,22 +287,12 @@ impl<T: Grouped + DeserializeOwned + Send + Sync + 'static> Cache<T> {
         }
     }
 
-    /// The object's name and its value as `T`; `None`, logged, when it has no name or does not
-    /// decode.
-    fn decode(&self, object: DynamicObject) -> Option<(String, Arc<T>)> {
+    /// The object's name and its value as `T`, or why it does not decode as `T`; `None` when
+    /// it has no name.
+    fn decode(object: DynamicObject) -> Option<(String, Result<Arc<T>, serde_json::Error>)> {
         let name = object.metadata.name.clone()?;
         let decoded = serde_json::to_value(&object).and_then(serde_json::from_value::<T>);
-        match decoded {
-            Ok(value) => Some((name, Arc::new(value))),
-            Err(error) => {
-                tracing::warn!(
-                    resource = self.resource.plural,
-                    name,
-                    "left out of the cache: {error}"
-                );
-                None
-            }
-        }
+        Some((name, decoded.map(Arc::new)))
     }
 }
 

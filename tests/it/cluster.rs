@@ -144,6 +144,48 @@ async fn queues_added_changed_and_deleted_after_the_list_reach_the_cache_through
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listed_queue_that_does_not_decode_is_left_out_and_the_others_are_cached() {
+    let server = ApiServer::start(TOKEN).await;
+    server.put_queue("default", json!({"weight": 1}));
+    server.put_queue("research", json!({"weight": "heavy"}));
+
+    let watched = watch(&server, TOKEN).await;
+    until_synced(&watched).await;
+
+    assert!(watched.cache.get("research").is_none(), "left out");
+    assert!(watched.cache.get("default").is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_changed_into_one_that_does_not_decode_leaves_the_cache_rather_than_keeping_its_earlier_version()
+ {
+    let server = ApiServer::start(TOKEN).await;
+    server.put_queue("default", json!({"weight": 1}));
+    server.put_queue("research", json!({"weight": 1}));
+    let watched = watch(&server, TOKEN).await;
+    until_synced(&watched).await;
+    assert!(watched.cache.get("research").is_some());
+
+    // Closed now, and not a queue the cache can read: the Open copy must not answer for it.
+    server.put_queue_in_state("research", json!({"weight": "heavy"}), "Closed");
+    until_present(&watched, "research", false).await;
+
+    assert!(
+        watched.cache.get("default").is_some(),
+        "only the changed queue left"
+    );
+    server.put_queue_in_state("research", json!({"weight": 1}), "Closed");
+    let cache = Arc::clone(&watched.cache);
+    eventually("the readable version cached", move || {
+        let state = cache
+            .get("research")
+            .map(|queue| queue.status.state.clone());
+        async move { (state.as_deref() == Some("Closed")).then_some(()) }
+    })
+    .await;
+}
+
 /// The names in the cache's group `parent`.
 fn members(cache: &Cache<Queue>, parent: &str) -> Vec<String> {
     cache
