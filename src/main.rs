@@ -68,7 +68,7 @@ enum Command {
     /// `/pods/validate`, `/dags/validate` and Volcano's services, such as `/jobs/validate`)
     /// until SIGTERM or Ctrl-C, then drain requests in flight. Configured by the `server` section of the config file; `/tasks/admit` runs the
     /// placement, freeze and deny hooks of `execution.admission.hooks`. Prints the addresses
-    /// it listens on once it is ready.
+    /// it listens on once it listens; /readyz says when it is ready.
     Serve {
         /// The YAML config with a `server` section (see examples/serve.yaml).
         #[arg(long, value_name = "FILE")]

@@ -157,7 +157,10 @@ impl Server {
             stopped,
         ));
         ready.store(true, Ordering::SeqCst);
-        tracing::info!(%address, "webhook server ready");
+        // What server.worker_threads (or the number of cores) gave: a blocking thread of the
+        // runtime has a worker's name, so the process's threads cannot tell.
+        let workers = tokio::runtime::Handle::current().metrics().num_workers();
+        tracing::info!(%address, workers, "webhook server listening");
         Ok(Server {
             address,
             probe_address,

@@ -286,17 +286,13 @@ async fn a_second_signal_while_serve_drains_exits_at_once_with_130() {
     assert_eq!(status.code(), Some(130), "{}", serving.stderr());
 }
 
-/// The threads of `pid` that tokio's multi-threaded runtime named as its workers (its blocking
-/// threads share the name, and `serve` starts none before it serves).
-fn runtime_workers(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/task"))
-        .expect("Linux lists a process's threads")
-        .filter_map(Result::ok)
-        .filter(|task| {
-            std::fs::read_to_string(task.path().join("comm"))
-                .is_ok_and(|name| name.trim() == "tokio-rt-worker")
-        })
-        .count()
+/// How many runtime workers `serve` says it runs, in its log line on listening.
+fn runtime_workers(serving: &Serving) -> usize {
+    let line = serving.wait_for_stderr("webhook server listening");
+    line.split_whitespace()
+        .find_map(|field| field.strip_prefix("workers="))
+        .and_then(|count| count.parse().ok())
+        .unwrap_or_else(|| panic!("no worker count in {line:?}"))
 }
 
 #[test]
@@ -314,8 +310,8 @@ fn serve_runs_as_many_runtime_workers_as_server_worker_threads_says() {
         )
         .expect("write the config");
 
-        let serving = Serving::start(&path);
+        let serving = Serving::start_with_env(&path, &[("RUST_LOG", "info")]);
 
-        assert_eq!(runtime_workers(serving.id()), threads, "{threads}");
+        assert_eq!(runtime_workers(&serving), threads, "{threads}");
     }
 }

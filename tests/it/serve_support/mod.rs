@@ -559,12 +559,18 @@ impl Serving {
     /// `RUST_LOG` or `DEXAFLOW_` variable of the test's own reaches it) and waits for the
     /// address it prints once it serves.
     pub fn start(config: &Path) -> Serving {
+        Serving::start_with_env(config, &[])
+    }
+
+    /// [`Serving::start`] with the variables `env` set.
+    pub fn start_with_env(config: &Path, env: &[(&str, &str)]) -> Serving {
         let mut command = Command::new(env!("CARGO_BIN_EXE_dexaflow-admission"));
         command.env_clear();
         if let Some(path) = std::env::var_os("PATH") {
             command.env("PATH", path);
         }
         let mut child = command
+            .envs(env.iter().copied())
             .arg("serve")
             .arg("--config")
             .arg(config)
