@@ -7,7 +7,9 @@
 //! empty entries and files that do not exist), else the pod's service account (in cluster). A token and a CA from the kubeconfig are used as kubectl would use them.
 //!
 //! No review waits on the cluster without a deadline, and none is answered from a cache that
-//! never synced: [`Cache::is_synced`] says whether it did.
+//! never synced: [`Cache::is_synced`] says whether it did. No request of the client waits for
+//! its response without a bound either ([`REQUEST_TIMEOUT`]), so that a list or watch the API
+//! server never answers fails and is tried again rather than stalling its cache.
 
 mod cache;
 mod namespaces;
@@ -18,8 +20,11 @@ pub use namespaces::{NamespaceError, Namespaces};
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
+use kube::client::ClientBuilder;
 use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
+use tower::timeout::TimeoutLayer;
 
 /// Why no client could be made for the cluster.
 #[derive(Debug, thiserror::Error)]
@@ -61,6 +66,12 @@ pub enum ClusterError {
     Client(#[source] kube::Error),
 }
 
+/// How long a request to the API server waits for its response to begin (its status and
+/// headers) before it fails: a list or a watch the API server accepts and never answers then
+/// fails, is logged and counted, and is tried again after the backoff, where it would stall the
+/// cache silently. A watch's body streams for minutes after its headers and is not bounded.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// The variable listing kubeconfig files when no setting names one, as kubectl reads it.
 const KUBECONFIG: &str = "KUBECONFIG";
 
@@ -68,7 +79,9 @@ const KUBECONFIG: &str = "KUBECONFIG";
 /// gave it, for errors), else from the files listed in
 /// `kubeconfig_env` (the value of `KUBECONFIG`, paths joined as the platform joins `PATH`;
 /// empty entries and files that do not exist are skipped, as kubectl skips them), else from the
-/// pod's service account.
+/// pod's service account. Each request the client makes fails when its response has not begun
+/// within `request_timeout` ([`REQUEST_TIMEOUT`] for the server); its body, such as a watch's
+/// stream of events, is not bounded.
 ///
 /// # Errors
 /// [`ClusterError`], naming the file or the source that could not be used;
@@ -76,6 +89,7 @@ const KUBECONFIG: &str = "KUBECONFIG";
 pub async fn connect(
     kubeconfig: Option<(&Path, &'static str)>,
     kubeconfig_env: Option<OsString>,
+    request_timeout: Duration,
 ) -> Result<kube::Client, ClusterError> {
     let options = KubeConfigOptions::default();
     let config = match (kubeconfig, kubeconfig_env.filter(|value| !value.is_empty())) {
@@ -101,7 +115,12 @@ pub async fn connect(
         }
         (None, None) => kube::Config::incluster().map_err(ClusterError::InCluster)?,
     };
-    kube::Client::try_from(config).map_err(ClusterError::Client)
+    // The timeout wraps the future of the response's head only: the body streams on unbounded.
+    let client = ClientBuilder::try_from(config)
+        .map_err(ClusterError::Client)?
+        .with_layer(&TimeoutLayer::new(request_timeout))
+        .build();
+    Ok(client)
 }
 
 /// The files `list` (the value of `KUBECONFIG`) names, merged as kubectl merges them (the first

@@ -109,6 +109,7 @@ pub(crate) async fn builtin(
                 .as_deref()
                 .map(|path| (path, settings.names.kubeconfig)),
             std::env::var_os("KUBECONFIG"),
+            cluster::REQUEST_TIMEOUT,
         )
         .await
         .map_err(ServeError::Cluster)?;

@@ -1,5 +1,6 @@
 //! The cluster reads through the real Kubernetes client against an API server on 127.0.0.1:
-//! the queue cache (list, watch, bookmarks, a broken watch, 401, 403 and 500) and a namespace's
+//! the queue cache (list, watch, bookmarks, a broken watch, 401, 403 and 500, a list or watch
+//! never answered) and a namespace's
 //! annotation (found, missing, too slow), and how the client is found.
 
 use crate::apiserver::ApiServer;
@@ -44,9 +45,18 @@ impl ClusterEvents for Counted {
 
 /// A client of `server` with `token`, through a kubeconfig file.
 async fn client(server: &ApiServer, token: &str) -> (kube::Client, tempfile::TempDir) {
+    client_waiting(server, token, cluster::REQUEST_TIMEOUT).await
+}
+
+/// A client of `server` with `token` whose requests wait `request_timeout` for a response.
+async fn client_waiting(
+    server: &ApiServer,
+    token: &str,
+    request_timeout: Duration,
+) -> (kube::Client, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("a directory");
     let path = server.kubeconfig(dir.path(), token);
-    let client = cluster::connect(Some((&path, "server.kubeconfig")), None)
+    let client = cluster::connect(Some((&path, "server.kubeconfig")), None, request_timeout)
         .await
         .expect("a client from the kubeconfig");
     (client, dir)
@@ -60,7 +70,12 @@ struct Watched {
 }
 
 async fn watch(server: &ApiServer, token: &str) -> Watched {
-    let (client, dir) = client(server, token).await;
+    watch_waiting(server, token, cluster::REQUEST_TIMEOUT).await
+}
+
+/// The queue cache through a client whose requests wait `request_timeout` for a response.
+async fn watch_waiting(server: &ApiServer, token: &str, request_timeout: Duration) -> Watched {
+    let (client, dir) = client_waiting(server, token, request_timeout).await;
     let events = Arc::new(Counted::default());
     let (cache, watching) = Cache::<Queue>::watch(client, QUEUES, events.clone());
     Watched {
@@ -287,6 +302,56 @@ async fn a_list_failing_with_500_is_retried_and_reported_and_the_cache_syncs_onl
     assert!(watched.cache.get("default").is_some());
 }
 
+/// Long enough for a local answer, short for a test to wait on one that never comes.
+const SHORT_REQUEST_TIMEOUT: Duration = Duration::from_millis(300);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_the_api_server_never_answers_fails_is_reported_and_is_tried_again() {
+    let server = ApiServer::start(TOKEN).await;
+    server.put_queue("default", json!({"weight": 1}));
+    server.hang_lists(true);
+    let watched = watch_waiting(&server, TOKEN, SHORT_REQUEST_TIMEOUT).await;
+
+    let events = Arc::clone(&watched.events);
+    eventually("the unanswered list reported", move || {
+        let failed = events.failed.load(Ordering::SeqCst);
+        async move { (failed > 0).then_some(()) }
+    })
+    .await;
+    assert!(!watched.cache.is_synced(), "unready: nothing was listed");
+    assert!(watched.cache.get("default").is_none());
+
+    server.hang_lists(false);
+    until_synced(&watched).await;
+    assert!(server.lists() >= 2, "listed again: {:?}", server.requests());
+    assert!(watched.cache.get("default").is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_whose_response_never_begins_fails_and_is_reported_while_the_cache_keeps_its_list()
+{
+    let server = ApiServer::start(TOKEN).await;
+    server.put_queue("default", json!({"weight": 1}));
+    server.hang_watches(true);
+    let watched = watch_waiting(&server, TOKEN, SHORT_REQUEST_TIMEOUT).await;
+    until_synced(&watched).await;
+
+    let events = Arc::clone(&watched.events);
+    eventually("the unanswered watch reported", move || {
+        let failed = events.failed.load(Ordering::SeqCst);
+        async move { (failed > 0).then_some(()) }
+    })
+    .await;
+    assert!(watched.cache.is_synced(), "the list is kept");
+    assert!(watched.cache.get("default").is_some());
+
+    server.hang_watches(false);
+    let watching = || async { (server.watches() > 0).then_some(()) };
+    eventually("a watch open once answered", watching).await;
+    server.put_queue("later", json!({"weight": 2}));
+    until_present(&watched, "later", true).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_token_is_refused_and_the_cache_never_syncs() {
     let server = ApiServer::start(TOKEN).await;
@@ -400,7 +465,13 @@ async fn a_kubeconfig_that_does_not_parse_is_named_in_the_error() {
     let path = dir.path().join("kubeconfig");
     std::fs::write(&path, "clusters: [unclosed").expect("write");
 
-    let Err(error) = cluster::connect(Some((&path, "server.kubeconfig")), None).await else {
+    let Err(error) = cluster::connect(
+        Some((&path, "server.kubeconfig")),
+        None,
+        cluster::REQUEST_TIMEOUT,
+    )
+    .await
+    else {
         panic!("not YAML, yet a client was made");
     };
 
@@ -418,7 +489,7 @@ async fn the_kubeconfig_env_list_is_read_when_no_path_is_set() {
     let dir = tempfile::tempdir().expect("a directory");
     let path = server.kubeconfig(dir.path(), TOKEN);
 
-    let client = cluster::connect(None, Some(path.into_os_string()))
+    let client = cluster::connect(None, Some(path.into_os_string()), cluster::REQUEST_TIMEOUT)
         .await
         .expect("a client from KUBECONFIG");
     let (cache, _watching) = Cache::<Queue>::watch(client, QUEUES, Arc::new(Counted::default()));
@@ -452,7 +523,7 @@ async fn empty_entries_and_missing_files_in_the_kubeconfig_env_list_are_skipped_
     let empty = std::path::Path::new("");
     let list = kubeconfig_list(&[empty, &missing, empty, &path, empty]);
 
-    let client = cluster::connect(None, Some(list))
+    let client = cluster::connect(None, Some(list), cluster::REQUEST_TIMEOUT)
         .await
         .expect("a client from the one file that exists");
     let queue = Namespaces::new(client)
@@ -475,7 +546,8 @@ async fn a_kubeconfig_env_list_of_no_existing_file_fails_naming_kubeconfig_and_t
     let second = dir.path().join("b.yaml");
     let list = kubeconfig_list(&[&first, std::path::Path::new(""), &second]);
 
-    let Err(error) = cluster::connect(None, Some(list.clone())).await else {
+    let Err(error) = cluster::connect(None, Some(list.clone()), cluster::REQUEST_TIMEOUT).await
+    else {
         panic!("no listed file exists, yet a client was made");
     };
 
@@ -498,7 +570,12 @@ async fn a_listed_kubeconfig_that_exists_but_does_not_parse_still_fails_naming_i
     std::fs::write(&broken, "clusters: [unclosed").expect("write");
     let missing = dir.path().join("absent.yaml");
 
-    let Err(error) = cluster::connect(None, Some(kubeconfig_list(&[&missing, &broken]))).await
+    let Err(error) = cluster::connect(
+        None,
+        Some(kubeconfig_list(&[&missing, &broken])),
+        cluster::REQUEST_TIMEOUT,
+    )
+    .await
     else {
         panic!("not YAML, yet a client was made");
     };
@@ -513,7 +590,13 @@ async fn a_listed_kubeconfig_that_exists_but_does_not_parse_still_fails_naming_i
 async fn a_missing_kubeconfig_file_is_named_in_the_error() {
     let path = std::path::PathBuf::from("/nonexistent/kubeconfig");
 
-    let Err(error) = cluster::connect(Some((&path, "server.kubeconfig")), None).await else {
+    let Err(error) = cluster::connect(
+        Some((&path, "server.kubeconfig")),
+        None,
+        cluster::REQUEST_TIMEOUT,
+    )
+    .await
+    else {
         panic!("no such file, yet a client was made");
     };
 

@@ -1,5 +1,6 @@
 //! A Kubernetes API server on 127.0.0.1 for what `serve` reads: list and watch of Volcano's
-//! queues (resource versions, bookmarks, a watch the test can break, lists that fail with 500),
+//! queues (resource versions, bookmarks, a watch the test can break, lists that fail with 500,
+//! lists and watches never answered),
 //! get of namespaces, a bearer token, `Status` bodies for 401, 403, 404 and 500. Real HTTP on a real socket, so that the
 //! real client (kube-rs) talks to it as to a cluster.
 
@@ -37,6 +38,8 @@ struct State {
     watchers: Mutex<Watchers>,
     forbidden: AtomicBool,
     lists_failing: AtomicBool,
+    lists_hanging: AtomicBool,
+    watches_hanging: AtomicBool,
     namespace_delay: Mutex<Option<Duration>>,
     requests: Mutex<Vec<String>>,
 }
@@ -171,6 +174,18 @@ impl ApiServer {
         self.state.lists_failing.store(failing, Ordering::SeqCst);
     }
 
+    /// Never answers a list of queues asked for from now on (`false`: answers the next ones);
+    /// the request is read and counted, and its connection left open.
+    pub fn hang_lists(&self, hanging: bool) {
+        self.state.lists_hanging.store(hanging, Ordering::SeqCst);
+    }
+
+    /// Never begins the response to a watch of queues asked for from now on (`false`: answers
+    /// the next ones), as an API server that accepted the request and stalled.
+    pub fn hang_watches(&self, hanging: bool) {
+        self.state.watches_hanging.store(hanging, Ordering::SeqCst);
+    }
+
     /// How many lists of queues (not watches) were asked for so far, answered or not.
     pub fn lists(&self) -> usize {
         self.requests()
@@ -247,6 +262,9 @@ async fn answer(state: &State, request: Request<Incoming>) -> Response<Body> {
             .split('&')
             .any(|pair| pair == "watch=true" || pair == "watch=1")
         {
+            if state.watches_hanging.load(Ordering::SeqCst) {
+                return std::future::pending().await;
+            }
             let since: u64 = query
                 .split('&')
                 .find_map(|pair| pair.strip_prefix("resourceVersion="))
@@ -266,6 +284,9 @@ async fn answer(state: &State, request: Request<Incoming>) -> Response<Body> {
                     .map(|line| (Ok::<_, Infallible>(Frame::data(line)), receiver))
             });
             return json_response(StatusCode::OK, StreamBody::new(stream).boxed());
+        }
+        if state.lists_hanging.load(Ordering::SeqCst) {
+            return std::future::pending().await;
         }
         if state.lists_failing.load(Ordering::SeqCst) {
             return status(
