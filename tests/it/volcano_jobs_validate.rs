@@ -11,22 +11,20 @@
 //! - `mpi_test.go`: it tests `AddDependsOn`, which no webhook calls (its call in the job
 //!   mutator is commented out).
 
-use std::collections::BTreeMap;
-
 use dexaflow_admission::volcano::{
     FeatureGates, Job, Operation, Queue, QueueView, Refusal, Review, ViewError, decode,
     validate_job,
 };
 use serde_json::{Value, json};
 
-/// A queue cache over a fixed list.
-pub(crate) struct Queues(BTreeMap<String, Queue>);
+/// The queue cache of these tests: the one of the queue tests, filled by state and parent.
+pub(crate) use crate::volcano_queues::Cache as Queues;
 
 impl Queues {
     /// `default` open, and Volcano's hierarchy fixture: `root`, `parentQueue` under it and
     /// `childQueue` under that, all open.
     pub(crate) fn standard() -> Queues {
-        Queues::of(&[
+        Queues::of_states(&[
             ("default", "Open", ""),
             ("root", "Open", ""),
             ("parentQueue", "Open", "root"),
@@ -35,39 +33,13 @@ impl Queues {
     }
 
     /// Queues by (name, state, parent).
-    pub(crate) fn of(queues: &[(&str, &str, &str)]) -> Queues {
+    pub(crate) fn of_states(queues: &[(&str, &str, &str)]) -> Queues {
         let queues = queues.iter().map(|(name, state, parent)| {
             let value = json!({"metadata": {"name": name}, "spec": {"parent": parent},
                 "status": {"state": state}});
-            let queue: Queue = decode("object", &value)
-                .expect("a queue")
-                .expect("not null");
-            ((*name).to_owned(), queue)
+            crate::volcano_queues::to_queue(&value)
         });
-        Queues(queues.collect())
-    }
-}
-
-impl QueueView for Queues {
-    fn queue(&self, name: &str) -> Result<Queue, ViewError> {
-        self.0
-            .get(name)
-            .cloned()
-            .ok_or_else(|| ViewError::NotFound {
-                name: name.to_owned(),
-            })
-    }
-    fn children(&self, parent: &str) -> Result<Vec<Queue>, ViewError> {
-        let children = self.0.values().filter(|queue| queue.spec.parent == parent);
-        Ok(children.cloned().collect())
-    }
-    fn queues_where(&self, keep: &dyn Fn(&Queue) -> bool) -> Result<Vec<Queue>, ViewError> {
-        Ok(self
-            .0
-            .values()
-            .filter(|queue| keep(queue))
-            .cloned()
-            .collect())
+        Queues::from_queues(queues)
     }
 }
 
@@ -139,7 +111,7 @@ pub(crate) fn update(old: &Value, new: &Value) -> Result<(), Refusal> {
         "UPDATE",
         new,
         Some(old),
-        &Queues::of(&[]),
+        &Queues::of_states(&[]),
         &FeatureGates::default(),
     )
 }
@@ -434,7 +406,7 @@ fn a_job_in_a_missing_queue_is_refused_naming_the_queue() {
 /// Volcano: admit_job.go, a queue that is not open
 #[test]
 fn a_job_in_a_closed_queue_is_refused_naming_the_queue_and_state() {
-    let queues = Queues::of(&[("default", "Closed", "")]);
+    let queues = Queues::of_states(&[("default", "Closed", "")]);
     let job = simple_job("closed", json!({}));
     assert_eq!(
         denied(review(

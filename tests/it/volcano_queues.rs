@@ -17,13 +17,15 @@ pub(crate) struct Cache(BTreeMap<String, Queue>);
 impl Cache {
     /// The cache holding `queues`.
     pub(crate) fn of(queues: &[Value]) -> Cache {
+        Cache::from_queues(queues.iter().map(to_queue))
+    }
+
+    /// The cache holding `queues`, each under its name.
+    pub(crate) fn from_queues(queues: impl IntoIterator<Item = Queue>) -> Cache {
         Cache(
             queues
-                .iter()
-                .map(|value| {
-                    let queue = to_queue(value);
-                    (queue.name().to_owned(), queue)
-                })
+                .into_iter()
+                .map(|queue| (queue.name().to_owned(), queue))
                 .collect(),
         )
     }
