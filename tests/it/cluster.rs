@@ -95,6 +95,16 @@ async fn until_synced(watched: &Watched) {
     .await;
 }
 
+/// Waits until the cache has told its events of a failed list or watch (`what`).
+async fn until_failed(watched: &Watched, what: &str) {
+    let events = Arc::clone(&watched.events);
+    eventually(what, move || {
+        let failed = events.failed.load(Ordering::SeqCst);
+        async move { (failed > 0).then_some(()) }
+    })
+    .await;
+}
+
 async fn until_present(watched: &Watched, name: &str, present: bool) {
     let cache = Arc::clone(&watched.cache);
     let name = name.to_owned();
@@ -264,12 +274,7 @@ async fn a_forbidden_list_is_reported_and_the_cache_stays_unsynced_until_allowed
     server.forbid(true);
     let watched = watch(&server, TOKEN).await;
 
-    let events = Arc::clone(&watched.events);
-    eventually("a failed list reported", move || {
-        let failed = events.failed.load(Ordering::SeqCst);
-        async move { (failed > 0).then_some(()) }
-    })
-    .await;
+    until_failed(&watched, "a failed list reported").await;
     assert!(!watched.cache.is_synced());
     assert!(
         watched.cache.get("default").is_none(),
@@ -312,12 +317,7 @@ async fn a_list_the_api_server_never_answers_fails_is_reported_and_is_tried_agai
     server.hang_lists(true);
     let watched = watch_waiting(&server, TOKEN, SHORT_REQUEST_TIMEOUT).await;
 
-    let events = Arc::clone(&watched.events);
-    eventually("the unanswered list reported", move || {
-        let failed = events.failed.load(Ordering::SeqCst);
-        async move { (failed > 0).then_some(()) }
-    })
-    .await;
+    until_failed(&watched, "the unanswered list reported").await;
     assert!(!watched.cache.is_synced(), "unready: nothing was listed");
     assert!(watched.cache.get("default").is_none());
 
@@ -336,12 +336,7 @@ async fn a_watch_whose_response_never_begins_fails_and_is_reported_while_the_cac
     let watched = watch_waiting(&server, TOKEN, SHORT_REQUEST_TIMEOUT).await;
     until_synced(&watched).await;
 
-    let events = Arc::clone(&watched.events);
-    eventually("the unanswered watch reported", move || {
-        let failed = events.failed.load(Ordering::SeqCst);
-        async move { (failed > 0).then_some(()) }
-    })
-    .await;
+    until_failed(&watched, "the unanswered watch reported").await;
     assert!(watched.cache.is_synced(), "the list is kept");
     assert!(watched.cache.get("default").is_some());
 
@@ -358,12 +353,7 @@ async fn a_wrong_token_is_refused_and_the_cache_never_syncs() {
     server.put_queue("default", json!({"weight": 1}));
     let watched = watch(&server, "not-the-token").await;
 
-    let events = Arc::clone(&watched.events);
-    eventually("a refused list reported", move || {
-        let failed = events.failed.load(Ordering::SeqCst);
-        async move { (failed > 0).then_some(()) }
-    })
-    .await;
+    until_failed(&watched, "a refused list reported").await;
 
     assert!(!watched.cache.is_synced());
     assert_eq!(watched.events.synced.load(Ordering::SeqCst), 0);

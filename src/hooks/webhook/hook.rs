@@ -13,7 +13,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
 use super::spec::Endpoint;
-use super::token::TokenFile;
+use super::token::{TokenFile, hidden_in};
 use super::{MAX_ANSWER_BYTES, WebhookError, WebhookSpec};
 use crate::admission::{
     AnswerEnvelope, Decision, Hook, HookError, HookFuture, Request, RequestEnvelope, error_chain,
@@ -182,6 +182,16 @@ impl Webhook {
         request: &Request,
         limit: Option<Duration>,
     ) -> Result<Decision, WebhookError> {
+        self.call_keeping(request, limit, &mut None).await
+    }
+
+    /// [`Webhook::call`], keeping the `Authorization` header it sends in `sent`.
+    async fn call_keeping(
+        &self,
+        request: &Request,
+        limit: Option<Duration>,
+        sent: &mut Option<HeaderValue>,
+    ) -> Result<Decision, WebhookError> {
         let ready = self
             .ready
             .as_ref()
@@ -195,7 +205,9 @@ impl Webhook {
             .header(CONTENT_TYPE, application_json())
             .header(ACCEPT, application_json());
         if let Some(token) = &ready.token {
-            outgoing = outgoing.header(AUTHORIZATION, token.header()?);
+            let header = token.header()?;
+            outgoing = outgoing.header(AUTHORIZATION, header.clone());
+            *sent = Some(header);
         }
         let outgoing = outgoing
             .body(Full::new(Bytes::from(body)))
@@ -252,28 +264,21 @@ impl Webhook {
 
     fn admit_by<'a>(&'a self, request: &'a Request, limit: Option<Duration>) -> HookFuture<'a> {
         Box::pin(async move {
-            match self.call(request, limit).await {
-                Ok(Decision::Hold(reason)) => Ok(Decision::Hold(self.without_token(reason))),
-                Ok(Decision::Refuse(reason)) => Ok(Decision::Refuse(self.without_token(reason))),
+            let mut sent = None;
+            let result = self.call_keeping(request, limit, &mut sent).await;
+            // A server that echoes the token, in a reason or in what it answers, must not show
+            // it to whoever reads the task instance or the log.
+            let hidden = |text| match &sent {
+                Some(header) => hidden_in(header, text),
+                None => text,
+            };
+            match result {
+                Ok(Decision::Hold(reason)) => Ok(Decision::Hold(hidden(reason))),
+                Ok(Decision::Refuse(reason)) => Ok(Decision::Refuse(hidden(reason))),
                 Ok(decision) => Ok(decision),
-                Err(error) => Err(HookError::Failed(self.without_token(error_chain(&error)))),
+                Err(error) => Err(HookError::Failed(hidden(error_chain(&error)))),
             }
         })
-    }
-
-    /// `text` with the bearer token this webhook sends hidden: a server that echoes the token
-    /// in a reason or in what it answers must not show it to whoever reads the task instance or
-    /// the log.
-    fn without_token(&self, text: String) -> String {
-        match self
-            .ready
-            .as_ref()
-            .ok()
-            .and_then(|ready| ready.token.as_ref())
-        {
-            Some(token) => token.hidden_in(text),
-            None => text,
-        }
     }
 }
 

@@ -65,6 +65,20 @@ impl Stamp {
     }
 }
 
+/// `text` with the token of `sent` (an `Authorization` header made by [`TokenFile::header`])
+/// written `<bearer token>`.
+pub(super) fn hidden_in(sent: &HeaderValue, text: String) -> String {
+    let token = sent
+        .as_bytes()
+        .strip_prefix(BEARER.as_bytes())
+        .and_then(|token| std::str::from_utf8(token).ok())
+        .filter(|token| !token.is_empty());
+    match token {
+        Some(token) if text.contains(token) => text.replace(token, "<bearer token>"),
+        _ => text,
+    }
+}
+
 impl TokenFile {
     pub(super) fn new(path: PathBuf) -> TokenFile {
         TokenFile {
@@ -95,23 +109,6 @@ impl TokenFile {
             path: self.path.clone(),
             problem,
         })
-    }
-
-    /// `text` with the token the file holds now written `<bearer token>`; as it is when the
-    /// file holds none.
-    pub(super) fn hidden_in(&self, text: String) -> String {
-        let Ok(header) = self.current() else {
-            return text;
-        };
-        let token = header
-            .as_bytes()
-            .strip_prefix(BEARER.as_bytes())
-            .and_then(|token| std::str::from_utf8(token).ok())
-            .filter(|token| !token.is_empty());
-        match token {
-            Some(token) if text.contains(token) => text.replace(token, "<bearer token>"),
-            _ => text,
-        }
     }
 
     fn current(&self) -> Result<HeaderValue, TokenProblem> {
