@@ -432,8 +432,14 @@ fn dispatch(
             let interrupt = async move {
                 signal.await;
                 // Below the progress line, which is not rewritten after this.
-                write_stderr(if show_progress { "\n" } else { "" });
-                write_stderr(DISPATCH_STOPPING);
+                let below = if show_progress { "\n" } else { "" };
+                write_stderr(&format!(
+                    "{below}{}",
+                    stopping_line(
+                        "handing back what is not launched and ending the running tasks",
+                        "does not cut this short: no task outlives dispatch"
+                    )
+                ));
             };
             for task in tasks {
                 // A workload's keys are unique: the loader refuses a repeated one.
@@ -471,11 +477,6 @@ fn dispatch(
     }
     Ok(())
 }
-
-/// What `dispatch` says at the first SIGINT or SIGTERM. A second one changes nothing: the
-/// executor's processes are ended before it exits, so that none outlives it.
-const DISPATCH_STOPPING: &str = "stopping: handing back what is not launched and ending the \
-    running tasks (a second Ctrl-C does not cut this short: no task outlives dispatch)\n";
 
 /// Prints the task instances as `output` asks: the table and its summary, or JSON.
 fn print_instances(instances: &[TaskInstance], output: Output) -> Result<(), String> {
@@ -665,14 +666,18 @@ fn stopping(grace: Duration) -> impl std::future::Future<Output = ()> {
     }
 }
 
+/// The line a command prints at its first SIGINT or SIGTERM: `stopping: <what>`, and what a
+/// second signal does.
+fn stopping_line(what: &str, second: &str) -> String {
+    format!("stopping: {what} (a second Ctrl-C {second})\n")
+}
+
 /// For a command the first SIGINT or SIGTERM is stopping: says `stopping: <what>` and that a
 /// second signal exits at once, and listens for it from now on. The returned future exits the
 /// process (status 130) at that second signal. Call it inside a runtime.
 fn exit_at_second_signal(what: &str) -> impl std::future::Future<Output = ()> + use<> {
     let second = shutdown_signal();
-    write_stderr(&format!(
-        "stopping: {what} (a second Ctrl-C exits at once)\n"
-    ));
+    write_stderr(&stopping_line(what, "exits at once"));
     async move {
         second.await;
         std::process::exit(130);
