@@ -9,6 +9,7 @@
 //! | a method other than `POST` | 405, with `Allow: POST` |
 //! | a `Content-Type` other than `application/json` (parameters allowed) | 415 |
 //! | a body over `server.max_body_bytes` (read no further than the cap) | 413 |
+//! | a body not whole by the deadline (as below) | 408, closing the connection |
 //! | an empty body | 400 |
 //! | a `timeout` query parameter that is no Go duration, or zero or less | 400, naming `timeout` |
 //! | a body that does not decode strictly, or a value the service does not take | 400, saying what was wrong |
@@ -318,10 +319,23 @@ where
     let invalid = |status, message: &str| (RequestOutcome::Invalid, error(status, message, None));
     let mut incoming = std::pin::pin!(request.into_body());
     let deadline = Instant::now() + budget;
-    let body = match Limited::new(&mut incoming, shared.max_body_bytes)
-        .collect()
-        .await
-    {
+    // The body counts against the deadline too: a client that stops sending half way would
+    // otherwise hold its connection, and a slot of `server.max_connections`, for ever.
+    let read = until(
+        deadline,
+        Limited::new(&mut incoming, shared.max_body_bytes).collect(),
+    );
+    let Some(read) = read.await else {
+        let (outcome, mut response) = invalid(
+            StatusCode::REQUEST_TIMEOUT,
+            "the body did not arrive whole before the request's deadline",
+        );
+        response
+            .headers_mut()
+            .insert(CONNECTION, http::HeaderValue::from_static("close"));
+        return (outcome, response);
+    };
+    let body = match read {
         Ok(collected) => collected.to_bytes(),
         Err(cause) if cause.is::<http_body_util::LengthLimitError>() => {
             let (outcome, response) = invalid(

@@ -1,5 +1,6 @@
 //! The server's connections over real sockets: the cap on connections served at once, idle
-//! connections closed, a slow request head cut off, and an early answer that reaches the client.
+//! connections closed, a slow request head cut off, a body that stops half way answered 408, and an
+//! early answer that reaches the client.
 
 use crate::serve_support;
 
@@ -119,6 +120,34 @@ async fn a_client_sending_its_head_a_byte_at_a_time_is_disconnected() {
     assert!(
         !String::from_utf8_lossy(&read).contains(" 200 "),
         "an unfinished head was answered: {read:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_sending_half_its_body_gets_408_and_loses_its_connection() {
+    let running = start_with(|_, _| {}, |registry| registry, None).await;
+    let mut tls = running.client.connect().await;
+    // 400 bytes promised, 200 sent, then silence; the deadline is 90% of 200ms.
+    let head = "POST /pods/validate?timeout=200ms HTTP/1.1\r\nHost: localhost\r\n\
+                Content-Type: application/json\r\nContent-Length: 400\r\n\r\n";
+    tls.write_all(head.as_bytes())
+        .await
+        .expect("the head is sent");
+    tls.write_all(&[b' '; 200])
+        .await
+        .expect("half the body is sent");
+    tls.flush().await.expect("flushed");
+
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(BOUND, tls.read_to_end(&mut answer))
+        .await
+        .expect("the server answers and closes the connection");
+    let text = String::from_utf8_lossy(&answer).to_lowercase();
+    assert!(text.starts_with("http/1.1 408"), "no 408: {text:?}");
+    assert!(text.contains("connection: close"), "{text:?}");
+    assert!(
+        !text.contains("\"response\""),
+        "a half body was judged: {text:?}"
     );
 }
 
