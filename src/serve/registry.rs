@@ -72,6 +72,13 @@ pub trait Handler: Send + Sync + 'static {
         serde_json::from_str(text)
     }
 
+    /// What the 400 answer says of a body [`Handler::decode`] refused with `error`: by default
+    /// `error` after the path of the field it is about (`try_number: invalid type: ...`).
+    /// A handler whose `decode` reads another type than `Self::Request` first says which.
+    fn explain(text: &str, error: serde_json::Error) -> String {
+        located::<Self::Request>(text, error)
+    }
+
     /// The request's uid, echoed in the error answer when the handler panics.
     fn uid(request: &Self::Request) -> &str;
 
@@ -123,7 +130,7 @@ impl<H: Handler> Endpoint for H {
     fn start<'h>(&'h self, body: &[u8], deadline: Instant) -> Result<Started<'h>, String> {
         // Checked whole once, so that the decoder need not check each string it reads again.
         let text = std::str::from_utf8(body).map_err(|error| format!("not UTF-8: {error}"))?;
-        let request = H::decode(text).map_err(|error| error.to_string())?;
+        let request = H::decode(text).map_err(|error| H::explain(text, error))?;
         H::check(&request)?;
         let uid = H::uid(&request).to_owned();
         let answer = Box::pin(async move {
@@ -135,6 +142,23 @@ impl<H: Handler> Endpoint for H {
             })
         });
         Ok(Started { uid, answer })
+    }
+}
+
+/// `error`, met decoding `text` as a `T`, after the path of the field it is about, found by
+/// decoding `text` again while tracking the path: only a refused body pays for it. When the
+/// second decode does not meet the same error (trailing data, which comes after every field),
+/// `error` as it is.
+pub(crate) fn located<T: DeserializeOwned>(text: &str, error: serde_json::Error) -> String {
+    let mut again = serde_json::Deserializer::from_str(text);
+    match serde_path_to_error::deserialize::<_, T>(&mut again) {
+        Err(found)
+            if found.path().iter().next().is_some()
+                && found.inner().to_string() == error.to_string() =>
+        {
+            format!("{}: {error}", found.path())
+        }
+        _ => error.to_string(),
     }
 }
 

@@ -250,6 +250,22 @@ async fn unknown_field_is_answered_400_naming_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_value_of_the_wrong_type_is_answered_400_naming_its_field_and_no_hook_runs() {
+    let recorded = FakeHook::admitting("recorded").shared();
+    let running = serve_admission(&config(), vec![recorded.clone()], |_, _| {}).await;
+    let mut body = envelope("8d0f3a1e", "acme");
+    body["execution"]["node_selector"] = json!({"zone": 7});
+
+    let answer = running.client.post_json(admit::PATH, &body).await;
+
+    answer.assert_error(
+        StatusCode::BAD_REQUEST,
+        "execution.node_selector.zone: invalid type: integer `7`",
+    );
+    assert!(recorded.seen().is_empty(), "a hook ran on an invalid body");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_key_repeated_in_a_map_is_answered_400_naming_it_and_no_hook_runs() {
     let recorded = FakeHook::admitting("recorded").shared();
     let running = serve_admission(&config(), vec![recorded.clone()], |_, _| {}).await;

@@ -312,6 +312,19 @@ async fn a_review_without_a_request_is_answered_400() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_review_field_of_the_wrong_type_is_answered_400_naming_its_path() {
+    let running = start().await;
+    let mut review = review();
+    review["request"]["uid"] = json!(7);
+    let answer = running.client.post_json("/pods/validate", &review).await;
+    answer.assert_error(
+        StatusCode::BAD_REQUEST,
+        "request.uid: invalid type: integer `7`",
+    );
+    assert!(answer.json().get("uid").is_none(), "{:?}", answer.json());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_review_of_another_kind_is_refused_as_a_bad_request() {
     let running = start().await;
     let mut review = review();
