@@ -50,9 +50,10 @@ pub fn validate_pod(review: &Review<'_, Pod>, scheduler_names: &[String]) -> Res
 }
 
 /// A positive integer, or (any other text) a percentage whose `%` signs removed leave an
-/// integer from 1 to 99, as Volcano reads it.
+/// integer from 1 to 99, as Volcano reads it: through `intstr.Parse`, whose integer is an int32,
+/// so that a larger number is read as text and refused as a percentage.
 fn check_budget(key: &str, value: &str) -> Result<(), String> {
-    if let Ok(number) = go_atoi(value) {
+    if let Some(number) = go_atoi(value).ok().filter(|n| i32::try_from(*n).is_ok()) {
         if number <= 0 {
             return Err(format!(
                 "invalid value <{}> for {key}, it must be a positive integer",

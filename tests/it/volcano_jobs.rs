@@ -113,6 +113,29 @@ fn a_task_without_partitions_needs_all_its_replicas() {
     assert_eq!(mutated_task(task), expected);
 }
 
+/// Not in Volcano's tests: `patchDefaultMinAvailable` sums in Go's int32, which wraps to a
+/// negative minimum; the sum is refused instead of patched past what the field holds.
+#[test]
+fn a_job_minimum_past_int32_is_refused_and_not_patched() {
+    let object = job(
+        json!({"queue": "q", "schedulerName": "volcano", "maxRetry": 1, "tasks": [
+            {"name": "a", "replicas": i32::MAX, "maxRetry": 1, "template": template()},
+            {"name": "b", "replicas": i32::MAX, "maxRetry": 1, "template": template()},
+        ]}),
+    );
+
+    let refused = patch_of("CREATE", &object);
+
+    assert_eq!(
+        refused,
+        Err(Refusal::Denied(
+            "spec.minAvailable: Invalid value: 4294967294: the sum of the tasks' minAvailable \
+             (replicas where unset) must fit in a 32-bit integer"
+                .to_owned()
+        ))
+    );
+}
+
 /// Not in Volcano's tests: the job-level defaults, in Volcano's order, the job's minimum the
 /// sum of its tasks' after their defaults.
 #[test]

@@ -57,11 +57,19 @@ pub fn mutate_job(
         patch.push(replace("/spec/tasks", value));
     }
     if spec.min_available == 0 {
-        // The sum is taken after the task defaults, as Volcano's mutation of its own copy does.
+        // The sum is taken after the task defaults, as Volcano's mutation of its own copy does,
+        // in 64 bits where Volcano's int32 wraps; a sum past int32 is refused, since the field
+        // could not hold it and no Go client could read the job back.
         let sum: i64 = tasks
             .iter()
             .map(|task| i64::from(task.min_available.unwrap_or(task.replicas)))
             .sum();
+        if i32::try_from(sum).is_err() {
+            return Err(Refusal::Denied(format!(
+                "spec.minAvailable: Invalid value: {sum}: the sum of the tasks' minAvailable \
+                 (replicas where unset) must fit in a 32-bit integer"
+            )));
+        }
         patch.push(add("/spec/minAvailable", Value::from(sum)));
     }
     if let Some(plugins) = &spec.plugins {
