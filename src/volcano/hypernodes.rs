@@ -7,6 +7,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::go_pattern::parse_pattern;
 use super::review::{Operation, Refusal, Review, aggregate, invalid, quoted};
 
 /// A hypernode: a tier of the network topology and the nodes or hypernodes in it.
@@ -117,20 +118,4 @@ pub fn validate_hypernode(review: &Review<'_, HyperNode>) -> Result<(), Refusal>
         Some(message) => Err(Refusal::Denied(message)),
         None => Ok(()),
     }
-}
-
-/// The deepest nesting of groups Go's `regexp` takes in a pattern.
-const MAX_NESTING: u32 = 1000;
-
-/// Why `pattern` is no regular expression, when it is not: Volcano compiles a member's pattern
-/// to check it; here it is parsed only, never compiled, so that no pattern costs more than a
-/// pass over its text (a compiled `\w{1000}` takes tens of milliseconds and is refused for its
-/// size, which Go's engine does not limit), with Go's limit on nesting.
-fn parse_pattern(pattern: &str) -> Result<(), String> {
-    regex_syntax::ParserBuilder::new()
-        .nest_limit(MAX_NESTING)
-        .build()
-        .parse(pattern)
-        .map(drop)
-        .map_err(|error| error.to_string())
 }

@@ -25,6 +25,7 @@ mod cron;
 mod cronjob;
 mod cronjobs;
 mod gates;
+mod go_pattern;
 mod hypernodes;
 mod job;
 mod jobflow;

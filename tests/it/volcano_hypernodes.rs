@@ -177,6 +177,64 @@ fn a_member_pattern_nested_300_deep_is_a_pattern_and_one_past_go_s_limit_is_not(
     );
 }
 
+/// The reason a member pattern is refused for, after the quoted value.
+fn pattern_reason(pattern: &str) -> String {
+    let Err(Refusal::Denied(message)) = validate(pattern_member(pattern)) else {
+        panic!("expected a denial of {pattern:?}");
+    };
+    let (_, reason) = message
+        .split_once("member regexMatch pattern is invalid: ")
+        .unwrap_or_else(|| panic!("{message}"));
+    reason.to_owned()
+}
+
+/// Beyond Volcano's tests: Go's `regexp` refuses a count above 1000 (`parse.repeat`).
+#[test]
+fn a_member_pattern_counting_past_a_thousand_is_refused_as_go_refuses_it() {
+    assert_eq!(validate(pattern_member("a{1000}")), Ok(()));
+    assert_eq!(pattern_reason("a{1001}"), "invalid repeat count: `{1001}`");
+    assert_eq!(
+        pattern_reason("a{2,1001}"),
+        "invalid repeat count: `{2,1001}`"
+    );
+}
+
+/// Beyond Volcano's tests: Go's `regexp` refuses an operator stacked on another, where a group
+/// between them is a pattern.
+#[test]
+fn a_member_pattern_with_stacked_operators_is_refused_as_go_refuses_it() {
+    assert_eq!(
+        pattern_reason("a**"),
+        "invalid nested repetition operator: `**`"
+    );
+    assert_eq!(
+        pattern_reason("a{2}{3}"),
+        "invalid nested repetition operator: `{2}{3}`"
+    );
+    assert_eq!(validate(pattern_member("(?:a*)*")), Ok(()));
+    assert_eq!(validate(pattern_member("a*?")), Ok(()));
+}
+
+/// Beyond Volcano's tests: Go's `repeatIsValid` refuses counts nested past a product of 1000,
+/// naming the outer count; one that repeats nothing is not weighed.
+#[test]
+fn a_member_pattern_whose_nested_counts_multiply_past_a_thousand_is_refused() {
+    assert_eq!(validate(pattern_member("(a{10}){100}")), Ok(()));
+    assert_eq!(pattern_reason("(a{500}){3}"), "invalid repeat count: `{3}`");
+    assert_eq!(validate(pattern_member("((a{500}){0}){3}")), Ok(()));
+}
+
+/// Beyond Volcano's tests: of two broken repetitions, the one whose operator ends first is
+/// named, as Go parses left to right.
+#[test]
+fn a_member_pattern_broken_twice_is_refused_for_the_repetition_go_reads_first() {
+    assert_eq!(
+        pattern_reason("((a{500})(b{30}){40}){3}"),
+        "invalid repeat count: `{40}`"
+    );
+    assert_eq!(pattern_reason("a{1001}*"), "invalid repeat count: `{1001}`");
+}
+
 /// The value a refusal quotes, as Go's `%q` writes it: unprintable characters in Go's escapes,
 /// combining marks kept.
 fn quoted_pattern(pattern: &str) -> String {
