@@ -32,7 +32,7 @@ use thiserror::Error;
 
 use crate::admission::{error_lines, escape_controls, is_control_or_format, is_reserved_key};
 use crate::config::{big_integer_digits, parse_yaml};
-use crate::dispatch::task::{Task, TaskKey};
+use crate::dispatch::task::{Task, TaskExecution, TaskKey};
 
 /// One problem with a workload file. Each names the entry, such as `runs[0].tasks[2]`.
 #[derive(Debug, Error)]
@@ -241,12 +241,15 @@ impl Reader {
             );
             return;
         };
-        self.unknown_keys(at, &mapping, |key| RUN_KEYS.contains(&key));
+        let mut mapping = mapping;
+        let keys_ok = !self.unknown_keys(at, &mut mapping, |key| RUN_KEYS.contains(&key));
         let placeholders = ids_mapping("-", "-", "-");
-        let Some(run) = self.read::<Run>(at, &mapping, &placeholders, mapping.clone()) else {
+        let Some((run, fields_ok)) = self.read::<Run>(at, &mapping, &placeholders, mapping.clone())
+        else {
             return;
         };
-        // Each problem of the run is reported once, not again for each of its tasks.
+        // Each problem of the run is reported once, not again for each of its tasks, whose
+        // own problems are reported all the same.
         let ids_ok = [
             ("tenant", &run.tenant),
             ("dag_id", &run.dag_id),
@@ -259,13 +262,14 @@ impl Reader {
                 at: format!("{at}.default_args"),
             });
         }
+        let run_ok = keys_ok && fields_ok && ids_ok;
         for (index, task) in run.tasks.iter().enumerate() {
-            self.task(&format!("{at}.tasks[{index}]"), &run, task.clone(), ids_ok);
+            self.task(&format!("{at}.tasks[{index}]"), &run, task.clone(), run_ok);
         }
     }
 
-    fn task(&mut self, at: &str, run: &Run, entry: Value, run_ids_ok: bool) {
-        let Value::Mapping(mapping) = entry else {
+    fn task(&mut self, at: &str, run: &Run, entry: Value, run_ok: bool) {
+        let Value::Mapping(mut mapping) = entry else {
             self.not_a_mapping(at, "a task is a mapping of its fields");
             return;
         };
@@ -273,17 +277,33 @@ impl Reader {
         let known = |key: &str| {
             Task::FIELDS.contains(&key) && !matches!(key, "tenant" | "dag_id" | "run_id")
         };
-        if self.unknown_keys(at, &mapping, known) {
-            return;
-        }
+        let keys_ok = !self.unknown_keys(at, &mut mapping, known);
+        // The execution fields are read one by one too, so that a bad toleration does not hide
+        // a reserved label key beside it.
+        let execution = match mapping.get("execution") {
+            Some(Value::Mapping(fields)) => {
+                let fields = fields.clone();
+                mapping.shift_remove("execution");
+                let at = format!("{at}.execution");
+                let placeholders = Mapping::new();
+                self.read::<TaskExecution>(&at, &fields, &placeholders, fields.clone())
+            }
+            _ => None,
+        };
         let mut placeholders = ids_mapping(&run.tenant, &run.dag_id, &run.run_id);
         let mut whole = placeholders.clone();
         whole.extend(mapping.clone());
         placeholders.insert("task_id".into(), "-".into());
-        let Some(mut task) = self.read::<Task>(at, &mapping, &placeholders, whole) else {
+        let Some((mut task, fields_ok)) = self.read::<Task>(at, &mapping, &placeholders, whole)
+        else {
             return;
         };
-        let mut ok = self.id(at, "task_id", &task.key.task_id) && run_ids_ok;
+        let mut ok = keys_ok && fields_ok && run_ok;
+        if let Some((fields, execution_ok)) = execution {
+            task.execution = fields;
+            ok &= execution_ok;
+        }
+        ok = self.id(at, "task_id", &task.key.task_id) && ok;
         if task.execution_timeout_seconds == Some(0) {
             self.errors
                 .push(WorkloadError::ZeroTimeout { at: at.to_owned() });
@@ -327,14 +347,18 @@ impl Reader {
     /// own name (`runs[0].tasks[1].pool_slots: ...`): each is read alone over `placeholders`,
     /// which fill the required fields, since a whole entry would stop at its first bad field and
     /// not say which it was.
+    ///
+    /// The entry is then read without its bad fields, a required one (bad or missing) standing
+    /// in as its placeholder, so that the checks of its other fields still run and report what
+    /// they find: with it comes whether every field was good. `None` only when even that fails.
     fn read<T: DeserializeOwned>(
         &mut self,
         at: &str,
         mapping: &Mapping,
         placeholders: &Mapping,
-        whole: Mapping,
-    ) -> Option<T> {
-        let mut bad = false;
+        mut whole: Mapping,
+    ) -> Option<(T, bool)> {
+        let mut ok = true;
         for (key, value) in mapping {
             let mut alone = placeholders.clone();
             alone.insert(key.clone(), value.clone());
@@ -346,21 +370,29 @@ impl Reader {
                 } else {
                     self.errors.extend(too_large);
                 }
-                bad = true;
+                match placeholders.get(key) {
+                    Some(placeholder) => whole.insert(key.clone(), placeholder.clone()),
+                    None => whole.shift_remove(key),
+                };
+                ok = false;
             }
         }
-        if bad {
-            return None;
-        }
         // Only what no single field shows is left, such as a missing field.
+        match serde_yaml_ng::from_value(Value::Mapping(whole.clone())) {
+            Ok(entry) => return Some((entry, ok)),
+            Err(source) => self.errors.push(WorkloadError::Shape {
+                at: at.to_owned(),
+                source,
+            }),
+        }
+        for (key, placeholder) in placeholders {
+            if !whole.contains_key(key) {
+                whole.insert(key.clone(), placeholder.clone());
+            }
+        }
         serde_yaml_ng::from_value(Value::Mapping(whole))
-            .map_err(|source| {
-                self.errors.push(WorkloadError::Shape {
-                    at: at.to_owned(),
-                    source,
-                });
-            })
             .ok()
+            .map(|entry| (entry, false))
     }
 
     fn not_a_mapping(&mut self, at: &str, what: &str) {
@@ -370,19 +402,26 @@ impl Reader {
         });
     }
 
-    /// Reports each key of `mapping` that `known` does not take; says whether there was one.
-    fn unknown_keys(&mut self, at: &str, mapping: &Mapping, known: impl Fn(&str) -> bool) -> bool {
-        let mut found = false;
-        for key in mapping.keys() {
-            if !key.as_str().is_some_and(&known) {
+    /// Reports each key of `mapping` that `known` does not take and removes it, so that the
+    /// rest is read without it; says whether there was one.
+    fn unknown_keys(
+        &mut self,
+        at: &str,
+        mapping: &mut Mapping,
+        known: impl Fn(&str) -> bool,
+    ) -> bool {
+        let before = mapping.len();
+        mapping.retain(|key, _| {
+            let is_known = key.as_str().is_some_and(&known);
+            if !is_known {
                 self.errors.push(WorkloadError::UnknownKey {
                     at: at.to_owned(),
                     key: describe(key),
                 });
-                found = true;
             }
-        }
-        found
+            is_known
+        });
+        mapping.len() != before
     }
 
     /// Checks one id; says whether it is good.

@@ -255,3 +255,82 @@ fn an_integer_beyond_64_bits_is_one_problem_among_the_others_naming_its_path() {
         "{problems:#?}"
     );
 }
+
+#[test]
+fn a_field_of_the_wrong_type_does_not_hide_the_task_s_other_problems() {
+    let lines = problems(&run_with(
+        "[{task_id: '', pool_slots: -1, execution_timeout_seconds: 0, \
+         execution: {labels: {dexaflow.io/team: data}}}]",
+    ));
+
+    assert_eq!(lines.len(), 4, "{lines:?}");
+    assert!(
+        lines[0].starts_with("runs[0].tasks[0].pool_slots: invalid value: integer `-1`"),
+        "{lines:?}"
+    );
+    assert_eq!(
+        lines[1..],
+        [
+            "runs[0].tasks[0].task_id: must not be empty",
+            "runs[0].tasks[0].execution_timeout_seconds: must be at least 1",
+            "runs[0].tasks[0]: task \"\": execution.labels key \"dexaflow.io/team\" is under a prefix reserved for the orchestrator (leoflow.io/, dexaflow.io/ and their subdomains)",
+        ]
+    );
+    assert!(
+        lines.iter().all(|line| !line.contains("missing field")),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn a_bad_execution_field_does_not_hide_a_reserved_label_key_beside_it() {
+    let lines = problems(&run_with(
+        "[{task_id: a, execution: {tolerations: many, labels: {leoflow.io/x: y}}}]",
+    ));
+
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(
+        lines[0].starts_with("runs[0].tasks[0].execution.tolerations: invalid type"),
+        "{lines:?}"
+    );
+    assert!(
+        lines[1].starts_with("runs[0].tasks[0]: task \"a\": execution.labels key \"leoflow.io/x\""),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn a_dag_id_of_the_wrong_type_does_not_hide_the_run_s_other_problems() {
+    let yaml = "runs:
+  - tenant: ''
+    dag_id: [etl]
+    run_id: r1
+    default_args: {execution_timeout_seconds: 0}
+    tasks:
+      - {task_id: a, pool_slots: many}
+      - {task_id: a}
+";
+    let lines = problems(yaml);
+
+    assert_eq!(lines.len(), 4, "{lines:?}");
+    assert!(
+        lines[0].starts_with("runs[0].dag_id: invalid type: sequence"),
+        "{lines:?}"
+    );
+    assert_eq!(
+        lines[1..3],
+        [
+            "runs[0].tenant: must not be empty",
+            "runs[0].default_args.execution_timeout_seconds: must be at least 1",
+        ]
+    );
+    assert!(
+        lines[3].starts_with("runs[0].tasks[0].pool_slots: invalid type: string \"many\""),
+        "{lines:?}"
+    );
+    // The run's ids stand in as placeholders: its tasks are not taken for duplicates.
+    assert!(
+        lines.iter().all(|line| !line.contains("appears twice")),
+        "{lines:?}"
+    );
+}
