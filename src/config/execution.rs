@@ -19,7 +19,9 @@ use super::reader::Reader;
 use super::{ConfigError, Key};
 use crate::admission::{ChangeRules, Changes, label_value_problem};
 use crate::dispatch::settings::{DEFAULT_WARM_POOLS, SourceMode};
-use crate::hooks::{HookSpec, Matcher, POLICY_HOOK, ResourceGroup, WebhookSpec};
+use crate::hooks::{
+    FreezeSpec, HookSpec, Matcher, POLICY_HOOK, ResourceGroup, SpecError, WebhookSpec,
+};
 use crate::supervise;
 
 /// The values `execution.admission.breaker.failures` (and `loadtest --breaker-failures`) may
@@ -119,7 +121,17 @@ impl Reader {
             let mut spec: HookSpec = match parsed {
                 Ok(spec) => spec,
                 Err(source) => {
-                    self.errors.push(ConfigError::Hook { key: key(), source });
+                    // Serde stops at a freeze window's first problem: each is reported.
+                    let problems = freeze_window_problems(&item);
+                    if problems.is_empty() {
+                        self.errors.push(ConfigError::Hook { key: key(), source });
+                    } else {
+                        self.errors
+                            .extend(problems.into_iter().map(|problem| ConfigError::Hook {
+                                key: key(),
+                                source: serde::de::Error::custom(problem),
+                            }));
+                    }
                     continue;
                 }
             };
@@ -336,6 +348,20 @@ impl Reader {
 }
 
 /// Whether `image` matches `^[^@]+@sha256:[a-f0-9]{64}$`.
+/// Every problem with the window of `item` when it declares a freeze whose fields are all of
+/// the right shape; empty otherwise (its problem is then the one serde reported).
+fn freeze_window_problems(item: &Value) -> Vec<SpecError> {
+    let Value::Mapping(declaration) = item else {
+        return Vec::new();
+    };
+    if declaration.get("type").and_then(Value::as_str) != Some("freeze") {
+        return Vec::new();
+    }
+    let mut fields = declaration.clone();
+    fields.shift_remove("type");
+    FreezeSpec::window_problems(Value::Mapping(fields)).unwrap_or_default()
+}
+
 fn is_pinned_by_digest(image: &str) -> bool {
     let Some((name, digest)) = image.split_once('@') else {
         return false;

@@ -72,46 +72,90 @@ struct FreezeFields {
 impl TryFrom<FreezeFields> for FreezeSpec {
     type Error = SpecError;
 
+    /// Serde carries one error: the first of [`FreezeFields::window`]'s.
     fn try_from(fields: FreezeFields) -> Result<FreezeSpec, SpecError> {
-        let relative = fields.after.is_some() || fields.length.is_some();
-        let absolute = fields.from.is_some() || fields.until.is_some();
-        let window = match (relative, absolute) {
-            (true, true) => return Err(SpecError::MixedWindow),
-            (false, false) => return Err(SpecError::NoWindowEnd),
-            (true, false) => {
-                let after = match &fields.after {
-                    Some(after) => parse_duration("after", after)?,
-                    None => Duration::ZERO,
-                };
-                let length =
-                    parse_duration("for", fields.length.as_ref().ok_or(SpecError::NoWindowEnd)?)?;
-                if length.is_zero() {
-                    return Err(SpecError::ZeroLength);
-                }
-                Window::Relative { after, length }
-            }
-            (false, true) => {
-                let until = parse_timestamp(
-                    "until",
-                    fields.until.as_ref().ok_or(SpecError::NoWindowEnd)?,
-                )?;
-                let from = fields
-                    .from
-                    .as_ref()
-                    .map(|from| parse_timestamp("from", from))
-                    .transpose()?;
-                if from.is_some_and(|from| from >= until) {
-                    return Err(SpecError::EmptyWindow);
-                }
-                Window::Absolute { from, until }
-            }
-        };
+        let window = fields
+            .window()
+            .map_err(|mut problems| problems.swap_remove(0))?;
         Ok(FreezeSpec {
             name: fields.name,
             tenants: fields.tenants,
             window,
             reason: fields.reason,
         })
+    }
+}
+
+impl FreezeSpec {
+    /// Every problem with the window of a freeze declaration `fields` (its keys without
+    /// `type`), in the order its fields are written (`after`, `for`, `from`, `until`), then
+    /// what they say together; empty when the window is good.
+    ///
+    /// Deserializing stops at the window's first problem; config calls this for a declaration
+    /// that did not deserialize, so that a bad `from` and a bad `until` are both reported.
+    ///
+    /// # Errors
+    /// The deserializer's error when `fields` are not a freeze's (a field it does not have, or
+    /// of the wrong type): that is the declaration's problem, not its window's.
+    pub fn window_problems<'de, D: serde::Deserializer<'de>>(
+        fields: D,
+    ) -> Result<Vec<SpecError>, D::Error> {
+        let fields = FreezeFields::deserialize(fields)?;
+        Ok(fields.window().err().unwrap_or_default())
+    }
+}
+
+impl FreezeFields {
+    /// The window these fields describe, or every problem with it (never empty).
+    fn window(&self) -> Result<Window, Vec<SpecError>> {
+        let relative = self.after.is_some() || self.length.is_some();
+        let absolute = self.from.is_some() || self.until.is_some();
+        let mut problems = Vec::new();
+        let window = match (relative, absolute) {
+            (true, true) => return Err(vec![SpecError::MixedWindow]),
+            (false, false) => return Err(vec![SpecError::NoWindowEnd]),
+            (true, false) => {
+                let after = match &self.after {
+                    Some(after) => keep(parse_duration("after", after), &mut problems),
+                    None => Some(Duration::ZERO),
+                };
+                let length = keep(
+                    self.length
+                        .as_ref()
+                        .ok_or(SpecError::NoWindowEnd)
+                        .and_then(|length| parse_duration("for", length)),
+                    &mut problems,
+                );
+                match (after, length) {
+                    (Some(_), Some(length)) if length.is_zero() => {
+                        return Err(vec![SpecError::ZeroLength]);
+                    }
+                    (Some(after), Some(length)) => Window::Relative { after, length },
+                    _ => return Err(problems),
+                }
+            }
+            (false, true) => {
+                let from = match &self.from {
+                    Some(from) => keep(parse_timestamp("from", from), &mut problems).map(Some),
+                    None => Some(None),
+                };
+                let until = keep(
+                    self.until
+                        .as_ref()
+                        .ok_or(SpecError::NoWindowEnd)
+                        .and_then(|until| parse_timestamp("until", until)),
+                    &mut problems,
+                );
+                match (from, until) {
+                    (Some(Some(from)), Some(until)) if from >= until => {
+                        return Err(vec![SpecError::EmptyWindow]);
+                    }
+                    (Some(from), Some(until)) => Window::Absolute { from, until },
+                    _ => return Err(problems),
+                }
+            }
+        };
+        Ok(window)
     }
 }
 
@@ -141,6 +185,11 @@ impl From<FreezeSpec> for FreezeFields {
             reason: spec.reason,
         }
     }
+}
+
+/// The value of `result`, or `None` with its problem added to `problems`.
+fn keep<T>(result: Result<T, SpecError>, problems: &mut Vec<SpecError>) -> Option<T> {
+    result.map_err(|problem| problems.push(problem)).ok()
 }
 
 pub(super) fn parse_duration(field: &'static str, text: &str) -> Result<Duration, SpecError> {

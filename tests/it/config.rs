@@ -893,6 +893,24 @@ fn a_freeze_with_a_bad_window_names_the_hook_and_the_field() {
 }
 
 #[test]
+fn a_freeze_with_a_bad_from_and_a_bad_until_reports_both() {
+    let errors = errors(
+        "execution: {admission: {hooks: [{type: freeze, name: f, from: soon, until: later}]}}",
+    );
+
+    let text = errors.to_string();
+    assert_eq!(
+        text.lines().collect::<Vec<_>>(),
+        [
+            "execution.admission.hooks[0]: from: expected an RFC 3339 UTC timestamp such as \"2026-12-31T18:00:00Z\", got \"soon\"",
+            "execution.admission.hooks[0]: until: expected an RFC 3339 UTC timestamp such as \"2026-12-31T18:00:00Z\", got \"later\"",
+        ],
+        "{text}"
+    );
+    assert_eq!(errors.len(), 2, "{text}");
+}
+
+#[test]
 fn a_deny_hook_without_criteria_is_refused() {
     let error =
         single_error("execution: {admission: {hooks: [{type: deny, name: all, match: {}}]}}");
