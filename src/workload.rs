@@ -23,6 +23,7 @@
 
 use std::collections::BTreeSet;
 use std::fmt;
+use std::ops::RangeInclusive;
 use std::path::Path;
 
 use serde::Deserialize;
@@ -31,7 +32,7 @@ use serde_yaml_ng::{Mapping, Value};
 use thiserror::Error;
 
 use crate::admission::{error_lines, escape_controls, is_control_or_format, is_reserved_key};
-use crate::config::{big_integer_digits, parse_yaml};
+use crate::config::{big_integer_digits, integer_in, parse_yaml, too_large};
 use crate::dispatch::task::{Task, TaskExecution, TaskKey};
 
 /// One problem with a workload file. Each names the entry, such as `runs[0].tasks[2]`.
@@ -119,6 +120,16 @@ pub enum WorkloadError {
         at: String,
         /// How many digits it has.
         digits: usize,
+    },
+    /// An integer above the range of its field, narrower than 64 bits (`pool_slots` is 32),
+    /// even one too large for 64 bits; the digits of such a one are not shown.
+    #[error("{at}: {problem}")]
+    OutOfRange {
+        /// The value's full path, such as `runs[0].tasks[1].pool_slots`.
+        at: String,
+        /// The range and what was given, such as `expected an integer from 0 to 4294967295,
+        /// got 5000000000 (too large)`.
+        problem: String,
     },
     /// An execution timeout of zero seconds, which would end every attempt as it starts.
     #[error("{at}.execution_timeout_seconds: must be at least 1")]
@@ -365,7 +376,9 @@ impl Reader {
             if let Err(source) = serde_yaml_ng::from_value::<T>(Value::Mapping(alone)) {
                 let at = format!("{at}.{}", key.as_str().unwrap_or_default());
                 let too_large = big_integers(value, &at);
-                if too_large.is_empty() {
+                if let Some(problem) = above_range(key, value) {
+                    self.errors.push(WorkloadError::OutOfRange { at, problem });
+                } else if too_large.is_empty() {
                     self.errors.push(WorkloadError::Shape { at, source });
                 } else {
                     self.errors.extend(too_large);
@@ -443,6 +456,28 @@ impl Reader {
         }
         true
     }
+}
+
+/// The integer fields of a task narrower than 64 bits, each with its range.
+const NARROW_INTEGERS: [(&str, RangeInclusive<u64>); 1] = [("pool_slots", 0..=u32::MAX as u64)];
+
+/// What is wrong with `value` when it is an integer above the range of the narrow integer field
+/// `key` ([`NARROW_INTEGERS`]), one too large for 64 bits included: `expected an integer from 0
+/// to 4294967295, got an integer of 20 digits (too large)`. `None` for any other field or value.
+fn above_range(key: &Value, value: &Value) -> Option<String> {
+    let (_, range) = NARROW_INTEGERS
+        .iter()
+        .find(|(field, _)| key.as_str() == Some(field))?;
+    let mismatch = match (value, big_integer_digits(value)) {
+        (_, Some(digits)) if !digits.starts_with('-') => {
+            too_large(&format!("an integer of {} digits", digits.len()), range)
+        }
+        (Value::Number(number), _) => {
+            integer_in(number.as_u64()?, &number.to_string(), range).err()?
+        }
+        _ => return None,
+    };
+    Some(mismatch.to_string())
 }
 
 /// Every integer too large for 64 bits in `value`, at `at`, each with its full path.

@@ -98,6 +98,7 @@ pub(crate) use scheduler::{BUFFER_SIZES, WORKER_COUNTS, WORKER_THREAD_COUNTS};
 pub use server::check_server_files;
 pub(crate) use validate::{
     Mismatch, chain_holds_a_call, duration_at_least, integer_in, max_backoff_covers_backoff,
+    too_large,
 };
 
 /// The YAML parser that keeps an integer too large for 64 bits, for the workload reader to

@@ -98,7 +98,7 @@ pub(super) fn integers(range: &RangeInclusive<u64>) -> String {
 }
 
 /// A value above `range`, `shown` as an error shows it, or too large for 64 bits.
-pub(super) fn too_large(shown: &str, range: &RangeInclusive<u64>) -> Mismatch {
+pub(crate) fn too_large(shown: &str, range: &RangeInclusive<u64>) -> Mismatch {
     Mismatch {
         expected: format!("an integer from {} to {}", range.start(), range.end()),
         got: format!("{shown} (too large)"),

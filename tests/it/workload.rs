@@ -334,3 +334,22 @@ fn a_dag_id_of_the_wrong_type_does_not_hide_the_run_s_other_problems() {
         "{lines:?}"
     );
 }
+
+#[test]
+fn pool_slots_above_their_32_bits_are_refused_saying_their_range() {
+    let lines = problems(&run_with(
+        "[{task_id: a, pool_slots: 99999999999999999999}, {task_id: b, pool_slots: 5000000000}]",
+    ));
+
+    assert_eq!(
+        lines,
+        [
+            "runs[0].tasks[0].pool_slots: expected an integer from 0 to 4294967295, got an integer of 20 digits (too large)",
+            "runs[0].tasks[1].pool_slots: expected an integer from 0 to 4294967295, got 5000000000 (too large)",
+        ]
+    );
+    assert!(
+        lines.iter().all(|line| !line.contains("64 bits")),
+        "{lines:?}"
+    );
+}
