@@ -2,19 +2,27 @@
 
 use serde_yaml_ng::{Mapping, Value};
 
-use super::Config;
-use super::keys::{LEAVES, TOKEN_SECRET};
+use super::keys::{LEAVES, METRICS_LISTEN, TOKEN_SECRET};
+use super::{BATCH_LISTEN, Config};
+use crate::metrics::DEFAULT_LISTEN;
 
 impl Config {
     /// The config as loaded, defaults and overrides applied, as YAML in the file's key layout,
     /// for `check-config`.
     ///
-    /// `auth.agent_token_secret` is never shown: a comment says whether it was set.
+    /// `auth.agent_token_secret` is never shown: a comment says whether it was set. An unset
+    /// `metrics.listen` is shown as `null`, with a comment saying where each command that reads
+    /// it listens then, since `serve` and `dispatch` do not listen on the same address.
     pub fn to_yaml(&self) -> String {
         let mut root = Mapping::new();
         for key in LEAVES {
             if let Some(value) = self.effective.get(key) {
-                insert_nested(&mut root, key, value.clone());
+                let value = if *key == METRICS_LISTEN && !self.metrics_listen_is_set {
+                    Value::Null
+                } else {
+                    value.clone()
+                };
+                insert_nested(&mut root, key, value);
             }
         }
         let body = serde_yaml_ng::to_string(&Value::Mapping(root))
@@ -24,7 +32,15 @@ impl Config {
         } else {
             "is not set: a random secret is generated for this process"
         };
-        format!("# {TOKEN_SECRET} {secret}\n{body}")
+        let listen = if self.metrics_listen_is_set {
+            String::new()
+        } else {
+            format!(
+                "# {METRICS_LISTEN} is not set: serve listens on {DEFAULT_LISTEN}, dispatch on a free port of {}\n",
+                BATCH_LISTEN.ip()
+            )
+        };
+        format!("# {TOKEN_SECRET} {secret}\n{listen}{body}")
     }
 }
 

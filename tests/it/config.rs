@@ -1407,6 +1407,31 @@ fn rendered_config_shows_defaults_but_never_the_secret() {
 }
 
 #[test]
+fn rendered_config_shows_an_unset_metrics_listen_as_unset_saying_where_each_command_listens() {
+    let text = parse("").to_yaml();
+
+    assert!(
+        text.contains(
+            "# metrics.listen is not set: serve listens on 127.0.0.1:9464, dispatch on a free port of 127.0.0.1\n"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("metrics:\n  listen: null\n"), "{text}");
+    assert!(!text.contains("listen: 127.0.0.1:9464"), "{text}");
+}
+
+#[test]
+fn rendered_config_shows_a_set_metrics_listen_without_the_note() {
+    let text = parse("metrics: {listen: 127.0.0.1:9464}").to_yaml();
+
+    assert!(
+        text.contains("metrics:\n  listen: 127.0.0.1:9464\n"),
+        "{text}"
+    );
+    assert!(!text.contains("metrics.listen is not set"), "{text}");
+}
+
+#[test]
 fn lite_kill_grace_and_max_parallel_are_read_from_the_file_and_the_environment() {
     let config = parse_with_env(
         "executor: {type: lite, lite: {log_dir: /tmp/logs, kill_grace: 3s}}",
