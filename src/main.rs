@@ -380,26 +380,29 @@ fn check_config(path: Option<PathBuf>) -> Result<(), String> {
 }
 
 /// Starts the Prometheus exporter on `listen` and names the address it bound in one line on
-/// stderr (port 0 resolved: for whoever started the command, a script or a test). An error
-/// names `origin`, the flag or key the address came from. Each hook's breaker gauge appears
-/// when its chain starts and tells the metrics its hooks.
+/// stderr ([`announce_metrics`]). An error names `origin`, the flag or key the address came
+/// from. Each hook's breaker gauge appears when its chain starts and tells the metrics its hooks.
 fn start_metrics(listen: SocketAddr, origin: &str) -> Result<Metrics, String> {
-    start_exporter(metrics::install, listen, origin)
+    let installed = install_exporter(metrics::install, listen, origin)?;
+    announce_metrics(&installed.exporter);
+    Ok(installed.metrics)
 }
 
-/// [`start_metrics`] with `install` choosing which metrics the process exports.
-fn start_exporter(
+/// Starts the exporter on `listen` with `install` choosing which metrics the process exports,
+/// without saying so: a command that may still fail to start announces it once it has
+/// ([`announce_metrics`]). An error names `origin`, the flag or key the address came from.
+fn install_exporter(
     install: fn(SocketAddr) -> Result<metrics::Installed, metrics::MetricsError>,
     listen: SocketAddr,
     origin: &str,
-) -> Result<Metrics, String> {
-    let installed =
-        install(listen).map_err(|error| format!("{origin}: {}", error_chain(&error)))?;
-    write_stderr(&format!(
-        "metrics: listening on {}\n",
-        installed.exporter.url()
-    ));
-    Ok(installed.metrics)
+) -> Result<metrics::Installed, String> {
+    install(listen).map_err(|error| format!("{origin}: {}", error_chain(&error)))
+}
+
+/// Names the address `exporter` bound in one line on stderr (port 0 resolved: for whoever
+/// started the command, a script or a test).
+fn announce_metrics(exporter: &metrics::Exporter) {
+    write_stderr(&format!("metrics: listening on {}\n", exporter.url()));
 }
 
 fn dispatch(
@@ -603,7 +606,8 @@ fn stop_on_signal() -> dispatch::Shutdown {
 
 /// The `serve` subcommand: reads the config and its `server` section, checks the server's
 /// files, starts the exporter (without the dispatcher's metrics) and the server on a
-/// multi-threaded runtime, and serves until SIGTERM or Ctrl-C.
+/// multi-threaded runtime, names the exporter's address once the server has started, and serves
+/// until SIGTERM or Ctrl-C.
 fn serve(path: PathBuf, enabled_admission: Option<String>) -> Result<(), String> {
     let (config, mut settings) = Config::load_with_server(&path, std::env::vars_os())
         .map_err(|errors| format!("{} is not valid:\n{errors}", path.display()))?;
@@ -614,8 +618,13 @@ fn serve(path: PathBuf, enabled_admission: Option<String>) -> Result<(), String>
     // Every file serve would read is checked, and each bad one reported, before anything listens.
     config::check_server_files(&settings)
         .map_err(|errors| format!("{} names files serve cannot use:\n{errors}", path.display()))?;
-    // No dispatcher runs here: its gauges would only ever read 0.
-    let hook_metrics = start_exporter(
+    // No dispatcher runs here: its gauges would only ever read 0. The recorder is installed
+    // before the server registers its metrics; the exporter is announced once the server has
+    // started, so that a start that fails (an address in use, a kubeconfig) announces nothing.
+    let metrics::Installed {
+        metrics: hook_metrics,
+        exporter,
+    } = install_exporter(
         metrics::install_server,
         config.metrics_listen,
         config::METRICS_LISTEN,
@@ -639,6 +648,7 @@ fn serve(path: PathBuf, enabled_admission: Option<String>) -> Result<(), String>
             .start()
             .await
             .map_err(|error| error_chain(&error))?;
+        announce_metrics(&exporter);
         // Listening for signals before saying where it serves: a signal sent once the address
         // is known must stop it gracefully, never find the default action.
         let stop = stopping(grace);

@@ -171,6 +171,25 @@ fn a_bad_tls_file_fails_the_start_before_the_metrics_exporter_listens() {
     assert!(!stderr.contains("metrics: listening"), "{stderr}");
 }
 
+#[test]
+fn a_listen_address_in_use_fails_the_start_without_announcing_the_metrics_listener() {
+    let dir = tempfile::tempdir().expect("a directory");
+    Authority::new().issue().write_to(dir.path());
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let address = taken.local_addr().expect("bound").to_string();
+
+    let (code, stderr) = serve_with_env(
+        dir.path(),
+        &[],
+        &[("DEXAFLOW_SERVER_LISTEN", Path::new(&address))],
+    );
+
+    assert_eq!(code, Some(2), "{stderr}");
+    let line = format!("server.listen: cannot listen on {address}");
+    assert!(stderr.contains(&line), "{line:?} missing from\n{stderr}");
+    assert!(!stderr.contains("metrics: listening"), "{stderr}");
+}
+
 /// Writes a `serve` config for 127.0.0.1 port 0 with a certificate of `authority` in `dir`,
 /// the exporter on port 0, and `extra` lines in the `server` section.
 fn config(authority: &Authority, dir: &Path, extra: &str) -> std::path::PathBuf {
