@@ -412,7 +412,7 @@ fn dispatch(
     metrics_listen: Option<SocketAddr>,
 ) -> Result<(), String> {
     let config = load_config(config)?;
-    let tasks = workload::load(&workload)
+    let tasks = workload::load(&workload, &config.dispatch.executor)
         .map_err(|errors| format!("workload {} is not valid:\n{errors}", workload.display()))?;
     if tasks.is_empty() {
         return print_instances(&[], output);

@@ -18,8 +18,9 @@
 //! naming its entry (`runs[0].tasks[2]: unknown key "imgae"`): unknown keys, values of the wrong
 //! shape, ids that are empty or hold control or format characters, a task listed twice, label
 //! and annotation keys under the prefixes reserved for the orchestrator (as Dexaflow refuses
-//! them when a DAG is registered), and an execution timeout of zero. An empty file, or one
-//! whose runs list no task, is a workload with no tasks.
+//! them when a DAG is registered), an execution timeout of zero, and, read for the lite
+//! executor ([`parse_for`], [`load`]), a task without a command. An empty file, or one whose
+//! runs list no task, is a workload with no tasks.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -33,6 +34,7 @@ use thiserror::Error;
 
 use crate::admission::{error_lines, escape_controls, is_control_or_format, is_reserved_key};
 use crate::config::{big_integer_digits, integer_in, parse_yaml, too_large};
+use crate::dispatch::settings::ExecutorSettings;
 use crate::dispatch::task::{Task, TaskExecution, TaskKey};
 
 /// One problem with a workload file. Each names the entry, such as `runs[0].tasks[2]`.
@@ -131,6 +133,13 @@ pub enum WorkloadError {
         /// got 5000000000 (too large)`.
         problem: String,
     },
+    /// A task without a command for an executor that runs commands (`lite`), whose every
+    /// attempt would fail to launch and back off until its dispatch attempts were spent.
+    #[error("{at}.command: required by the lite executor, which runs it as a local process")]
+    NoCommand {
+        /// The task.
+        at: String,
+    },
     /// An execution timeout of zero seconds, which would end every attempt as it starts.
     #[error("{at}.execution_timeout_seconds: must be at least 1")]
     ZeroTimeout {
@@ -200,29 +209,46 @@ struct DefaultArgs {
 /// The keys of a run entry.
 const RUN_KEYS: [&str; 5] = ["tenant", "dag_id", "run_id", "default_args", "tasks"];
 
-/// Reads the workload at `path`.
+/// Reads the workload at `path` for `executor`, as [`parse_for`] does.
 ///
 /// # Errors
 /// [`WorkloadErrors`] with the read error, or every problem in the file.
-pub fn load(path: &Path) -> Result<Vec<Task>, WorkloadErrors> {
+pub fn load(path: &Path, executor: &ExecutorSettings) -> Result<Vec<Task>, WorkloadErrors> {
     let text = std::fs::read_to_string(path).map_err(|source| WorkloadError::Read {
         path: path.display().to_string(),
         source,
     })?;
-    parse(&text)
+    parse_for(&text, executor)
 }
 
-/// Parses a workload from YAML text.
+/// Parses a workload from YAML text with the checks every executor shares: a task without a
+/// command passes, as a pod runs its image's own entrypoint.
 ///
 /// # Errors
 /// [`WorkloadErrors`] with every problem found, each naming its entry.
 pub fn parse(text: &str) -> Result<Vec<Task>, WorkloadErrors> {
+    parse_with(text, false)
+}
+
+/// Parses a workload from YAML text for `executor`: [`parse`]'s checks, and a command in every
+/// task when the executor needs one ([`ExecutorSettings::needs_command`]: `lite`).
+///
+/// # Errors
+/// [`WorkloadErrors`] with every problem found, each naming its entry.
+pub fn parse_for(text: &str, executor: &ExecutorSettings) -> Result<Vec<Task>, WorkloadErrors> {
+    parse_with(text, executor.needs_command())
+}
+
+fn parse_with(text: &str, needs_command: bool) -> Result<Vec<Task>, WorkloadErrors> {
     // Parsed as the config is, so that an integer too large for 64 bits is kept and reported
     // against its entry with the other problems, not fail the whole file alone.
     let workload: Option<Workload> = parse_yaml(text)
         .and_then(serde_yaml_ng::from_value)
         .map_err(|source| WorkloadError::Syntax { source })?;
-    let mut reader = Reader::default();
+    let mut reader = Reader {
+        needs_command,
+        ..Reader::default()
+    };
     for (index, run) in workload.unwrap_or_default().runs.into_iter().enumerate() {
         reader.run(&format!("runs[{index}]"), run);
     }
@@ -238,6 +264,8 @@ pub fn parse(text: &str) -> Result<Vec<Task>, WorkloadErrors> {
 /// Reads entries one at a time, collecting the tasks and every problem.
 #[derive(Default)]
 struct Reader {
+    /// Whether every task needs a command ([`ExecutorSettings::needs_command`]).
+    needs_command: bool,
     tasks: Vec<Task>,
     seen: BTreeSet<TaskKey>,
     errors: Vec<WorkloadError>,
@@ -318,6 +346,15 @@ impl Reader {
         if task.execution_timeout_seconds == Some(0) {
             self.errors
                 .push(WorkloadError::ZeroTimeout { at: at.to_owned() });
+            ok = false;
+        }
+        // A command of the wrong shape was reported as such.
+        let no_command = mapping
+            .get("command")
+            .is_none_or(|command| command.as_sequence().is_some_and(Vec::is_empty));
+        if self.needs_command && no_command {
+            self.errors
+                .push(WorkloadError::NoCommand { at: at.to_owned() });
             ok = false;
         }
         task.execution_timeout_seconds = task

@@ -325,6 +325,15 @@ pub enum ExecutorSettings {
     Null,
 }
 
+impl ExecutorSettings {
+    /// Whether this executor needs a command in every task: `lite` runs the command as a local
+    /// process and has nothing else to run, where a pod runs its image's own entrypoint without
+    /// one and `null` runs nothing.
+    pub fn needs_command(&self) -> bool {
+        matches!(self, ExecutorSettings::Lite { .. })
+    }
+}
+
 impl Default for ExecutorSettings {
     /// `lite`, logging to [`DEFAULT_LOG_DIR`], with its default grace and parallelism.
     fn default() -> ExecutorSettings {

@@ -268,6 +268,7 @@ fn a_bad_workload_exits_2_naming_the_unknown_key_and_the_duplicate_task() {
         format!(
             "dexaflow-admission: workload {} is not valid:\n\
              runs[0].tasks[0]: unknown key \"commnd\"\n\
+             runs[0].tasks[0].command: required by the lite executor, which runs it as a local process\n\
              runs[0].tasks[2]: task acme/etl/r1/b appears twice\n",
             workload.display()
         )

@@ -12,6 +12,7 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 
+use dexaflow_admission::config::Config;
 use dexaflow_admission::dispatch::effective::{Effective, effective_execution};
 use dexaflow_admission::dispatch::executor::Admitted;
 use dexaflow_admission::dispatch::executor::kubernetes::{ANNOTATION_TASK_INSTANCE_ID, build_pod};
@@ -88,7 +89,9 @@ fn manifests(dir: &Path) -> Vec<(String, Pod)> {
 }
 
 fn hostile_tasks() -> Vec<Task> {
-    workload::load(Path::new(WORKLOAD)).expect("the hostile workload loads")
+    let config = Config::load(Path::new(CONFIG), crate::common::NO_ENV).expect("the config loads");
+    workload::load(Path::new(WORKLOAD), &config.dispatch.executor)
+        .expect("the hostile workload loads")
 }
 
 /// The pod `task` would get if nothing checked it: its own fields, the default service account,

@@ -675,9 +675,11 @@ async fn the_example_policy_gives_the_outcomes_the_readme_shows() {
         [("DEXAFLOW_EXECUTOR_LITE_LOG_DIR", log_dir.as_str())],
     )
     .expect("the example config is valid");
-    let tasks =
-        dexaflow_admission::workload::load(std::path::Path::new("examples/policy-workload.yaml"))
-            .expect("the example workload is valid");
+    let tasks = dexaflow_admission::workload::load(
+        std::path::Path::new("examples/policy-workload.yaml"),
+        &config.dispatch.executor,
+    )
+    .expect("the example workload is valid");
     let install = Install::from_config(config).minter(Arc::new(RecordingMinter::default()));
 
     let report = run(install, tasks).await;

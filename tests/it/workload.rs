@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use dexaflow_admission::workload::{WorkloadError, WorkloadErrors, parse};
+use dexaflow_admission::dispatch::settings::ExecutorSettings;
+use dexaflow_admission::workload::{WorkloadError, WorkloadErrors, parse, parse_for};
 
 /// The problems in `yaml`, one a line, as `dispatch` prints them.
 fn problems(yaml: &str) -> Vec<String> {
@@ -352,4 +353,35 @@ fn pool_slots_above_their_32_bits_are_refused_saying_their_range() {
         lines.iter().all(|line| !line.contains("64 bits")),
         "{lines:?}"
     );
+}
+
+#[test]
+fn a_task_without_a_command_is_refused_for_the_lite_executor_naming_the_field() {
+    let yaml = run_with("[{task_id: a}, {task_id: b, command: []}, {task_id: c, command: [echo]}]");
+
+    let errors = parse_for(&yaml, &ExecutorSettings::default()).expect_err("no command");
+
+    let lines: Vec<String> = errors.to_string().lines().map(str::to_owned).collect();
+    assert_eq!(
+        lines,
+        [
+            "runs[0].tasks[0].command: required by the lite executor, which runs it as a local process",
+            "runs[0].tasks[1].command: required by the lite executor, which runs it as a local process",
+        ]
+    );
+}
+
+#[test]
+fn a_task_without_a_command_is_accepted_for_an_executor_that_runs_an_image() {
+    let yaml = run_with("[{task_id: a, image: ghcr.io/acme/etl:1.2}]");
+    let kubernetes = ExecutorSettings::Kubernetes {
+        namespace: "dexaflow".to_owned(),
+        dry_run_dir: None,
+        run_as_non_root: true,
+    };
+
+    let tasks = parse_for(&yaml, &kubernetes).expect("a pod runs its image's entrypoint");
+
+    assert_eq!(tasks.len(), 1);
+    assert!(tasks[0].command.is_empty());
 }
