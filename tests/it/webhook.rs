@@ -420,6 +420,20 @@ async fn answer_with_an_unknown_field_leaves_the_attempt_unavailable() {
 }
 
 #[actix::test]
+async fn answer_that_is_an_array_of_an_admit_s_fields_leaves_the_attempt_unavailable() {
+    // The fields of a valid admit, in order, with the request's own uid: serde's derived
+    // decoder of a struct would take them.
+    let handler: Handler =
+        Arc::new(|seen: &Seen| Reply::json(json!([API_VERSION, seen.envelope().uid, "admit"])));
+
+    assert_unavailable(
+        handler,
+        "answer is not a dexaflow.io/admission/v1 answer: invalid type: sequence, expected a dexaflow.io/admission/v1 answer object",
+    )
+    .await;
+}
+
+#[actix::test]
 async fn answer_of_another_api_version_leaves_the_attempt_unavailable() {
     assert_unavailable(
         edited_answer(Decision::Admit, |answer| {
