@@ -168,8 +168,10 @@ impl<T> Cache<T> {
 impl<T: Grouped + DeserializeOwned + Send + Sync + 'static> Cache<T> {
     /// Starts listing and watching `resource` with `client` on the current tokio runtime, and
     /// returns the cache (empty and not synced until the first list is whole) and the task
-    /// keeping it. A failed list or watch is logged, told to `events`, and tried again after
-    /// kube-rs's backoff (0.8 s doubling to 30 s, each wait up to twice that at random), which
+    /// keeping it. A failed list or watch (one that ended at once without an event included:
+    /// the client [`super::connect`] makes fails it) is logged, told to `events`, and tried
+    /// again after kube-rs's backoff (0.8 s doubling to 30 s, each wait up to twice that at
+    /// random), which
     /// grows over failures in a row and starts again only once the cache receives something:
     /// a whole list, or an object added, changed or deleted. An object that does not decode
     /// as `T` is logged and left out: from a list, and from a change, whose earlier version is

@@ -14,6 +14,7 @@
 mod cache;
 mod namespaces;
 mod queues;
+mod short_watch;
 
 pub use cache::{Cache, Grouped, QUEUES, Resource, Watching};
 pub use namespaces::{NamespaceError, Namespaces};
@@ -25,6 +26,8 @@ use std::time::Duration;
 use kube::client::ClientBuilder;
 use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
 use tower::timeout::TimeoutLayer;
+
+use short_watch::ShortWatchLayer;
 
 /// Why no client could be made for the cluster.
 #[derive(Debug, thiserror::Error)]
@@ -81,7 +84,9 @@ const KUBECONFIG: &str = "KUBECONFIG";
 /// empty entries and files that do not exist are skipped, as kubectl skips them), else from the
 /// pod's service account. Each request the client makes fails when its response has not begun
 /// within `request_timeout` ([`REQUEST_TIMEOUT`] for the server); its body, such as a watch's
-/// stream of events, is not bounded.
+/// stream of events, is not bounded. A watch whose body ends within a second of its response
+/// without an event fails (client-go's "very short watch"), so that a cache sees the failure
+/// and backs off rather than watching again at once.
 ///
 /// # Errors
 /// [`ClusterError`], naming the file or the source that could not be used;
@@ -116,9 +121,11 @@ pub async fn connect(
         (None, None) => kube::Config::incluster().map_err(ClusterError::InCluster)?,
     };
     // The timeout wraps the future of the response's head only: the body streams on unbounded.
+    // A watch that ends at once without an event fails, for the cache to back off after.
     let client = ClientBuilder::try_from(config)
         .map_err(ClusterError::Client)?
         .with_layer(&TimeoutLayer::new(request_timeout))
+        .with_layer(&ShortWatchLayer)
         .build();
     Ok(client)
 }

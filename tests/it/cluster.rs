@@ -1,6 +1,6 @@
 //! The cluster reads through the real Kubernetes client against an API server on 127.0.0.1:
 //! the queue cache (list, watch, bookmarks, a broken watch, 401, 403 and 500, a list or watch
-//! never answered) and a namespace's
+//! never answered, a watch that ends at once) and a namespace's
 //! annotation (found, missing, too slow), and how the client is found.
 
 use crate::apiserver::ApiServer;
@@ -345,6 +345,40 @@ async fn a_watch_whose_response_never_begins_fails_and_is_reported_while_the_cac
     eventually("a watch open once answered", watching).await;
     server.put_queue("later", json!({"weight": 2}));
     until_present(&watched, "later", true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_that_ends_at_once_without_an_event_is_reported_each_time_and_not_reopened_in_a_loop()
+ {
+    let server = ApiServer::start(TOKEN).await;
+    server.put_queue("default", json!({"weight": 1}));
+    server.end_watches_at_once(true);
+    let watched = watch(&server, TOKEN).await;
+    until_synced(&watched).await;
+
+    // The first is reported at once, the second after the first backoff (about a second).
+    let events = Arc::clone(&watched.events);
+    eventually("two watches that ended at once reported", move || {
+        let failed = events.failed.load(Ordering::SeqCst);
+        async move { (failed >= 2).then_some(()) }
+    })
+    .await;
+    let failed = watched.events.failed.load(Ordering::SeqCst);
+    let watches = server.watches_asked();
+
+    // Each watch asked for was reported; at most the next one has begun since.
+    assert!(
+        watches <= failed + 1,
+        "{watches} watches asked for, {failed} reported"
+    );
+    assert!(watched.cache.is_synced(), "the list is kept");
+    assert!(watched.cache.get("default").is_some());
+    assert_eq!(
+        server.lists(),
+        1,
+        "not listed again: {:?}",
+        server.requests()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,6 +1,6 @@
 //! A Kubernetes API server on 127.0.0.1 for what `serve` reads: list and watch of Volcano's
 //! queues (resource versions, bookmarks, a watch the test can break, lists that fail with 500,
-//! lists and watches never answered),
+//! lists and watches never answered, watches answered with an empty body),
 //! get of namespaces, a bearer token, `Status` bodies for 401, 403, 404 and 500. Real HTTP on a real socket, so that the
 //! real client (kube-rs) talks to it as to a cluster.
 
@@ -40,6 +40,7 @@ struct State {
     lists_failing: AtomicBool,
     lists_hanging: AtomicBool,
     watches_hanging: AtomicBool,
+    watches_empty: AtomicBool,
     namespace_delay: Mutex<Option<Duration>>,
     requests: Mutex<Vec<String>>,
 }
@@ -186,6 +187,20 @@ impl ApiServer {
         self.state.watches_hanging.store(hanging, Ordering::SeqCst);
     }
 
+    /// Answers every watch of queues asked for from now on with 200 and an empty body, which
+    /// ends the watch at once without an event (`false`: streams the next ones).
+    pub fn end_watches_at_once(&self, ending: bool) {
+        self.state.watches_empty.store(ending, Ordering::SeqCst);
+    }
+
+    /// How many watches of queues were asked for so far, answered or not.
+    pub fn watches_asked(&self) -> usize {
+        self.requests()
+            .iter()
+            .filter(|request| request.contains(QUEUES_PATH) && request.contains("watch="))
+            .count()
+    }
+
     /// How many lists of queues (not watches) were asked for so far, answered or not.
     pub fn lists(&self) -> usize {
         self.requests()
@@ -265,6 +280,9 @@ async fn answer(state: &State, request: Request<Incoming>) -> Response<Body> {
             if state.watches_hanging.load(Ordering::SeqCst) {
                 return std::future::pending().await;
             }
+            if state.watches_empty.load(Ordering::SeqCst) {
+                return json_response(StatusCode::OK, full_bytes(Bytes::new()));
+            }
             let since: u64 = query
                 .split('&')
                 .find_map(|pair| pair.strip_prefix("resourceVersion="))
@@ -339,7 +357,11 @@ async fn answer(state: &State, request: Request<Incoming>) -> Response<Body> {
 }
 
 fn full(value: Value) -> Body {
-    Full::new(Bytes::from(value.to_string())).boxed()
+    full_bytes(Bytes::from(value.to_string()))
+}
+
+fn full_bytes(bytes: Bytes) -> Body {
+    Full::new(bytes).boxed()
 }
 
 fn json_response(code: StatusCode, body: Body) -> Response<Body> {
