@@ -130,6 +130,7 @@ pub mod report;
 pub mod serve;
 pub mod supervise;
 mod sync;
+mod token_file;
 pub mod volcano;
 pub mod workload;
 

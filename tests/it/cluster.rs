@@ -484,6 +484,105 @@ async fn a_namespace_read_the_api_server_answers_too_late_gives_up_at_the_deadli
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubeconfig_token_file_ending_in_a_newline_authenticates_with_its_token_trimmed() {
+    let server = ApiServer::start(TOKEN).await;
+    server.put_namespace(
+        "team-a",
+        json!({"scheduling.volcano.sh/queue-name": "research"}),
+    );
+    let dir = tempfile::tempdir().expect("a directory");
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, format!("{TOKEN}\n")).expect("write the token");
+    let path = server.kubeconfig_with_token_file(dir.path(), &token_file);
+
+    let client = cluster::connect(
+        Some((&path, "server.kubeconfig")),
+        None,
+        cluster::REQUEST_TIMEOUT,
+    )
+    .await
+    .expect("a client from the kubeconfig");
+    let queue = Namespaces::new(client)
+        .annotation(
+            "team-a",
+            "scheduling.volcano.sh/queue-name",
+            Instant::now() + Duration::from_secs(10),
+        )
+        .await;
+
+    // The server answers 401 to any other Authorization header than the token's.
+    assert_eq!(queue.expect("authenticated").as_deref(), Some("research"));
+    assert_eq!(server.requests().len(), 1, "{:?}", server.requests());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_kubeconfig_token_file_is_sent_from_the_next_request() {
+    let server = ApiServer::start(TOKEN).await;
+    server.put_namespace("team-a", json!({}));
+    let dir = tempfile::tempdir().expect("a directory");
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, format!("{TOKEN}\n")).expect("write the token");
+    let path = server.kubeconfig_with_token_file(dir.path(), &token_file);
+    let client = cluster::connect(
+        Some((&path, "server.kubeconfig")),
+        None,
+        cluster::REQUEST_TIMEOUT,
+    )
+    .await
+    .expect("a client from the kubeconfig");
+    let namespaces = Namespaces::new(client);
+    let read = || {
+        namespaces.annotation(
+            "team-a",
+            "scheduling.volcano.sh/queue-name",
+            Instant::now() + Duration::from_secs(10),
+        )
+    };
+    read().await.expect("authenticated with the first token");
+
+    // A longer token, so that the file's size changes whatever its modification time says.
+    server.rotate_token("rotated-s3cret-token");
+    std::fs::write(&token_file, "rotated-s3cret-token\n").expect("rotate the token");
+    let after = read().await;
+
+    assert!(after.is_ok(), "the rotated token sent: {after:?}");
+    assert_eq!(server.requests().len(), 2, "{:?}", server.requests());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubeconfig_token_file_of_only_whitespace_fails_naming_the_file_and_no_token_is_sent() {
+    let server = ApiServer::start(TOKEN).await;
+    let dir = tempfile::tempdir().expect("a directory");
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, " \n").expect("write the token");
+    let path = server.kubeconfig_with_token_file(dir.path(), &token_file);
+
+    let Err(error) = cluster::connect(
+        Some((&path, "server.kubeconfig")),
+        None,
+        cluster::REQUEST_TIMEOUT,
+    )
+    .await
+    else {
+        panic!("no token, yet a client was made");
+    };
+
+    assert!(
+        matches!(&error, ClusterError::TokenFile { origin: "server.kubeconfig", path, .. } if *path == token_file),
+        "{error}"
+    );
+    let text = dexaflow_admission::admission::error_chain(&error);
+    assert_eq!(
+        text,
+        format!(
+            "server.kubeconfig: tokenFile {}: holds no token",
+            token_file.display()
+        )
+    );
+    assert!(server.requests().is_empty(), "{:?}", server.requests());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kubeconfig_that_does_not_parse_is_named_in_the_error() {
     let dir = tempfile::tempdir().expect("a directory");
     let path = dir.path().join("kubeconfig");

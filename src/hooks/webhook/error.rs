@@ -6,9 +6,9 @@ use hyper::StatusCode;
 use thiserror::Error;
 
 use super::MAX_ANSWER_BYTES;
-use super::token::TokenProblem;
 use crate::admission::AnswerError;
 use crate::hooks::SpecError;
+use crate::token_file::TokenProblem;
 
 /// Why one call to a webhook gave no decision. Every variant is the hook failing: the attempt
 /// waits (or is admitted unchanged under fail-open) and the hook's breaker counts it; none is

@@ -30,10 +30,10 @@ mod spec;
 mod tls;
 mod token;
 
+pub use crate::token_file::TokenProblem;
 pub use error::WebhookError;
 pub use hook::{CONNECTION_LANES, HttpClient, Webhook};
 pub use spec::WebhookSpec;
-pub use token::TokenProblem;
 
 /// The most bytes of an answer body a webhook reads; a longer answer is a failure, and reading
 /// stops there.

@@ -29,7 +29,7 @@ const NAMESPACES_PATH: &str = "/api/v1/namespaces/";
 /// The server's state, shared with its connections.
 #[derive(Default)]
 struct State {
-    token: String,
+    token: Mutex<String>,
     resource_version: AtomicU64,
     queues: Mutex<BTreeMap<String, Value>>,
     namespaces: Mutex<BTreeMap<String, Value>>,
@@ -65,7 +65,7 @@ impl ApiServer {
             .expect("a free port");
         let address = listener.local_addr().expect("bound");
         let state = Arc::new(State {
-            token: token.to_owned(),
+            token: Mutex::new(token.to_owned()),
             resource_version: AtomicU64::new(100),
             ..State::default()
         });
@@ -98,6 +98,16 @@ impl ApiServer {
     /// Writes a kubeconfig for this server with `token` into `dir`, and returns its path.
     pub fn kubeconfig(&self, dir: &Path, token: &str) -> PathBuf {
         kubeconfig(dir, &self.url(), token)
+    }
+
+    /// Writes a kubeconfig for this server into `dir` whose user reads its token from
+    /// `token_file` (`tokenFile`), and returns its path.
+    pub fn kubeconfig_with_token_file(&self, dir: &Path, token_file: &Path) -> PathBuf {
+        kubeconfig_of_user(
+            dir,
+            &self.url(),
+            &format!("tokenFile: {:?}", token_file.display().to_string()),
+        )
     }
 
     /// Adds or replaces the queue `name` with `spec`, telling every watch.
@@ -162,6 +172,11 @@ impl ApiServer {
         let mut watchers = self.state.watchers.lock().expect("watchers");
         watchers.open.retain(|watcher| !watcher.is_closed());
         watchers.open.len()
+    }
+
+    /// Accepts `token` only from now on, as after a rotation.
+    pub fn rotate_token(&self, token: &str) {
+        *self.state.token.lock().expect("token") = token.to_owned();
     }
 
     /// Answers 403 to every request from now on (`false`: serves again).
@@ -260,7 +275,8 @@ async fn answer(state: &State, request: Request<Incoming>) -> Response<Body> {
         .headers()
         .get(http::header::AUTHORIZATION)
         .and_then(|value| value.to_str().ok());
-    if presented != Some(&format!("Bearer {}", state.token)) {
+    let expected = format!("Bearer {}", state.token.lock().expect("token"));
+    if presented != Some(&expected) {
         return status(StatusCode::UNAUTHORIZED, "Unauthorized", "Unauthorized");
     }
     if state.forbidden.load(Ordering::SeqCst) {
@@ -393,12 +409,18 @@ fn status(code: StatusCode, reason: &str, message: &str) -> Response<Body> {
 /// Writes a kubeconfig for the API server at `url` with `token` into `dir`, and returns its
 /// path.
 pub fn kubeconfig(dir: &Path, url: &str, token: &str) -> PathBuf {
+    kubeconfig_of_user(dir, url, &format!("token: {token}"))
+}
+
+/// Writes a kubeconfig for the API server at `url` into `dir` whose user is `user` (the fields
+/// of a flow mapping, such as `token: abc`), and returns its path.
+fn kubeconfig_of_user(dir: &Path, url: &str, user: &str) -> PathBuf {
     let path = dir.join("kubeconfig");
     std::fs::write(
         &path,
         format!(
             "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster: {{server: \"{url}\"}}\n\
-             users:\n- name: test\n  user: {{token: {token}}}\ncontexts:\n- name: test\n  \
+             users:\n- name: test\n  user: {{{user}}}\ncontexts:\n- name: test\n  \
              context: {{cluster: test, user: test}}\ncurrent-context: test\n"
         ),
     )
