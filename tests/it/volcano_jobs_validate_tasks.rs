@@ -501,6 +501,107 @@ fn pod_level_requests_above_pod_level_limits_are_refused() {
     );
 }
 
+/// Kubernetes: validatePodResourceConsistency: a container's limit is held to the pod-level
+/// limit of the same resource
+#[test]
+fn a_container_limit_above_the_pod_level_limit_is_refused() {
+    let container = json!({"requests": {"cpu": "1"}, "limits": {"cpu": "3"}});
+    let job = pod_level(
+        json!({"requests": {"cpu": "2"}, "limits": {"cpu": "2"}}),
+        &[container],
+    );
+    assert_eq!(
+        denied(with_gate(&job, true)),
+        "spec.task[0].template.spec.resources.containers[0][cpu].limits: Invalid value: \"3\": must be less than or equal to pod limits of 2."
+    );
+}
+
+/// Kubernetes: validatePodResourceConsistency holds only the containers, not the init
+/// containers, to the pod-level limits
+#[test]
+fn an_init_container_limit_above_the_pod_level_limit_is_allowed() {
+    let mut job = pod_level(
+        json!({"requests": {"cpu": "2"}, "limits": {"cpu": "2"}}),
+        &[json!({"requests": {"cpu": "1"}})],
+    );
+    job["spec"]["tasks"][0]["template"]["spec"]["initContainers"] = json!([{"name": "init",
+        "image": "busybox:1.24", "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "3"}}}]);
+    assert_eq!(with_gate(&job, true), Ok(()));
+}
+
+/// Kubernetes: validatePodResourceConsistency compares every resource the containers request
+/// with the pod-level request, a pod-level request left out counting as zero; the sum is
+/// written as Go writes it (`1Gi`)
+#[test]
+fn a_request_the_pod_level_requests_leave_out_is_compared_with_zero() {
+    let container = json!({"requests": {"cpu": "1", "memory": "1Gi"}});
+    let job = pod_level(
+        json!({"requests": {"cpu": "2"}, "limits": {"cpu": "2"}}),
+        &[container],
+    );
+    assert_eq!(
+        denied(with_gate(&job, true)),
+        "spec.task[0].template.spec.resources.requests[memory]: Invalid value: \"0\": must be greater than or equal to aggregate container requests of 1Gi."
+    );
+}
+
+/// Kubernetes: validatePodResourceConsistency: pod-level limits alone leave every pod-level
+/// request at zero, since a template's pod-level requests are not defaulted as a pod's are
+#[test]
+fn pod_level_limits_without_requests_refuse_a_container_request() {
+    let job = pod_level(
+        json!({"limits": {"cpu": "2"}}),
+        &[json!({"requests": {"cpu": "1"}})],
+    );
+    assert_eq!(
+        denied(with_gate(&job, true)),
+        "spec.task[0].template.spec.resources.requests[cpu]: Invalid value: \"0\": must be greater than or equal to aggregate container requests of 1."
+    );
+}
+
+/// Kubernetes: validatePodResourceConsistency sums extended resources too, though the pod
+/// level cannot request them
+#[test]
+fn an_extended_resource_a_container_requests_exceeds_the_pod_level_request() {
+    let gpu = json!({"nvidia.com/gpu": "1"});
+    let job = pod_level(
+        json!({"requests": {"cpu": "2"}}),
+        &[json!({"requests": gpu, "limits": gpu})],
+    );
+    assert_eq!(
+        denied(with_gate(&job, true)),
+        "spec.task[0].template.spec.resources.requests[nvidia.com/gpu]: Invalid value: \"0\": must be greater than or equal to aggregate container requests of 1."
+    );
+}
+
+/// Kubernetes: validateResourceRequirements (through validatePodResourceRequirements): huge
+/// pages at pod level need CPU or memory beside them
+#[test]
+fn pod_level_huge_pages_without_cpu_or_memory_are_refused() {
+    let pages = json!({"hugepages-2Mi": "2Mi"});
+    let job = pod_level(json!({"requests": pages, "limits": pages}), &[json!({})]);
+    assert_eq!(
+        denied(with_gate(&job, true)),
+        "spec.task[0].template.spec.resources: Forbidden: HugePages require cpu or memory."
+    );
+}
+
+/// Kubernetes: validateResourceRequirements (through ValidateContainerResourceRequirements):
+/// a container's huge pages need CPU or memory beside them, whatever the gate
+#[test]
+fn a_container_asking_huge_pages_without_cpu_or_memory_is_refused() {
+    let pages = json!({"hugepages-2Mi": "2Mi"});
+    let mut job = pod_level(json!({}), &[json!({"requests": pages, "limits": pages})]);
+    job["spec"]["tasks"][0]["template"]["spec"]
+        .as_object_mut()
+        .expect("a spec")
+        .remove("resources");
+    assert_eq!(
+        denied(with_gate(&job, false)),
+        "spec.task[0].template.spec.containers[0].resources: Forbidden: HugePages require cpu or memory."
+    );
+}
+
 /// A job whose one task has pod-level CPU requests of `pod`, one container requesting one CPU
 /// and the init containers `init` as (CPUs requested, whether it is a sidecar), in order.
 fn with_init(pod: &str, init: &[(&str, bool)]) -> Value {

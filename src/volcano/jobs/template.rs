@@ -9,11 +9,12 @@
 //!   ports in 1..=65535 (container and host port), port names valid and unique; volume mounts
 //!   naming a valid volume of the pod, with a mount path unique in the container; resource
 //!   requests no more than limits (for extended resources and huge pages, a limit set and
-//!   equal);
+//!   equal), huge pages only beside CPU or memory;
 //! - volumes: named, DNS labels, unique, each of some type;
-//! - with the `PodLevelResources` gate on, pod-level `spec.resources`: requests no more than
-//!   limits and no less than the containers' aggregate requests (CPU, memory, huge pages),
-//!   sidecars included;
+//! - with the `PodLevelResources` gate on, pod-level `spec.resources` as a container's, then
+//!   requests no less than the containers' aggregate requests, sidecars included (every
+//!   resource the containers request, one left out at pod level counting as `0`), and limits no
+//!   less than any container's limit;
 //! - `restartPolicy` one of `Always`, `OnFailure`, `Never` (empty is defaulted to `Always`).
 //!
 //! Everything else Kubernetes checks in a pod template is left to the API server, which
@@ -37,7 +38,7 @@ use super::super::pod_template::{
 };
 use super::super::resource::{shown_quantity, signed_milli};
 use super::super::review::{invalid, quoted};
-use crate::admission::cpu_quantity;
+use crate::admission::{cpu_quantity, memory_quantity};
 
 const PORT_RANGE: &str = "must be between 1 and 65535, inclusive";
 
@@ -139,7 +140,7 @@ fn pod_spec_errors(spec: &TemplatePodSpec, gates: &FeatureGates, errors: &mut Ve
     {
         let path = At::Field(&root, "resources");
         requirement_errors(resources, &path, errors);
-        aggregate_errors(resources, containers, init, &path, errors);
+        consistency_errors(resources, containers, init, &path, errors);
     }
     let restart = spec.restart_policy.as_deref().unwrap_or_default();
     if !["", "Always", "OnFailure", "Never"].contains(&restart) {
@@ -257,13 +258,11 @@ fn container_errors(
 }
 
 /// Each request no more than its limit; equal, and a limit set, for resources that cannot be
-/// overcommitted.
+/// overcommitted; huge pages only beside CPU or memory.
 fn requirement_errors(resources: &TemplateResources, path: &At<'_>, errors: &mut Vec<String>) {
-    let Some(requests) = &resources.requests else {
-        return;
-    };
-    let no_limits = BTreeMap::new();
-    let limits = resources.limits.as_ref().unwrap_or(&no_limits);
+    let no_list = BTreeMap::new();
+    let requests = resources.requests.as_ref().unwrap_or(&no_list);
+    let limits = resources.limits.as_ref().unwrap_or(&no_list);
     for (name, request) in requests {
         let Some(limit) = limits.get(name) else {
             if !may_overcommit(name) {
@@ -290,6 +289,15 @@ fn requirement_errors(resources: &TemplateResources, path: &At<'_>, errors: &mut
             &detail,
         ));
     }
+    // Kubernetes: validateResourceRequirements, for a container's resources and the pod's alike.
+    let names = || requests.keys().chain(limits.keys());
+    if names().any(|name| name.starts_with("hugepages-"))
+        && !names().any(|name| name == "cpu" || name == "memory")
+    {
+        errors.push(format!(
+            "{path}: Forbidden: HugePages require cpu or memory"
+        ));
+    }
 }
 
 /// Kubernetes' native resources other than huge pages may request less than their limit.
@@ -298,87 +306,217 @@ fn may_overcommit(name: &str) -> bool {
     native && !name.starts_with("hugepages-")
 }
 
-/// Pod-level requests no less than the containers' aggregate, as Kubernetes sums it: the
-/// containers and the sidecars (init containers restarted `Always`, which keep running beside
-/// them), or, when larger, what runs while one init container runs (it and the sidecars
-/// started before it).
-fn aggregate_errors(
+/// Pod-level requests no less than the containers' aggregate, and each container's limits no
+/// more than the pod-level limits, as Kubernetes' `validatePodResourceConsistency` checks them.
+///
+/// The aggregate is `AggregateContainerRequests`': the containers and the sidecars (init
+/// containers restarted `Always`, which keep running beside them), or, when larger, what runs
+/// while one init container runs (it and the sidecars started before it). Every resource the
+/// containers request is compared, a pod-level request left out counting as `0`: a template is
+/// not defaulted as a pod is, so nothing fills the pod-level request in.
+fn consistency_errors(
     resources: &TemplateResources,
     containers: &[TemplateContainer],
     init: &[TemplateContainer],
     path: &At<'_>,
     errors: &mut Vec<String>,
 ) {
-    let Some(pod) = &resources.requests else {
+    let no_requests = BTreeMap::new();
+    let pod = resources.requests.as_ref().unwrap_or(&no_requests);
+    for (name, total) in aggregate_requests(containers, init) {
+        let (pod_milli, shown) = match pod.get(name) {
+            Some(request) => match signed_milli(&request.0) {
+                Some(milli) => (milli, quoted(&shown_quantity(&request.0))),
+                None => continue,
+            },
+            None => (0, quoted("0")),
+        };
+        if pod_milli < total.milli {
+            let detail =
+                format!("must be greater than or equal to aggregate container requests of {total}");
+            errors.push(invalid(
+                &format!("{path}.requests[{name}]"),
+                &shown,
+                &detail,
+            ));
+        }
+    }
+    let Some(pod_limits) = &resources.limits else {
         return;
     };
-    let mut aggregate: BTreeMap<&str, i128> = BTreeMap::new();
-    for container in containers {
-        add(&mut aggregate, &requests(container));
-    }
-    let mut sidecars: BTreeMap<&str, i128> = BTreeMap::new();
-    let mut initializing: BTreeMap<&str, i128> = BTreeMap::new();
-    for container in init {
-        let own = requests(container);
-        let mut running = sidecars.clone();
-        add(&mut running, &own);
-        if container.is_sidecar() {
-            add(&mut aggregate, &own);
-            sidecars.clone_from(&running);
-        }
-        for (name, milli) in running {
-            let peak = initializing.entry(name).or_default();
-            *peak = (*peak).max(milli);
-        }
-    }
-    for (name, peak) in initializing {
-        let total = aggregate.entry(name).or_default();
-        *total = (*total).max(peak);
-    }
-    for (name, total) in aggregate {
-        let supported = name == "cpu" || name == "memory" || name.starts_with("hugepages-");
-        let Some(request) = pod.get(name).filter(|_| supported) else {
-            continue;
-        };
-        if signed_milli(&request.0).is_some_and(|milli| milli < total) {
-            let detail = format!(
-                "must be greater than or equal to aggregate container requests of {}",
-                amount(name, total)
-            );
-            let key = format!("{path}.requests[{name}]");
-            errors.push(invalid(&key, &quoted(&shown_quantity(&request.0)), &detail));
+    // Only the containers: Kubernetes holds no init container to the pod-level limits.
+    for (index, container) in containers.iter().enumerate() {
+        let limits = container.resources.as_ref().and_then(|r| r.limits.as_ref());
+        for (name, limit) in limits.into_iter().flatten() {
+            let Some(most) = pod_limits.get(name) else {
+                continue;
+            };
+            let (Some(wanted), Some(allowed)) = (signed_milli(&limit.0), signed_milli(&most.0))
+            else {
+                continue;
+            };
+            if wanted > allowed {
+                let detail = format!(
+                    "must be less than or equal to pod limits of {}",
+                    shown_quantity(&most.0)
+                );
+                let key = format!("{path}.containers[{index}][{name}].limits");
+                errors.push(invalid(&key, &quoted(&shown_quantity(&limit.0)), &detail));
+            }
         }
     }
 }
 
-/// Adds each amount of `more` to `sum`, saturating: a sum past the largest amount is larger
-/// than any pod-level request.
-fn add<'a>(sum: &mut BTreeMap<&'a str, i128>, more: &[(&'a str, i128)]) {
-    for &(name, milli) in more {
-        let total = sum.entry(name).or_default();
-        *total = total.saturating_add(milli);
+/// How Go prints a quantity, kept from the text it was parsed from (apimachinery's `Format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Format {
+    /// `500m`, `2`, `1k`: no suffix or a decimal one.
+    DecimalSi,
+    /// `1Ki` to `1Ei`.
+    BinarySi,
+    /// `1e3`.
+    DecimalExponent,
+}
+
+impl Format {
+    /// The format apimachinery's `ParseQuantity` gives the text.
+    fn of(text: &str) -> Format {
+        let suffix = text.trim_start_matches(|ch: char| ch.is_ascii_digit() || "+-.".contains(ch));
+        if suffix.ends_with('i') {
+            Format::BinarySi
+        } else if suffix.len() > 1 && suffix.starts_with(['e', 'E']) {
+            Format::DecimalExponent
+        } else {
+            Format::DecimalSi
+        }
+    }
+}
+
+/// One resource of an aggregate: thousandths, and the format Go's sum keeps (the first
+/// addend's, or the next one's while the sum is zero).
+#[derive(Debug, Clone, Copy)]
+struct Sum {
+    milli: i128,
+    format: Format,
+}
+
+impl Sum {
+    /// Adds `more`, saturating: a sum past the largest amount is larger than any pod-level
+    /// request.
+    fn add(&mut self, more: Sum) {
+        if self.milli == 0 {
+            self.format = more.format;
+        }
+        self.milli = self.milli.saturating_add(more.milli);
+    }
+}
+
+/// The sum as `Quantity.String` writes it: canonical in its format; a binary one below 1024 or
+/// not whole is written in decimal, as Go writes it.
+impl fmt::Display for Sum {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let sign = if self.milli < 0 { "-" } else { "" };
+        let milli = self.milli.unsigned_abs();
+        let binary = self.format == Format::BinarySi && milli % 1000 == 0 && milli >= 1_024_000;
+        let text = if binary {
+            memory_quantity(milli)
+        } else {
+            let decimal = cpu_quantity(milli);
+            if self.format == Format::DecimalExponent {
+                exponent_form(decimal)
+            } else {
+                decimal
+            }
+        };
+        write!(f, "{sign}{text}")
+    }
+}
+
+/// A canonical decimal quantity (`1500m`, `2k`) with its suffix as an exponent (`1500e-3`,
+/// `2e3`).
+fn exponent_form(mut decimal: String) -> String {
+    const POWERS: [(char, &str); 7] = [
+        ('m', "e-3"),
+        ('k', "e3"),
+        ('M', "e6"),
+        ('G', "e9"),
+        ('T', "e12"),
+        ('P', "e15"),
+        ('E', "e18"),
+    ];
+    let last = decimal.chars().last();
+    if let Some((_, power)) = POWERS.iter().find(|(suffix, _)| Some(*suffix) == last) {
+        decimal.pop();
+        decimal.push_str(power);
+    }
+    decimal
+}
+
+/// Kubernetes' `AggregateContainerRequests` of the containers and init containers, by
+/// resource name.
+fn aggregate_requests<'a>(
+    containers: &'a [TemplateContainer],
+    init: &'a [TemplateContainer],
+) -> BTreeMap<&'a str, Sum> {
+    let mut aggregate = BTreeMap::new();
+    for container in containers {
+        add(&mut aggregate, &requests(container));
+    }
+    let mut sidecars = BTreeMap::new();
+    let mut initializing: BTreeMap<&str, Sum> = BTreeMap::new();
+    for container in init {
+        let own = requests(container);
+        let running = if container.is_sidecar() {
+            add(&mut aggregate, &own);
+            add(&mut sidecars, &own);
+            sidecars.clone()
+        } else {
+            let mut running = BTreeMap::new();
+            add(&mut running, &own);
+            let started: Vec<_> = sidecars.iter().map(|(name, sum)| (*name, *sum)).collect();
+            add(&mut running, &started);
+            running
+        };
+        larger(&mut initializing, running);
+    }
+    larger(&mut aggregate, initializing);
+    aggregate
+}
+
+/// Adds each amount of `more` to `sum` (Go's `addResourceList`).
+fn add<'a>(sum: &mut BTreeMap<&'a str, Sum>, more: &[(&'a str, Sum)]) {
+    for &(name, amount) in more {
+        sum.entry(name)
+            .and_modify(|total| total.add(amount))
+            .or_insert(amount);
+    }
+}
+
+/// Keeps in `list` the larger of its amount and `other`'s, by resource (Go's
+/// `maxResourceList`: a larger amount replaces the smaller with its format).
+fn larger<'a>(list: &mut BTreeMap<&'a str, Sum>, other: BTreeMap<&'a str, Sum>) {
+    for (name, amount) in other {
+        let kept = list.entry(name).or_insert(amount);
+        if amount.milli > kept.milli {
+            *kept = amount;
+        }
     }
 }
 
 /// A container's requests in thousandths, skipping what is not a quantity.
-fn requests(container: &TemplateContainer) -> Vec<(&str, i128)> {
+fn requests(container: &TemplateContainer) -> Vec<(&str, Sum)> {
     let list = container
         .resources
         .as_ref()
         .and_then(|r| r.requests.as_ref());
     list.into_iter()
         .flatten()
-        .filter_map(|(name, quantity)| Some((name.as_str(), signed_milli(&quantity.0)?)))
+        .filter_map(|(name, quantity)| {
+            let milli = signed_milli(&quantity.0)?;
+            let format = Format::of(&quantity.0);
+            Some((name.as_str(), Sum { milli, format }))
+        })
         .collect()
-}
-
-/// An amount in thousandths as a quantity: whole units when whole, else `m`.
-fn amount(name: &str, milli: i128) -> String {
-    match u128::try_from(milli) {
-        Ok(milli) if name == "cpu" => cpu_quantity(milli),
-        _ if milli % 1000 == 0 => (milli / 1000).to_string(),
-        _ => format!("{milli}m"),
-    }
 }
 
 /// With a topology policy, every container must be given whole CPUs.
