@@ -14,7 +14,8 @@ pub struct QuantityError {
 /// Parses a Kubernetes quantity to thousandths of its unit, rounded up.
 ///
 /// Thousandths keep CPU exact (`500m` is 500) and are fine-grained enough for bytes; rounding up
-/// means a fractional quantity never looks smaller than it is.
+/// means a fractional quantity never looks smaller than it is. As Kubernetes, any number of
+/// digits is read exactly before rounding (`1.` and 38 zeros and `1` is 1001).
 ///
 /// ```
 /// use dexaflow_admission::admission::parse_milli;
@@ -119,51 +120,88 @@ fn scale(quantity: &str, digits: u32) -> Result<Scaled, QuantityError> {
         "Pi" => (0, 1 << 50),
         "Ei" => (0, 1 << 60),
         other => {
-            // Kubernetes reads the exponent in 32 bits.
+            // Kubernetes reads the exponent in 64 bits and keeps its low 32 (`int32(parsed)`).
             let power = other
                 .strip_prefix(['e', 'E'])
-                .and_then(|power| power.parse::<i32>().ok())
+                .and_then(|power| power.parse::<i64>().ok())
                 .ok_or_else(error)?;
-            (i64::from(power), 1)
+            (i64::from(power as i32), 1)
         }
     };
-    // A whole part this long is at least 10^20 units, past any amount Kubernetes keeps,
-    // whatever its digits.
-    let significant = whole.trim_start_matches('0');
-    if !significant.is_empty() && significant.len() as i64 + power > 20 {
-        return Ok(Scaled::TooLarge);
-    }
-    // The quantity as an integer `mantissa` times 10^`exponent`, then scaled by the suffix.
-    let mantissa = whole
+    // Kubernetes reads any number of digits exactly (apimachinery's `ParseQuantity` falls back
+    // to an arbitrary-precision decimal past 18 digits) and then rounds up: the digits without
+    // their leading zeros, times the binary multiplier, as decimal digits, then shifted.
+    let significant = whole
         .bytes()
         .chain(fraction.bytes())
-        .try_fold(0u128, |mantissa, digit| {
-            mantissa
-                .checked_mul(10)?
-                .checked_add(u128::from(digit - b'0'))
-        })
-        .ok_or_else(error)?;
-    let exponent = power + i64::from(digits) - fraction.len() as i64;
-    let Some(scaled) = mantissa.checked_mul(multiplier) else {
-        return Ok(Scaled::TooLarge);
-    };
-    if scaled == 0 {
+        .skip_while(|&digit| digit == b'0');
+    let product = times(significant, multiplier);
+    if product.is_empty() {
         return Ok(Scaled::Exact(0));
     }
-    let ten_to = |power: i64| {
-        u32::try_from(power)
-            .ok()
-            .and_then(|p| 10u128.checked_pow(p))
-    };
-    Ok(if exponent >= 0 {
-        ten_to(exponent)
-            .and_then(|scale| scaled.checked_mul(scale))
-            .map_or(Scaled::TooLarge, Scaled::Exact)
-    } else {
-        ten_to(-exponent).map_or(Scaled::TooSmall, |divisor| {
-            Scaled::Exact(scaled.div_ceil(divisor))
-        })
-    })
+    // The amount is `product` × 10^`exponent`: its whole part is the first `whole_digits`
+    // digits (with zeros after them when `exponent` is positive), rounded up when any digit
+    // after them is not zero.
+    let exponent = power + i64::from(digits) - fraction.len() as i64;
+    let whole_digits = product.len() as i64 + exponent;
+    // 40 digits are more than 128 bits hold: past any amount Kubernetes keeps.
+    if whole_digits > 39 {
+        return Ok(Scaled::TooLarge);
+    }
+    // A positive amount below the unit rounds up to one (Kubernetes' least amount); one below
+    // it by more than 10^38 is told apart, for `parse_milli` to refuse.
+    if whole_digits <= 0 {
+        return Ok(if exponent < -38 {
+            Scaled::TooSmall
+        } else {
+            Scaled::Exact(1)
+        });
+    }
+    let kept = usize::try_from(whole_digits).expect("between 1 and 39");
+    let mut amount = 0u128;
+    for index in 0..kept {
+        let digit = product.get(index).copied().unwrap_or(0);
+        let Some(next) = amount
+            .checked_mul(10)
+            .and_then(|amount| amount.checked_add(u128::from(digit)))
+        else {
+            return Ok(Scaled::TooLarge);
+        };
+        amount = next;
+    }
+    let rest = product.get(kept..).unwrap_or_default();
+    if rest.iter().any(|&digit| digit != 0) {
+        amount = match amount.checked_add(1) {
+            Some(amount) => amount,
+            None => return Ok(Scaled::TooLarge),
+        };
+    }
+    Ok(Scaled::Exact(amount))
+}
+
+/// The decimal digits (most significant first) of the number written by `digits` (ASCII
+/// digits without leading zeros) times `multiplier`, without leading zeros; empty for zero.
+fn times(digits: impl Iterator<Item = u8>, multiplier: u128) -> Vec<u8> {
+    let mut product: Vec<u8> = digits.map(|digit| digit - b'0').collect();
+    if multiplier == 1 || product.is_empty() {
+        return product;
+    }
+    // Schoolbook multiplication from the least significant digit; the carry stays below
+    // 10 × the multiplier (at most 2^60).
+    let mut carry = 0u128;
+    for digit in product.iter_mut().rev() {
+        let value = u128::from(*digit) * multiplier + carry;
+        *digit = (value % 10) as u8;
+        carry = value / 10;
+    }
+    let mut head = Vec::new();
+    while carry > 0 {
+        head.push((carry % 10) as u8);
+        carry /= 10;
+    }
+    head.reverse();
+    head.append(&mut product);
+    head
 }
 
 /// Formats millicores as Kubernetes writes a canonical decimal quantity: `500m`, `2`, `1500m`,

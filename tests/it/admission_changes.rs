@@ -1046,3 +1046,22 @@ fn quantity_too_large_to_count_is_an_error_not_a_panic() {
         assert!(parse_milli(text).is_err(), "{text}");
     }
 }
+
+/// Kubernetes: ParseQuantity reads any number of digits (past 18, as an arbitrary-precision
+/// decimal) and rounds up: 39 fraction digits and more are a quantity
+#[test]
+fn a_quantity_with_many_fraction_digits_is_read_and_rounded_up() {
+    let ones = format!("1.{}1", "0".repeat(38));
+    assert_eq!(parse_milli(&ones), Ok(1_001));
+    let long = format!("2.{}", "0".repeat(5000));
+    assert_eq!(parse_milli(&long), Ok(2_000));
+    let binary = format!("1.{}1Ki", "0".repeat(60));
+    assert_eq!(parse_milli(&binary), Ok(1_024_001));
+}
+
+/// Kubernetes: ParseQuantity reads an exponent in 64 bits and keeps its low 32 bits
+/// (`int32(parsed)`), so `e4294967296` is `e0`
+#[test]
+fn an_exponent_past_32_bits_keeps_its_low_32_bits() {
+    assert_eq!(parse_milli("1e4294967296"), Ok(1_000));
+}

@@ -420,6 +420,22 @@ fn a_request_past_the_largest_quantity_is_compared_as_the_cap() {
     assert_eq!(requesting("1e999999999", "1e30"), Ok(()));
 }
 
+/// Kubernetes: ParseQuantity reads a request of 39 fraction digits, rounding it up to the
+/// billionth (then to the thousandth, as SetDefaults_ResourceList does), so it exceeds an
+/// equal-looking limit (ValidateContainerResourceRequirements)
+#[test]
+fn a_request_with_many_fraction_digits_is_rounded_up_and_compared() {
+    let request = format!("1.{}1", "0".repeat(38));
+    let mut main = busybox("main");
+    main["resources"] = json!({"requests": {"cpu": request}, "limits": {"cpu": "1"}});
+    assert_eq!(
+        denied(create(&with_pod(json!({"containers": [main]})))),
+        format!(
+            "spec.task[0].template.spec.containers[0].resources.requests: Invalid value: \"{request}\": must be less than or equal to cpu limit of 1."
+        )
+    );
+}
+
 /// Kubernetes: an extended resource requested needs a limit
 #[test]
 fn an_extended_resource_requested_without_a_limit_is_refused() {
