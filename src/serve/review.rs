@@ -387,7 +387,7 @@ impl<R: WaitingReviewer> Handler for R {
         decode_review(text)
     }
 
-    /// The path within the envelope: its error is what [`decode_review`] reports, since an
+    /// The path within the envelope: its error is what `decode_review` reports, since an
     /// object that is not the service's type is the service's to judge.
     fn explain(text: &str, error: serde_json::Error) -> String {
         super::registry::located::<Review>(text, error)

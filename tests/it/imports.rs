@@ -15,12 +15,17 @@ const MAY_USE: &[(&str, &[&str])] = &[
     ("sync", &[]),
     // The one accept loop, for every listener.
     ("listen", &[]),
+    // The one reader of a bearer token kept in a file, for the webhook and the cluster client.
+    ("token_file", &["sync"]),
     ("events", &["admission"]),
     ("supervise", &["admission", "events", "sync"]),
     ("dispatch", &["admission", "supervise", "events", "sync"]),
-    ("hooks", &["admission", "sync"]),
+    ("hooks", &["admission", "sync", "token_file"]),
     ("volcano", &["admission"]),
-    ("cluster", &["admission", "volcano", "events", "sync"]),
+    (
+        "cluster",
+        &["admission", "volcano", "events", "sync", "token_file"],
+    ),
     (
         "serve",
         &[
