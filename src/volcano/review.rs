@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 
 /// The operation of an admission request, as Kubernetes names it.
@@ -122,19 +123,50 @@ impl fmt::Display for Refusal {
 impl std::error::Error for Refusal {}
 
 /// Decodes a request's `object` or `oldObject` (`field` names which, for the error) from any
-/// JSON deserializer (a `&serde_json::Value`, or the `&RawValue` text the server keeps): `null`
-/// is `None`; unknown fields are ignored and missing ones take their defaults.
+/// JSON deserializer that can be read twice (a `&serde_json::Value`, or the `&RawValue` text the
+/// server keeps), as Go's `encoding/json` reads it into Volcano's types: `null` is `None`, and
+/// so is a member whose value is `null` (Go leaves the field at its zero value, so `tasks: null`
+/// is no task, not an error); unknown fields are ignored and missing ones take their defaults.
 ///
 /// # Errors
 /// [`Refusal::Undecodable`] naming the field and serde's reason when the value is not the type.
-pub fn decode<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
+pub fn decode<'de, T: DeserializeOwned, D: Deserializer<'de> + Copy>(
     field: &'static str,
     value: D,
 ) -> Result<Option<T>, Refusal> {
-    Option::<T>::deserialize(value).map_err(|error| Refusal::Undecodable {
-        field,
-        reason: error.to_string(),
-    })
+    let undecodable = |reason: String| Refusal::Undecodable { field, reason };
+    let first = Option::<T>::deserialize(value).map_err(|error| error.to_string());
+    let Err(reason) = first else {
+        return first.map_err(undecodable);
+    };
+    // Only an object that did not decode is read again, without its `null` members.
+    let Ok(mut tree) = serde_json::Value::deserialize(value) else {
+        return Err(undecodable(reason));
+    };
+    if !drop_null_members(&mut tree) {
+        return Err(undecodable(reason));
+    }
+    Option::<T>::deserialize(tree).map_err(|error| undecodable(error.to_string()))
+}
+
+/// Removes every object member whose value is `null` from `tree`, at any depth, and says
+/// whether there was one.
+fn drop_null_members(tree: &mut serde_json::Value) -> bool {
+    match tree {
+        serde_json::Value::Object(members) => {
+            let before = members.len();
+            members.retain(|_, member| !member.is_null());
+            let mut dropped = members.len() != before;
+            for member in members.values_mut() {
+                dropped |= drop_null_members(member);
+            }
+            dropped
+        }
+        serde_json::Value::Array(items) => items
+            .iter_mut()
+            .fold(false, |dropped, item| drop_null_members(item) | dropped),
+        _ => false,
+    }
 }
 
 /// One of apimachinery's field errors of type "Invalid value", written as Kubernetes writes it:

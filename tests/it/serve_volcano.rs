@@ -665,3 +665,23 @@ async fn a_queue_closed_after_start_refuses_the_next_job_submitted_to_it() {
         "can only submit job to queue with state `Open`, queue `team` status is `Closed`;"
     );
 }
+
+/// Go: encoding/json reads a member of `null` as its zero value, so a job whose `volumes` and
+/// `policies` are `null` is judged on what it has, over the wire as in the rule.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_whose_lists_are_null_is_judged_as_go_reads_it_not_refused_as_undecodable() {
+    let api = ApiServer::start(TOKEN).await;
+    api.put_queue("team", json!({"weight": 1}));
+    let (running, _kube) = serve_every_volcano_service(&api).await;
+    until_ready(&running).await;
+    let mut review = job_review("team");
+    review["request"]["object"]["spec"]["volumes"] = Value::Null;
+    review["request"]["object"]["spec"]["policies"] = Value::Null;
+
+    let response = running.client.post_json("/jobs/validate", &review).await;
+
+    assert_eq!(response.status, StatusCode::OK, "{:?}", response.body);
+    let answer = response.json();
+    assert_eq!(answer["response"]["allowed"], true, "{answer}");
+    assert_eq!(status_message(&answer), "");
+}

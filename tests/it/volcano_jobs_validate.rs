@@ -524,3 +524,21 @@ fn a_failed_read_of_child_queues_is_refused_naming_the_queue_and_reason() {
         "failed to get child queues for queue default: cache not synced;"
     );
 }
+
+/// Go: encoding/json decodes a `null` list as an empty one, so a job whose `tasks` are `null`
+/// reaches Volcano's rule and gets its message, not a decoding error (validateJobCreate)
+#[test]
+fn a_job_whose_tasks_are_null_is_refused_as_having_no_tasks() {
+    let job = job(
+        "null-tasks",
+        json!({"minAvailable": 1, "queue": "default", "tasks": null}),
+    );
+    assert_eq!(denied(create(&job)), "No task specified in job spec");
+}
+
+/// Go: encoding/json decodes a `null` list as an empty one, so `volumes: null` is no volume
+#[test]
+fn a_job_whose_volumes_are_null_is_allowed() {
+    let job = simple_job("null-volumes", json!({"volumes": null, "policies": null}));
+    assert_eq!(create(&job), Ok(()));
+}
