@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use kube::client::ClientBuilder;
-use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
+use kube::config::{AuthInfo, KubeConfigOptions, Kubeconfig, KubeconfigError};
 use tower::timeout::TimeoutLayer;
 
 use short_watch::ShortWatchLayer;
@@ -78,6 +78,28 @@ pub enum ClusterError {
         /// What is wrong with it.
         #[source]
         problem: crate::token_file::TokenProblem,
+    },
+    /// The kubeconfig's exec credential plugin has not answered within the bound (the
+    /// client's request timeout): the start fails rather than waiting on it for ever.
+    #[error("{origin}: the exec credential plugin {command:?} has not answered within {after:?}")]
+    ExecTimedOut {
+        /// The setting that named the kubeconfig, or `KUBECONFIG`.
+        origin: &'static str,
+        /// The plugin's command, as the kubeconfig gives it.
+        command: String,
+        /// How long it was waited for.
+        after: Duration,
+    },
+    /// The thread that runs the kubeconfig's exec credential plugin could not be started.
+    #[error("starting a thread to run the exec credential plugin")]
+    ExecThread(#[source] std::io::Error),
+    /// Building the client, which runs the kubeconfig's exec credential plugin, panicked.
+    #[error("{origin}: building the client with the exec credential plugin {command:?} panicked")]
+    ExecPanicked {
+        /// The setting that named the kubeconfig, or `KUBECONFIG`.
+        origin: &'static str,
+        /// The plugin's command, as the kubeconfig gives it.
+        command: String,
     },
     /// The client could not be built from the configuration (its TLS settings, say).
     #[error("building the Kubernetes client")]
@@ -153,15 +175,78 @@ pub async fn connect(
             .transpose()?,
         None => None,
     };
+    let exec = origin.zip(exec_command(&config.auth_info));
+    let build = move || ClientBuilder::try_from(config);
+    let builder = match exec {
+        Some((origin, command)) => running_exec(build, origin, command, request_timeout).await?,
+        None => build(),
+    }
+    .map_err(ClusterError::Client)?;
     // The timeout wraps the future of the response's head only: the body streams on unbounded.
     // A watch that ends at once without an event fails, for the cache to back off after.
-    let client = ClientBuilder::try_from(config)
-        .map_err(ClusterError::Client)?
+    let client = builder
         .with_layer(&TimeoutLayer::new(request_timeout))
         .with_layer(&ShortWatchLayer)
         .with_layer(&tower::util::option_layer(token_file))
         .build();
     Ok(client)
+}
+
+/// The command of the exec credential plugin kube-rs runs for `auth` when it builds the
+/// client; `None` when `auth` names no plugin or another credential comes first.
+fn exec_command(auth: &AuthInfo) -> Option<String> {
+    // kube-rs's order: an auth provider, a user and password, a token, a token file, then exec.
+    let comes_first = auth.auth_provider.is_some()
+        || (auth.username.is_some() && auth.password.is_some())
+        || auth.token.is_some()
+        || auth.token_file.is_some();
+    if comes_first {
+        return None;
+    }
+    let exec = auth.exec.as_ref()?;
+    Some(exec.command.clone().unwrap_or_default())
+}
+
+/// What `build` gives (the client builder, made from a config whose exec credential plugin
+/// `command` kube-rs runs meanwhile: a blocking wait on the child, up to three runs), run on a
+/// thread of its own, or an error once `bound` has passed. The line logged first names the
+/// plugin, so that a start waiting on it says on what.
+///
+/// A plugin that never answers keeps its thread blocked on it; the start then fails, and the
+/// process exits without waiting for that thread (the plugin, a process of its own, is not
+/// stopped).
+async fn running_exec<T: Send + 'static>(
+    build: impl FnOnce() -> T + Send + 'static,
+    origin: &'static str,
+    command: String,
+    bound: Duration,
+) -> Result<T, ClusterError> {
+    tracing::info!(
+        origin,
+        command,
+        within = ?bound,
+        "running the kubeconfig's exec credential plugin"
+    );
+    let (sender, receiver) = tokio::sync::oneshot::channel();
+    // Not tokio's blocking pool: a runtime shutting down waits for its blocking tasks, so a
+    // plugin that never answers would keep the process from exiting.
+    std::thread::Builder::new()
+        .name("kube-exec-plugin".to_owned())
+        .spawn(move || {
+            // The receiver is gone only when the wait gave up.
+            let _ = sender.send(build());
+        })
+        .map_err(ClusterError::ExecThread)?;
+    match tokio::time::timeout(bound, receiver).await {
+        Ok(Ok(built)) => Ok(built),
+        // The sender is dropped without a send only when `build` panicked.
+        Ok(Err(_)) => Err(ClusterError::ExecPanicked { origin, command }),
+        Err(_) => Err(ClusterError::ExecTimedOut {
+            origin,
+            command,
+            after: bound,
+        }),
+    }
 }
 
 /// The files `list` (the value of `KUBECONFIG`) names, merged as kubectl merges them (the first

@@ -583,6 +583,41 @@ async fn a_kubeconfig_token_file_of_only_whitespace_fails_naming_the_file_and_no
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exec_credential_plugin_that_never_answers_fails_the_start_naming_it_and_the_setting() {
+    let server = ApiServer::start(TOKEN).await;
+    let dir = tempfile::tempdir().expect("a directory");
+    // Waits until the test's directory is gone, so that it outlives the test by an instant.
+    let plugin = dir.path().join("plugin.sh");
+    std::fs::write(&plugin, "while [ -e \"$0\" ]; do sleep 0.05; done\n").expect("write");
+    let plugin_arg = plugin.display().to_string();
+    let path = server.kubeconfig_with_exec(dir.path(), "/bin/sh", &[&plugin_arg]);
+
+    let Err(error) = cluster::connect(
+        Some((&path, "server.kubeconfig")),
+        None,
+        SHORT_REQUEST_TIMEOUT,
+    )
+    .await
+    else {
+        panic!("the plugin never answered, yet a client was made");
+    };
+
+    assert!(
+        matches!(
+            &error,
+            ClusterError::ExecTimedOut { origin: "server.kubeconfig", command, after }
+                if command == "/bin/sh" && *after == SHORT_REQUEST_TIMEOUT
+        ),
+        "{error}"
+    );
+    assert_eq!(
+        error.to_string(),
+        "server.kubeconfig: the exec credential plugin \"/bin/sh\" has not answered within 300ms"
+    );
+    assert!(server.requests().is_empty(), "{:?}", server.requests());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kubeconfig_that_does_not_parse_is_named_in_the_error() {
     let dir = tempfile::tempdir().expect("a directory");
     let path = dir.path().join("kubeconfig");

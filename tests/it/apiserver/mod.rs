@@ -100,6 +100,19 @@ impl ApiServer {
         kubeconfig(dir, &self.url(), token)
     }
 
+    /// Writes a kubeconfig for this server into `dir` whose user's credential comes from the
+    /// exec plugin `command` run with `args`, never interactively, and returns its path.
+    pub fn kubeconfig_with_exec(&self, dir: &Path, command: &str, args: &[&str]) -> PathBuf {
+        let exec = json!({
+            "apiVersion": "client.authentication.k8s.io/v1",
+            "command": command,
+            "args": args,
+            "interactiveMode": "Never",
+        });
+        // JSON is YAML's flow syntax.
+        kubeconfig_of_user(dir, &self.url(), &format!("exec: {exec}"))
+    }
+
     /// Writes a kubeconfig for this server into `dir` whose user reads its token from
     /// `token_file` (`tokenFile`), and returns its path.
     pub fn kubeconfig_with_token_file(&self, dir: &Path, token_file: &Path) -> PathBuf {
