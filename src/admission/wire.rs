@@ -36,7 +36,7 @@ use std::collections::btree_map::Entry;
 use std::fmt;
 
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
-use serde::de::{self, DeserializeSeed, IntoDeserializer, MapAccess, Visitor};
+use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use thiserror::Error;
 
@@ -143,9 +143,15 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for WithoutUid<'_, A> {
                 Key::Borrowed(key) => {
                     return seed
                         .deserialize(de::value::BorrowedStrDeserializer::new(key))
-                        .map(Some);
+                        .map(Some)
+                        .map_err(|error| refused_key(key, error));
                 }
-                Key::Owned(key) => return seed.deserialize(key.into_deserializer()).map(Some),
+                Key::Owned(key) => {
+                    return seed
+                        .deserialize(de::value::StrDeserializer::new(&key))
+                        .map(Some)
+                        .map_err(|error| refused_key(&key, error));
+                }
             }
             if self.uid.is_some() {
                 return Err(de::Error::duplicate_field("uid"));
@@ -158,6 +164,61 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for WithoutUid<'_, A> {
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, A::Error> {
         self.map.next_value_seed(seed)
     }
+}
+
+/// The error for `key`, which [`Request`]'s decoder refused with `error`: for a key that is no
+/// field of the request, serde's unknown-field error listing the envelope's fields, `uid`
+/// among them (the request's own list leaves it out); else `error`.
+fn refused_key<E: de::Error>(key: &str, error: E) -> E {
+    let fields = request_fields();
+    if fields.contains(&key) {
+        return error;
+    }
+    let expected: Vec<String> = std::iter::once("uid")
+        .chain(fields.iter().copied())
+        .map(|field| format!("`{field}`"))
+        .collect();
+    E::custom(format_args!(
+        "unknown field `{key}`, expected one of {}",
+        expected.join(", ")
+    ))
+}
+
+/// The names of [`Request`]'s fields, read from its derived decoder (which hands them to the
+/// deserializer it is given), so that the list is written once, in the type.
+fn request_fields() -> &'static [&'static str] {
+    /// A deserializer that records the field names a struct's decoder asks it for, and
+    /// decodes nothing.
+    struct FieldNames<'a>(&'a mut &'static [&'static str]);
+
+    impl<'de> Deserializer<'de> for FieldNames<'_> {
+        type Error = de::value::Error;
+
+        fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
+            Err(de::Error::custom("only a struct's field names are read"))
+        }
+
+        fn deserialize_struct<V: Visitor<'de>>(
+            self,
+            _: &'static str,
+            fields: &'static [&'static str],
+            _: V,
+        ) -> Result<V::Value, Self::Error> {
+            *self.0 = fields;
+            Err(de::Error::custom("only a struct's field names are read"))
+        }
+
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+            option unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier
+            ignored_any
+        }
+    }
+
+    let mut fields: &'static [&'static str] = &[];
+    // The decoder's error is the one `FieldNames` made: only the names were wanted.
+    let _ = Request::deserialize(FieldNames(&mut fields));
+    fields
 }
 
 /// A JSON object's key, borrowed from the text when it has no escapes, so that reading a key

@@ -200,6 +200,21 @@ fn request_envelope_with_an_unknown_top_level_field_is_rejected() {
 }
 
 #[test]
+fn an_unknown_top_level_field_is_refused_listing_uid_among_the_fields_expected() {
+    let mut json = envelope_json();
+    json["uuid"] = json["uid"].take();
+    json.as_object_mut().expect("an object").remove("uid");
+
+    let error = decode::<RequestEnvelope>(json).expect_err("unknown field");
+
+    assert!(
+        error.starts_with("unknown field `uuid`, expected one of `uid`, `api_version`, "),
+        "{error}"
+    );
+    assert!(!error.contains("missing field"), "{error}");
+}
+
+#[test]
 fn request_envelope_with_an_unknown_nested_field_is_rejected() {
     let nested = [
         ("/execution", "env"),
