@@ -281,3 +281,19 @@ fn e2e_a_flow_waiting_for_itself_is_refused_as_no_dag() {
     let message = denied(validate(&[("self-dependent", &["self-dependent"])]));
     assert!(message.contains(NOT_DAG), "{message}");
 }
+
+/// Go: AdmitJobFlows trims the message of validateJobFlowDAG, so an undefined target named
+/// with a trailing blank is named without it, and an empty one leaves no blank after the colon.
+#[test]
+fn an_undefined_target_ending_in_blanks_is_named_without_them() {
+    let flows: &[(&str, &[&str])] = &[("a", &["b \t\u{a0}"])];
+    assert_eq!(
+        denied(validate(flows)),
+        "jobflow Flow is not DAG: vertex is not defined: b"
+    );
+    let flows: &[(&str, &[&str])] = &[("a", &[""])];
+    assert_eq!(
+        denied(validate(flows)),
+        "jobflow Flow is not DAG: vertex is not defined:"
+    );
+}
