@@ -3,6 +3,7 @@
 use std::fmt;
 
 use super::queue::Queue;
+use super::review::quoted;
 
 /// Why the view could not answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,9 +23,9 @@ pub enum ViewError {
 impl fmt::Display for ViewError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            // As Kubernetes' listers word a missing object.
+            // As Kubernetes' listers word a missing object, the name quoted as Go's `%q`.
             ViewError::NotFound { name } => {
-                write!(f, "queue.scheduling.volcano.sh {name:?} not found")
+                write!(f, "queue.scheduling.volcano.sh {} not found", quoted(name))
             }
             ViewError::Unavailable { reason } => f.write_str(reason),
         }

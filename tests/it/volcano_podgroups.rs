@@ -91,6 +91,16 @@ fn a_pod_group_in_a_missing_queue_is_refused_naming_the_queue() {
     );
 }
 
+/// Go: checkQueueState reports the lister's NotFound error, which quotes the name with `%q`:
+/// a control character as `\x01`, a soft hyphen as `\u00ad`.
+#[test]
+fn a_missing_queue_whose_name_has_unprintable_characters_is_quoted_as_go_quotes_it() {
+    assert_eq!(
+        denied(validate(json!({"queue": "q\u{1}\u{ad}é"}), &OneQueue(None))),
+        r#"unable to find queue: queue.scheduling.volcano.sh "q\x01\u00adé" not found"#
+    );
+}
+
 /// Volcano: TestValidatePodGroup, "valid podgroup configured with SubGroupPolicy containing HighestTierName"
 #[test]
 fn a_sub_group_naming_only_its_highest_tier_is_allowed() {
