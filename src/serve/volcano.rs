@@ -213,7 +213,9 @@ impl WaitingReviewer for PodGroupMutation {
         let reads = decoded::<PodGroup>("object", &request.object)
             .ok()
             .flatten()
-            .is_some_and(|group| volcano::podgroup_reads_namespace(&group));
+            .is_some_and(|group| {
+                volcano::podgroup_reads_namespace(&Operation::parse(&request.operation), &group)
+            });
         let namespace_queue = if reads {
             let Some(namespaces) = &self.namespaces else {
                 return Err(Unavailable(

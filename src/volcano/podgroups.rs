@@ -86,9 +86,10 @@ fn topology_problem(group: &PodGroup) -> Option<String> {
     (!problems.is_empty()).then(|| problems.join(" "))
 }
 
-/// Whether `/podgroups/mutate` needs the pod group's namespace: only for the `default` queue.
-pub fn podgroup_reads_namespace(group: &PodGroup) -> bool {
-    group.spec.queue == DEFAULT_QUEUE
+/// Whether `/podgroups/mutate` needs the pod group's namespace for `operation`: only to create
+/// a group in the `default` queue (any other operation is refused without it).
+pub fn podgroup_reads_namespace(operation: &Operation, group: &PodGroup) -> bool {
+    *operation == Operation::Create && group.spec.queue == DEFAULT_QUEUE
 }
 
 /// Volcano's `/podgroups/mutate` for one request (CREATE only).
@@ -110,7 +111,7 @@ pub fn mutate_podgroup(
         return Err(Refusal::unknown_operation(&review.operation, "`CREATE`"));
     }
     let group = review.object.ok_or_else(|| Refusal::missing("object"))?;
-    if !podgroup_reads_namespace(group) {
+    if !podgroup_reads_namespace(&review.operation, group) {
         return Ok(Vec::new());
     }
     Ok(match namespace_queue {

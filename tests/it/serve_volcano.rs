@@ -319,6 +319,16 @@ fn podgroup_review(namespace: &str, queue: &str) -> Value {
     })
 }
 
+/// Fails when `api` was asked for the namespace `name`.
+fn assert_no_read_of_namespace(api: &ApiServer, name: &str) {
+    let path = format!("/api/v1/namespaces/{name}");
+    let requests = api.requests();
+    assert!(
+        !requests.iter().any(|request| request.contains(&path)),
+        "no read of namespace {name}: {requests:?}"
+    );
+}
+
 /// A server with every built-in service of the table enabled, reading `api`'s cluster.
 async fn serve_every_volcano_service(api: &ApiServer) -> (Running, tempfile::TempDir) {
     let paths = BUILTIN_SERVICES
@@ -404,14 +414,21 @@ async fn a_review_of_another_resource_is_refused_naming_the_one_the_path_is_for(
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_review_of_another_resource_at_the_pod_group_defaults_reads_no_namespace() {
+/// A server with every service enabled, reading a cluster whose namespace `team-a` names the
+/// queue `research`.
+async fn serve_beside_an_annotated_namespace() -> (ApiServer, Running, tempfile::TempDir) {
     let api = ApiServer::start(TOKEN).await;
     api.put_namespace(
         "team-a",
         json!({"scheduling.volcano.sh/queue-name": "research"}),
     );
-    let (running, _kube) = serve_every_volcano_service(&api).await;
+    let (running, kube) = serve_every_volcano_service(&api).await;
+    (api, running, kube)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_review_of_another_resource_at_the_pod_group_defaults_reads_no_namespace() {
+    let (api, running, _kube) = serve_beside_an_annotated_namespace().await;
     let mut review = podgroup_review("team-a", "default");
     review["request"]["resource"]["resource"] = json!("queues");
 
@@ -419,13 +436,22 @@ async fn a_review_of_another_resource_at_the_pod_group_defaults_reads_no_namespa
 
     assert_eq!(answer["response"]["allowed"], false);
     assert!(answer["response"]["patch"].is_null());
-    assert!(
-        !api.requests()
-            .iter()
-            .any(|request| request.contains("/api/v1/namespaces/team-a")),
-        "no namespace read: {:?}",
-        api.requests()
-    );
+    assert_no_read_of_namespace(&api, "team-a");
+}
+
+/// Volcano: mutatePodgroup refuses any operation but CREATE; the namespace is not read first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_update_at_the_pod_group_defaults_is_refused_without_reading_the_namespace() {
+    let (api, running, _kube) = serve_beside_an_annotated_namespace().await;
+    let mut review = podgroup_review("team-a", "default");
+    review["request"]["operation"] = json!("UPDATE");
+
+    let answer = answer_to(&running, "/podgroups/mutate", &review).await;
+
+    assert_eq!(answer["response"]["allowed"], false, "{answer}");
+    assert_eq!(answer["response"]["status"]["code"], 400, "{answer}");
+    assert!(answer["response"]["patch"].is_null());
+    assert_no_read_of_namespace(&api, "team-a");
 }
 
 /// The kind and an object of `resource` that every service registered for it allows: its

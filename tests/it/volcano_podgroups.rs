@@ -170,7 +170,7 @@ fn mutated(queue: &str, namespace_queue: Result<Option<String>, ViewError>) -> V
 #[test]
 fn a_pod_group_in_a_named_queue_keeps_it_and_needs_no_namespace_read() {
     let group = group(json!({"queue": "custom-queue"}));
-    assert!(!podgroup_reads_namespace(&group));
+    assert!(!podgroup_reads_namespace(&Operation::Create, &group));
     let patched = mutated("custom-queue", Ok(Some("ns-queue".to_owned())));
     assert_eq!(patched["spec"]["queue"], "custom-queue");
 }
@@ -179,9 +179,10 @@ fn a_pod_group_in_a_named_queue_keeps_it_and_needs_no_namespace_read() {
 /// and the e2e spec "Should set queue from namespace annotation when podgroup uses default queue"
 #[test]
 fn a_pod_group_in_the_default_queue_takes_its_namespaces_queue() {
-    assert!(podgroup_reads_namespace(&group(
-        json!({"queue": "default"})
-    )));
+    assert!(podgroup_reads_namespace(
+        &Operation::Create,
+        &group(json!({"queue": "default"}))
+    ));
     let patched = mutated("default", Ok(Some("ns-queue".to_owned())));
     assert_eq!(patched["spec"]["queue"], "ns-queue");
 }
