@@ -483,6 +483,42 @@ async fn a_namespace_read_the_api_server_answers_too_late_gives_up_at_the_deadli
     assert!(matches!(error, NamespaceError::TimedOut { .. }), "{error}");
 }
 
+/// A kubeconfig for `server`, written in `dir`, whose user reads its token from a file there
+/// holding `contents`: the token file's path and the kubeconfig's.
+fn kubeconfig_with_token_text(
+    server: &ApiServer,
+    dir: &std::path::Path,
+    contents: &str,
+) -> (std::path::PathBuf, std::path::PathBuf) {
+    let token_file = dir.join("token");
+    std::fs::write(&token_file, contents).expect("write the token");
+    let path = server.kubeconfig_with_token_file(dir, &token_file);
+    (token_file, path)
+}
+
+/// A client from the kubeconfig at `path`, given as `server.kubeconfig`.
+async fn connect_by_kubeconfig(path: &std::path::Path) -> Result<kube::Client, ClusterError> {
+    cluster::connect(
+        Some((path, "server.kubeconfig")),
+        None,
+        cluster::REQUEST_TIMEOUT,
+    )
+    .await
+}
+
+/// The queue the namespace `team-a` names, read through `namespaces`.
+async fn queue_annotation_of_team_a(
+    namespaces: &Namespaces,
+) -> Result<Option<String>, NamespaceError> {
+    namespaces
+        .annotation(
+            "team-a",
+            "scheduling.volcano.sh/queue-name",
+            Instant::now() + Duration::from_secs(10),
+        )
+        .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kubeconfig_token_file_ending_in_a_newline_authenticates_with_its_token_trimmed() {
     let server = ApiServer::start(TOKEN).await;
@@ -491,24 +527,12 @@ async fn a_kubeconfig_token_file_ending_in_a_newline_authenticates_with_its_toke
         json!({"scheduling.volcano.sh/queue-name": "research"}),
     );
     let dir = tempfile::tempdir().expect("a directory");
-    let token_file = dir.path().join("token");
-    std::fs::write(&token_file, format!("{TOKEN}\n")).expect("write the token");
-    let path = server.kubeconfig_with_token_file(dir.path(), &token_file);
+    let (_, path) = kubeconfig_with_token_text(&server, dir.path(), &format!("{TOKEN}\n"));
 
-    let client = cluster::connect(
-        Some((&path, "server.kubeconfig")),
-        None,
-        cluster::REQUEST_TIMEOUT,
-    )
-    .await
-    .expect("a client from the kubeconfig");
-    let queue = Namespaces::new(client)
-        .annotation(
-            "team-a",
-            "scheduling.volcano.sh/queue-name",
-            Instant::now() + Duration::from_secs(10),
-        )
-        .await;
+    let client = connect_by_kubeconfig(&path)
+        .await
+        .expect("a client from the kubeconfig");
+    let queue = queue_annotation_of_team_a(&Namespaces::new(client)).await;
 
     // The server answers 401 to any other Authorization header than the token's.
     assert_eq!(queue.expect("authenticated").as_deref(), Some("research"));
@@ -520,24 +544,12 @@ async fn a_rotated_kubeconfig_token_file_is_sent_from_the_next_request() {
     let server = ApiServer::start(TOKEN).await;
     server.put_namespace("team-a", json!({}));
     let dir = tempfile::tempdir().expect("a directory");
-    let token_file = dir.path().join("token");
-    std::fs::write(&token_file, format!("{TOKEN}\n")).expect("write the token");
-    let path = server.kubeconfig_with_token_file(dir.path(), &token_file);
-    let client = cluster::connect(
-        Some((&path, "server.kubeconfig")),
-        None,
-        cluster::REQUEST_TIMEOUT,
-    )
-    .await
-    .expect("a client from the kubeconfig");
+    let (token_file, path) = kubeconfig_with_token_text(&server, dir.path(), &format!("{TOKEN}\n"));
+    let client = connect_by_kubeconfig(&path)
+        .await
+        .expect("a client from the kubeconfig");
     let namespaces = Namespaces::new(client);
-    let read = || {
-        namespaces.annotation(
-            "team-a",
-            "scheduling.volcano.sh/queue-name",
-            Instant::now() + Duration::from_secs(10),
-        )
-    };
+    let read = || queue_annotation_of_team_a(&namespaces);
     read().await.expect("authenticated with the first token");
 
     // A longer token, so that the file's size changes whatever its modification time says.
@@ -553,17 +565,9 @@ async fn a_rotated_kubeconfig_token_file_is_sent_from_the_next_request() {
 async fn a_kubeconfig_token_file_of_only_whitespace_fails_naming_the_file_and_no_token_is_sent() {
     let server = ApiServer::start(TOKEN).await;
     let dir = tempfile::tempdir().expect("a directory");
-    let token_file = dir.path().join("token");
-    std::fs::write(&token_file, " \n").expect("write the token");
-    let path = server.kubeconfig_with_token_file(dir.path(), &token_file);
+    let (token_file, path) = kubeconfig_with_token_text(&server, dir.path(), " \n");
 
-    let Err(error) = cluster::connect(
-        Some((&path, "server.kubeconfig")),
-        None,
-        cluster::REQUEST_TIMEOUT,
-    )
-    .await
-    else {
+    let Err(error) = connect_by_kubeconfig(&path).await else {
         panic!("no token, yet a client was made");
     };
 
