@@ -30,7 +30,7 @@ use kube::config::{AuthInfo, KubeConfigOptions, Kubeconfig, KubeconfigError};
 use tower::timeout::TimeoutLayer;
 
 use short_watch::ShortWatchLayer;
-use token::{TokenFileLayer, take_token_file};
+use token::{TokenFileLayer, credential_before_token_file, take_token_file};
 
 /// Why no client could be made for the cluster.
 #[derive(Debug, thiserror::Error)]
@@ -195,12 +195,7 @@ pub async fn connect(
 /// The command of the exec credential plugin kube-rs runs for `auth` when it builds the
 /// client; `None` when `auth` names no plugin or another credential comes first.
 fn exec_command(auth: &AuthInfo) -> Option<String> {
-    // kube-rs's order: an auth provider, a user and password, a token, a token file, then exec.
-    let comes_first = auth.auth_provider.is_some()
-        || (auth.username.is_some() && auth.password.is_some())
-        || auth.token.is_some()
-        || auth.token_file.is_some();
-    if comes_first {
+    if credential_before_token_file(auth) || auth.token_file.is_some() {
         return None;
     }
     let exec = auth.exec.as_ref()?;

@@ -25,10 +25,7 @@ use crate::token_file::TokenFile;
 /// token file or another credential comes first (an auth provider, a user and password, an
 /// inline token), which kube-rs then sends as before.
 pub(super) fn take_token_file(auth: &mut AuthInfo) -> Option<PathBuf> {
-    // kube-rs's order: an auth provider, a user and password, a token, then a token file.
-    let comes_first =
-        auth.auth_provider.is_some() || (auth.username.is_some() && auth.password.is_some());
-    if comes_first || auth.token.is_some() {
+    if credential_before_token_file(auth) {
         return None;
     }
     let path = auth.token_file.take()?;
@@ -36,6 +33,15 @@ pub(super) fn take_token_file(auth: &mut AuthInfo) -> Option<PathBuf> {
     // credential, and left, it would be run in the file's place.
     auth.exec = None;
     Some(PathBuf::from(path))
+}
+
+/// Whether `auth` holds a credential kube-rs uses before a token file (and so before an exec
+/// plugin, which comes after it): kube-rs's order is an auth provider, a user and password, a
+/// token, a token file, then exec.
+pub(super) fn credential_before_token_file(auth: &AuthInfo) -> bool {
+    auth.auth_provider.is_some()
+        || (auth.username.is_some() && auth.password.is_some())
+        || auth.token.is_some()
 }
 
 /// Sets every request's `Authorization` header from a token file, as it is when the request is
