@@ -347,7 +347,6 @@ impl Reader {
     }
 }
 
-/// Whether `image` matches `^[^@]+@sha256:[a-f0-9]{64}$`.
 /// Every problem with the window of `item` when it declares a freeze whose fields are all of
 /// the right shape; empty otherwise (its problem is then the one serde reported).
 fn freeze_window_problems(item: &Value) -> Vec<SpecError> {
@@ -362,6 +361,7 @@ fn freeze_window_problems(item: &Value) -> Vec<SpecError> {
     FreezeSpec::window_problems(Value::Mapping(fields)).unwrap_or_default()
 }
 
+/// Whether `image` matches `^[^@]+@sha256:[a-f0-9]{64}$`.
 fn is_pinned_by_digest(image: &str) -> bool {
     let Some((name, digest)) = image.split_once('@') else {
         return false;
