@@ -3,10 +3,8 @@
 
 use crate::common;
 
-use std::collections::VecDeque;
 use std::future::Future;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
@@ -55,57 +53,6 @@ fn down_error() -> HookError {
 
 fn down() -> Result<Decision, HookError> {
     Err(down_error())
-}
-
-/// What one call of a [`Steps`] hook does: answer at once, or never ([`HANG`]).
-type Step = Option<Result<Decision, HookError>>;
-
-/// A step that never answers, so the call times out.
-const HANG: Step = None;
-
-/// A hook whose calls each take the next step of a script, and count themselves.
-struct Steps {
-    steps: Mutex<VecDeque<Step>>,
-    calls: AtomicUsize,
-}
-
-impl Steps {
-    fn new(steps: impl IntoIterator<Item = Step>) -> Arc<Steps> {
-        Arc::new(Steps {
-            steps: Mutex::new(steps.into_iter().collect()),
-            calls: AtomicUsize::new(0),
-        })
-    }
-
-    fn calls(&self) -> usize {
-        self.calls.load(Ordering::SeqCst)
-    }
-}
-
-impl Hook for Steps {
-    fn name(&self) -> &str {
-        "steps"
-    }
-
-    fn is_remote(&self) -> bool {
-        false
-    }
-
-    fn admit<'a>(&'a self, _: &'a Request) -> HookFuture<'a> {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        let step = self
-            .steps
-            .lock()
-            .expect("no test panics while holding the script")
-            .pop_front()
-            .expect("the hook was called more often than scripted");
-        Box::pin(async move {
-            match step {
-                Some(answer) => answer,
-                None => std::future::pending().await,
-            }
-        })
-    }
 }
 
 async fn fail_times(supervised: &Supervised, times: u32) {
@@ -477,8 +424,19 @@ async fn hook_that_panics_while_building_its_future_is_caught() {
 #[actix::test]
 async fn failures_of_calls_that_overlap_an_answer_never_make_a_run() {
     tokio::time::pause();
-    let admit = || Some(Ok(Decision::Admit));
-    let hook = Steps::new([HANG, admit(), HANG, admit(), HANG, admit()]);
+    let admit = || Act::Answer(Ok(Decision::Admit));
+    let hook = FakeHook::scripted_acts(
+        "steps",
+        [
+            Act::Pending,
+            admit(),
+            Act::Pending,
+            admit(),
+            Act::Pending,
+            admit(),
+        ],
+    )
+    .shared();
     let supervised = supervise(hook.clone(), 3);
     let request = sample_request();
 
@@ -504,7 +462,8 @@ async fn failures_of_calls_that_overlap_an_answer_never_make_a_run() {
 #[actix::test]
 async fn concurrent_calls_that_all_fail_with_no_answer_open_the_breaker() {
     tokio::time::pause();
-    let hook = Steps::new([HANG, HANG, HANG]);
+    let hook =
+        FakeHook::scripted_acts("steps", [Act::Pending, Act::Pending, Act::Pending]).shared();
     let supervised = supervise(hook.clone(), 3);
     let request = sample_request();
 
@@ -695,7 +654,15 @@ async fn hook_with_no_chain_budget_left_is_not_called() {
 #[actix::test]
 async fn probe_cut_by_the_chain_budget_leaves_the_probe_to_the_next_call() {
     tokio::time::pause();
-    let hook = Steps::new([Some(down()), HANG, Some(Ok(Decision::Admit))]);
+    let hook = FakeHook::scripted_acts(
+        "steps",
+        [
+            Act::Answer(down()),
+            Act::Pending,
+            Act::Answer(Ok(Decision::Admit)),
+        ],
+    )
+    .shared();
     let supervised = supervise(hook.clone(), 1);
     fail_times(&supervised, 1).await;
     tokio::time::advance(Duration::from_secs(1)).await;
