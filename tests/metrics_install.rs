@@ -2,6 +2,9 @@
 //! in-process rendering returned. The recorder it installs is process-wide, so this binary holds
 //! one test and installs once.
 
+// serve_support waits through processes' bounded poll.
+#[path = "it/processes/mod.rs"]
+mod processes;
 #[path = "it/serve_support/mod.rs"]
 mod serve_support;
 

@@ -44,7 +44,7 @@ use dexaflow_admission::metrics::{
 use serde_json::{Value, json};
 use serve_support::sample;
 
-use crate::processes::BINARY;
+use crate::processes::{BINARY, poll_until};
 const DASHBOARD: &str = "grafana/dashboards/dexaflow-admission.json";
 const EXAMPLE_PROMETHEUS_CONFIG: &str = "grafana/prometheus.yml";
 /// How long the loads and Prometheus may take to start and see every target up.
@@ -519,24 +519,22 @@ fn drive_serve(
 /// Waits, bounded by `deadline`, until `log` holds a line starting with `prefix`, and returns the
 /// address that follows it (up to the next `/` or the line's end).
 fn address_in_log(running: &mut Running, prefix: &str, deadline: Instant) -> SocketAddr {
-    loop {
+    poll_until(deadline, Duration::from_millis(20), || {
         running.assert_running();
         let text = std::fs::read_to_string(&running.log).unwrap_or_default();
-        if let Some(address) = text.lines().find_map(|line| {
-            let rest = line.strip_prefix(prefix)?;
-            rest.split('/').next()?.parse().ok()
-        }) {
-            return address;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{} printed no {prefix:?} line; its log ends:\n{}",
-            running.name,
-            running.log_tail()
-        );
-        // A bounded poll of the child's log, not a wait for time to pass.
-        std::thread::sleep(Duration::from_millis(20));
-    }
+        text.lines()
+            .find_map(|line| {
+                let rest = line.strip_prefix(prefix)?;
+                rest.split('/').next()?.parse().ok()
+            })
+            .ok_or_else(|| {
+                format!(
+                    "{} printed no {prefix:?} line; its log ends:\n{}",
+                    running.name,
+                    running.log_tail()
+                )
+            })
+    })
 }
 
 /// The line every command that exports metrics prints on stderr, before the bound address.
@@ -632,7 +630,7 @@ fn wait_for_targets(
     deadline: Instant,
 ) {
     let mut last = String::new();
-    loop {
+    poll_until(deadline, Duration::from_millis(100), || {
         prometheus.assert_running();
         if let Ok((200, body)) = get(address, "/api/v1/targets") {
             let answer: Value = serde_json::from_str(&body).unwrap_or_default();
@@ -641,18 +639,15 @@ fn wait_for_targets(
                 .cloned()
                 .unwrap_or_default();
             if targets.len() == count && targets.iter().all(|target| target["health"] == "up") {
-                return;
+                return Ok(());
             }
             last = body;
         }
-        assert!(
-            Instant::now() < deadline,
+        Err(format!(
             "the {count} targets were not all up in time: {last}\nprometheus log:\n{}",
             prometheus.log_tail()
-        );
-        // A bounded poll of Prometheus' own view, not a wait for time to pass.
-        std::thread::sleep(Duration::from_millis(100));
-    }
+        ))
+    });
 }
 
 /// Polls Prometheus, bounded, until it has scraped each target of `targets` (its exporter's
@@ -675,35 +670,34 @@ fn wait_for_scrapes_since(
             "up{{instance=\"{target}\"}} and timestamp(up{{instance=\"{target}\"}}) > {since}"
         );
         let expected = if *up { 1.0 } else { 0.0 };
-        loop {
+        // Prometheus scrapes every second.
+        poll_until(deadline, Duration::from_millis(100), || {
             prometheus.assert_running();
             let last = match query(address, &expr).map(|series| values(&series)) {
-                Ok(series) if single(&series) == Some(expected) => break,
+                Ok(series) if single(&series) == Some(expected) => return Ok(()),
                 Ok(series) => format!("{series:?}"),
                 Err(error) => error,
             };
-            assert!(
-                Instant::now() < deadline,
+            Err(format!(
                 "prometheus did not scrape {target} as {} in time: {expr}: {last}",
                 if *up { "up" } else { "down" }
-            );
-            // A bounded poll of Prometheus, which scrapes every second.
-            std::thread::sleep(Duration::from_millis(100));
-        }
+            ))
+        });
     }
 }
 
 /// Polls Prometheus' `/-/ready` until it answers 200, bounded.
 fn wait_for_ready(prometheus: &mut Running, address: SocketAddr, deadline: Instant) {
-    while !matches!(get(address, "/-/ready"), Ok((200, _))) {
+    poll_until(deadline, Duration::from_millis(100), || {
         prometheus.assert_running();
-        assert!(
-            Instant::now() < deadline,
-            "prometheus was not ready in time; its log:\n{}",
-            prometheus.log_tail()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+        match get(address, "/-/ready") {
+            Ok((200, _)) => Ok(()),
+            _ => Err(format!(
+                "prometheus was not ready in time; its log:\n{}",
+                prometheus.log_tail()
+            )),
+        }
+    });
 }
 
 /// The series of an instant query, each as its labels and its value (NaN when it has none).
@@ -1007,7 +1001,7 @@ fn refuse_the_queue_watch_for_a_while(
     let synced = format!("{CACHE_SYNCED}{{resource=\"queues\"}}");
     let failures = format!("{CACHE_WATCH_FAILURES_TOTAL}{{resource=\"queues\"}}");
     let mut refused = false;
-    loop {
+    poll_until(deadline, Duration::from_millis(50), || {
         serve.assert_running();
         let scrape = scrape(exporter);
         if !refused && sample(&scrape, &synced) == Some(1.0) {
@@ -1017,20 +1011,17 @@ fn refuse_the_queue_watch_for_a_while(
         }
         if refused && sample(&scrape, &failures).is_some_and(|count| count > 0.0) {
             api.forbid(false);
-            return;
+            return Ok(());
         }
-        assert!(
-            Instant::now() < deadline,
+        Err(format!(
             "serve's queue cache {}: {scrape}",
             if refused {
                 "counted no failure of the refused watch"
             } else {
                 "never synced"
             }
-        );
-        // A bounded poll of the exporter, not a wait for time to pass.
-        std::thread::sleep(Duration::from_millis(50));
-    }
+        ))
+    });
 }
 
 /// A check of one panel expression's series (given its panel's title and its place there):
@@ -1051,8 +1042,8 @@ fn poll_until_agreed(
         .iter()
         .map(|(title, index, expr)| (title.as_str(), *index, expr.as_str(), String::new()))
         .collect();
-    let deadline = Instant::now() + within;
-    while !pending.is_empty() && Instant::now() < deadline {
+    // Prometheus scrapes every second.
+    poll_until(Instant::now() + within, Duration::from_millis(250), || {
         for running in alive.iter_mut() {
             running.assert_running();
         }
@@ -1069,20 +1060,20 @@ fn poll_until_agreed(
                 }
             }
         });
-        // A bounded poll of Prometheus, which scrapes every second.
-        std::thread::sleep(Duration::from_millis(250));
-    }
-    assert!(
-        pending.is_empty(),
-        "{} of {} panel expressions never agreed within {within:?}:\n{}",
-        pending.len(),
-        queries.len(),
-        pending
-            .iter()
-            .map(|(title, index, expr, why)| format!("{title} [{index}]: {expr}\n    {why}"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
+        if pending.is_empty() {
+            return Ok(());
+        }
+        Err(format!(
+            "{} of {} panel expressions never agreed within {within:?}:\n{}",
+            pending.len(),
+            queries.len(),
+            pending
+                .iter()
+                .map(|(title, index, expr, why)| format!("{title} [{index}]: {expr}\n    {why}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        ))
+    });
 }
 
 #[test]
@@ -1451,17 +1442,20 @@ fn a_loadtest_scrape_has_every_hooks_breaker_gauge_at_zero_before_any_breaker_ch
     // the exporter's line: scrape until a call has been counted, which the chain's start
     // precedes.
     let deadline = Instant::now() + Duration::from_secs(30);
-    let scraped = loop {
+    let scraped = poll_until(deadline, Duration::from_millis(50), || {
         let scraped = scrape(exporter);
         let called = scraped
             .lines()
             .filter(|line| line.starts_with(&format!("{OUTCOMES_TOTAL}{{")))
             .any(|line| !line.ends_with(" 0"));
-        if called || Instant::now() > deadline {
-            break scraped;
+        if called {
+            Ok(scraped)
+        } else {
+            Err(format!(
+                "the load test counted no hook call in time: {scraped}"
+            ))
         }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    });
 
     for hook in ["noop#0", "refuse#1"] {
         assert_eq!(

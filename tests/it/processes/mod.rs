@@ -24,13 +24,30 @@ pub const FOUR_TENANTS: &str = "runs:
 /// How long a poll waits before the test fails: far longer than anything it waits for takes.
 pub const PATIENCE: Duration = Duration::from_secs(30);
 
+/// Calls `check`, `every` apart, until it gives a value, and returns it: a bounded poll of
+/// something outside the test (a child process, its log, a server), never a wait for time to
+/// pass. Once `deadline` has passed, the test fails with the reason `check` last gave.
+pub fn poll_until<T>(
+    deadline: Instant,
+    every: Duration,
+    mut check: impl FnMut() -> Result<T, String>,
+) -> T {
+    loop {
+        match check() {
+            Ok(value) => return value,
+            Err(why) => assert!(Instant::now() < deadline, "{why}"),
+        }
+        std::thread::sleep(every);
+    }
+}
+
 /// Polls `check` until it is true, failing the test naming `what` after [`PATIENCE`].
 pub fn wait_until(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + PATIENCE;
-    while !check() {
-        assert!(Instant::now() < deadline, "gave up waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    poll_until(Instant::now() + PATIENCE, Duration::from_millis(10), || {
+        check()
+            .then_some(())
+            .ok_or_else(|| format!("gave up waiting for {what}"))
+    });
 }
 
 /// Waits until a task has written a whole line to `path` and returns it without the newline.

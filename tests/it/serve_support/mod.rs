@@ -13,6 +13,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::processes;
+
 use dexaflow_admission::events::{
     ClusterEvents, Ignore, RequestOutcome, ServerEvents, ServiceEvents, WatchedFile,
 };
@@ -620,18 +622,12 @@ impl Serving {
 
     /// Waits up to 20 s for it to exit, and returns how it did.
     pub fn wait_for_exit(&mut self) -> std::process::ExitStatus {
-        let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Some(status) = self.child.try_wait().expect("serve's status") {
-                return status;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "gave up waiting for serve to exit: {}",
-                self.stderr()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        poll_serve(|| {
+            self.child
+                .try_wait()
+                .expect("serve's status")
+                .ok_or_else(|| format!("gave up waiting for serve to exit: {}", self.stderr()))
+        })
     }
 
     /// Its HTTPS address.
@@ -649,18 +645,15 @@ impl Serving {
 
     /// Waits up to 20 s for a line of standard error containing `words`, and returns it.
     pub fn wait_for_stderr(&self, words: &str) -> String {
-        let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Some(line) = self.stderr().lines().find(|line| line.contains(words)) {
-                return line.to_owned();
+        poll_serve(|| {
+            let stderr = self.stderr();
+            match stderr.lines().find(|line| line.contains(words)) {
+                Some(line) => Ok(line.to_owned()),
+                None => Err(format!(
+                    "gave up waiting for {words:?} in serve's stderr: {stderr}"
+                )),
             }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "gave up waiting for {words:?} in serve's stderr: {}",
-                self.stderr()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        })
     }
 }
 
@@ -669,4 +662,17 @@ impl Drop for Serving {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// How long a wait on a `serve` process gives it before the test fails.
+const SERVE_PATIENCE: Duration = Duration::from_secs(20);
+
+/// [`processes::poll_until`] for a wait on a `serve` process: up to [`SERVE_PATIENCE`] from now,
+/// 20 ms apart.
+fn poll_serve<T>(check: impl FnMut() -> Result<T, String>) -> T {
+    processes::poll_until(
+        std::time::Instant::now() + SERVE_PATIENCE,
+        Duration::from_millis(20),
+        check,
+    )
 }
