@@ -16,6 +16,7 @@
 //! | §7 the executor policy's refusals | [`PolicyRefusal`], [`PolicyRule`], `refuse_dag_placement` |
 //! | durations in config, specs, flags and `?timeout=` | [`parse_duration`], `parse_nanos` |
 //! | §8 the webhook's wire format | [`RequestEnvelope`], [`AnswerEnvelope`], [`request_schema`], [`answer_schema`], `is_json_content_type` |
+//! | JSON read as Go reads it: no object from an array | [`strict_from_str`], `Strict` |
 
 mod chain;
 mod changes;
@@ -29,6 +30,7 @@ mod policy;
 mod quantity;
 mod reason;
 mod request;
+mod strict;
 mod toleration;
 mod wire;
 
@@ -60,6 +62,8 @@ pub use reason::{
     MAX_REASON_BYTES, clean_reason, error_chain, escape_controls, is_control_or_format,
 };
 pub use request::{API_VERSION, Execution, Request, ResourceList, Resources};
+pub(crate) use strict::Strict;
+pub use strict::{strict_from_slice, strict_from_str};
 pub use toleration::{TaintEffect, Toleration, TolerationOperator};
 pub(crate) use wire::Key;
 pub(crate) use wire::is_json_content_type;

@@ -16,7 +16,7 @@ use serde_json::value::RawValue;
 use super::groups::{PodKeys, ResourceGroups};
 use super::pod_view::PodView;
 use super::review::{Object, ReviewAnswer, ReviewRequest, Reviewer};
-use crate::admission::is_reserved_key;
+use crate::admission::{Strict, is_reserved_key};
 use crate::volcano;
 
 /// The path of [`Mutation`].
@@ -58,7 +58,7 @@ fn decode<'de, T: Deserialize<'de>>(
     from: impl Deserializer<'de>,
     field: &str,
 ) -> Result<T, Refusal> {
-    T::deserialize(from)
+    T::deserialize(Strict(from))
         .map_err(|error| Refusal::BadRequest(format!("{field} is not a pod: {error}")))
 }
 

@@ -12,6 +12,7 @@ use tokio::time::Instant;
 
 use super::ServeError;
 use super::services::BuiltinService;
+use crate::admission::{Strict, strict_from_str};
 pub use crate::events::Ruling;
 use crate::events::{RequestOutcome, ServerEvents, ServiceEvents};
 
@@ -57,19 +58,20 @@ pub struct Unavailable(pub String);
 /// Implement it for a service of your own and register it with [`Service::new`].
 pub trait Handler: Send + Sync + 'static {
     /// The request body, decoded strictly with `serde_json` (trailing data and duplicate
-    /// fields are errors; unknown fields as the type says).
+    /// fields are errors, an array is never read as an object; unknown fields as the type
+    /// says).
     type Request: DeserializeOwned + Send + 'static;
     /// The response body.
     type Response: Serialize + Send + 'static;
 
-    /// The request decoded from the body's text: by default `serde_json::from_str`. A
+    /// The request decoded from the body's text: by default [`strict_from_str`]. A
     /// handler may decode another way first (in fewer passes) as long as it takes the same
     /// bodies to the same requests.
     ///
     /// # Errors
     /// serde's error, which the 400 answer quotes.
     fn decode(text: &str) -> Result<Self::Request, serde_json::Error> {
-        serde_json::from_str(text)
+        strict_from_str(text)
     }
 
     /// What the 400 answer says of a body [`Handler::decode`] refused with `error`: by default
@@ -151,7 +153,7 @@ impl<H: Handler> Endpoint for H {
 /// `error` as it is.
 pub(crate) fn located<T: DeserializeOwned>(text: &str, error: serde_json::Error) -> String {
     let mut again = serde_json::Deserializer::from_str(text);
-    match serde_path_to_error::deserialize::<_, T>(&mut again) {
+    match serde_path_to_error::deserialize::<_, T>(Strict(&mut again)) {
         Err(found)
             if found.path().iter().next().is_some()
                 && found.inner().to_string() == error.to_string() =>

@@ -16,6 +16,7 @@ use serde_json::value::RawValue;
 use tokio::time::Instant;
 
 use super::registry::{Answer, Handler, Ruling, Unavailable};
+use crate::admission::strict_from_str;
 
 /// The only AdmissionReview version accepted, echoed in every answer.
 pub const REVIEW_API_VERSION: &str = "admission.k8s.io/v1";
@@ -167,9 +168,8 @@ impl<T: DeserializeOwned + Send + Sync + 'static> ReviewObject for Object<T> {
 /// `text` decoded as a review whose objects are `O`: in one pass when everything decodes so,
 /// else with the objects kept as text (an envelope that does not decode is the error).
 pub(super) fn decode_review<O: ReviewObject>(text: &str) -> Result<Review<O>, serde_json::Error> {
-    serde_json::from_str::<Review<O>>(text).or_else(|_| {
-        serde_json::from_str::<Review>(text).map(|review| review.map_objects(O::from_text))
-    })
+    strict_from_str::<Review<O>>(text)
+        .or_else(|_| strict_from_str::<Review>(text).map(|review| review.map_objects(O::from_text)))
 }
 
 /// A group, version and kind.

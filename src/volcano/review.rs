@@ -5,6 +5,8 @@ use std::fmt;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 
+use crate::admission::Strict;
+
 /// The operation of an admission request, as Kubernetes names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Operation {
@@ -126,7 +128,8 @@ impl std::error::Error for Refusal {}
 /// JSON deserializer that can be read twice (a `&serde_json::Value`, or the `&RawValue` text the
 /// server keeps), as Go's `encoding/json` reads it into Volcano's types: `null` is `None`, and
 /// so is a member whose value is `null` (Go leaves the field at its zero value, so `tasks: null`
-/// is no task, not an error); unknown fields are ignored and missing ones take their defaults.
+/// is no task, not an error); unknown fields are ignored and missing ones take their defaults;
+/// an array is never read as an object.
 ///
 /// # Errors
 /// [`Refusal::Undecodable`] naming the field and serde's reason when the value is not the type.
@@ -135,7 +138,7 @@ pub fn decode<'de, T: DeserializeOwned, D: Deserializer<'de> + Copy>(
     value: D,
 ) -> Result<Option<T>, Refusal> {
     let undecodable = |reason: String| Refusal::Undecodable { field, reason };
-    let first = Option::<T>::deserialize(value).map_err(|error| error.to_string());
+    let first = Option::<T>::deserialize(Strict(value)).map_err(|error| error.to_string());
     let Err(reason) = first else {
         return first.map_err(undecodable);
     };
@@ -146,7 +149,7 @@ pub fn decode<'de, T: DeserializeOwned, D: Deserializer<'de> + Copy>(
     if !drop_null_members(&mut tree) {
         return Err(undecodable(reason));
     }
-    Option::<T>::deserialize(tree).map_err(|error| undecodable(error.to_string()))
+    Option::<T>::deserialize(Strict(tree)).map_err(|error| undecodable(error.to_string()))
 }
 
 /// Removes every object member whose value is `null` from `tree`, at any depth, and says

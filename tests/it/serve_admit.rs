@@ -266,6 +266,24 @@ async fn a_value_of_the_wrong_type_is_answered_400_naming_its_field_and_no_hook_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_sent_as_an_array_is_answered_400_naming_its_field_and_no_hook_runs() {
+    let recorded = FakeHook::admitting("recorded").shared();
+    let running = serve_admission(&config(), vec![recorded.clone()], |_, _| {}).await;
+    let mut body = envelope("8d0f3a1e", "acme");
+    // The resources' two fields in order, as serde's derived decoder of a struct would take
+    // them and Go's decoder refuses them.
+    body["resources"] = json!([{}, {}]);
+
+    let answer = running.client.post_json(admit::PATH, &body).await;
+
+    answer.assert_error(
+        StatusCode::BAD_REQUEST,
+        "resources: invalid type: sequence, expected struct Resources",
+    );
+    assert!(recorded.seen().is_empty(), "a hook ran on an invalid body");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_key_repeated_in_a_map_is_answered_400_naming_it_and_no_hook_runs() {
     let recorded = FakeHook::admitting("recorded").shared();
     let running = serve_admission(&config(), vec![recorded.clone()], |_, _| {}).await;

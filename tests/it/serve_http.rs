@@ -224,6 +224,25 @@ async fn a_body_that_does_not_decode_strictly_is_answered_400_saying_what_was_wr
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dag_sent_as_an_array_of_its_fields_is_answered_400_and_not_judged() {
+    let running = start().await;
+    let body = json!({
+        "api_version": "dexaflow.io/admission/v1",
+        "uid": "u",
+        "dag": ["etl", [["extract", []]]],
+    });
+
+    let answer = running.client.post_json("/dags/validate", &body).await;
+
+    answer.assert_error(
+        StatusCode::BAD_REQUEST,
+        "dag: invalid type: sequence, expected struct",
+    );
+    assert!(answer.json().get("allowed").is_none(), "{}", answer.json());
+    assert!(answer.json().get("uid").is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_body_that_is_not_utf8_is_answered_400_saying_where() {
     let running = start().await;
     let mut body = dag_body().to_string().into_bytes();

@@ -347,7 +347,15 @@ async fn mutate_refuses_an_object_that_is_not_a_pod_as_a_bad_request_saying_why(
 
     let answer = running.client.post_json("/pods/mutate", &review).await;
 
-    // The review itself is sound: answered 200, its object refused.
+    assert_object_refused(
+        &answer,
+        "the object is not a pod: invalid type: integer `7`",
+    );
+}
+
+/// Asserts that the review was answered (it is sound: 200) and its object refused as a bad
+/// request, the message starting with `words`, and not patched.
+fn assert_object_refused(answer: &serve_support::Answer, words: &str) {
     assert_eq!(answer.status, StatusCode::OK);
     let answer = answer.json();
     assert_eq!(answer["response"]["allowed"], false);
@@ -355,11 +363,20 @@ async fn mutate_refuses_an_object_that_is_not_a_pod_as_a_bad_request_saying_why(
     let message = answer["response"]["status"]["message"]
         .as_str()
         .expect("a message");
-    assert!(
-        message.starts_with("the object is not a pod: invalid type: integer `7`"),
-        "{message}"
-    );
+    assert!(message.starts_with(words), "{message}");
     assert!(answer["response"].get("patch").is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutate_refuses_a_pod_whose_metadata_is_an_array_as_a_bad_request() {
+    let running = start().await;
+    let mut review = review();
+    // The name and namespace in order: serde's derived decoder of a struct would take them.
+    review["request"]["object"]["metadata"] = json!(["p", "default"]);
+
+    let answer = running.client.post_json("/pods/mutate", &review).await;
+
+    assert_object_refused(&answer, "the object is not a pod: invalid type: sequence");
 }
 
 /// The `response` of `/pods/validate` to `review`.

@@ -235,6 +235,31 @@ async fn an_object_that_is_not_a_queue_is_a_bad_request_naming_the_object() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_whose_spec_is_an_array_is_a_bad_request_and_not_patched() {
+    let api = ApiServer::start(TOKEN).await;
+    let (running, _kube) = serve_queues(&api).await;
+    // A weight as the spec's first field: serde's derived decoder of a struct would take it,
+    // Go's refuses it.
+    let array_spec = json!({"metadata": {"name": "q"}, "spec": [1]});
+
+    let answer = answer_to(
+        &running,
+        "/queues/mutate",
+        &queue_review("CREATE", array_spec),
+    )
+    .await;
+
+    assert_eq!(answer["response"]["allowed"], false);
+    assert_eq!(answer["response"]["status"]["code"], 400);
+    let message = status_message(&answer);
+    assert!(
+        message.starts_with("request.object: invalid type: sequence"),
+        "{message}"
+    );
+    assert!(answer["response"]["patch"].is_null());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_old_object_that_is_not_a_queue_is_a_bad_request_naming_it_though_the_object_is_one() {
     let api = ApiServer::start(TOKEN).await;
     let (running, _kube) = serve_queues(&api).await;

@@ -434,6 +434,23 @@ async fn answer_that_is_an_array_of_an_admit_s_fields_leaves_the_attempt_unavail
 }
 
 #[actix::test]
+async fn answer_whose_changes_are_an_array_leaves_the_attempt_unavailable() {
+    // A node selector as the first of the changes' fields: serde's derived decoder of a struct
+    // would take it as the changes, Go's refuses it.
+    let changes = Changes {
+        node_selector: [("pool".to_owned(), "gpu".to_owned())].into(),
+        ..Changes::default()
+    };
+    assert_unavailable(
+        edited_answer(Decision::AdmitWith(changes), |answer| {
+            answer["changes"] = json!([{"pool": "gpu"}]);
+        }),
+        "answer is not a dexaflow.io/admission/v1 answer: invalid type: sequence, expected struct Changes",
+    )
+    .await;
+}
+
+#[actix::test]
 async fn answer_of_another_api_version_leaves_the_attempt_unavailable() {
     assert_unavailable(
         edited_answer(Decision::Admit, |answer| {

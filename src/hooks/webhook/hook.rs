@@ -17,7 +17,7 @@ use super::token::{TokenFile, hidden_in};
 use super::{MAX_ANSWER_BYTES, WebhookError, WebhookSpec};
 use crate::admission::{
     AnswerEnvelope, Decision, Hook, HookError, HookFuture, Request, RequestEnvelope, error_chain,
-    is_json_content_type,
+    is_json_content_type, strict_from_slice,
 };
 use crate::hooks::SpecError;
 
@@ -252,7 +252,7 @@ impl Webhook {
                 }
             })?
             .to_bytes();
-        let answer: AnswerEnvelope = serde_json::from_slice(&bytes).map_err(|error| {
+        let answer: AnswerEnvelope = strict_from_slice(&bytes).map_err(|error| {
             if error.is_syntax() || error.is_eof() {
                 WebhookError::NotJson(error)
             } else {

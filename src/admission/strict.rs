@@ -1,0 +1,405 @@
+//! Decoding that never reads a JSON array as an object.
+//!
+//! serde's derived structs take a sequence as well as a map, their fields in declaration order,
+//! and `serde_json` hands them either: `"execution": ["sa", false, ...]` would decode as an
+//! execution, and `"dag": ["etl", [...]]` as a DAG. Go's `encoding/json`, which every caller
+//! and every Volcano type is written against, refuses an array where an object is expected.
+//! [`Strict`] wraps any deserializer, at every depth, so that a struct is read from a map only:
+//! an array there is serde's "invalid type: sequence, expected struct ..." error.
+//!
+//! ```
+//! use serde::Deserialize;
+//! use dexaflow_admission::admission::strict_from_str;
+//!
+//! #[derive(Debug, Deserialize)]
+//! struct Point {
+//!     x: i32,
+//!     y: i32,
+//! }
+//!
+//! assert_eq!(strict_from_str::<Point>(r#"{"x": 1, "y": 2}"#).unwrap().y, 2);
+//! let error = strict_from_str::<Point>("[1, 2]").unwrap_err();
+//! assert!(error.to_string().starts_with("invalid type: sequence, expected struct Point"));
+//! ```
+
+use serde::de::{
+    self, DeserializeOwned, DeserializeSeed, Deserializer, EnumAccess, MapAccess, SeqAccess,
+    VariantAccess, Visitor,
+};
+
+/// `text` decoded as a `T` as `serde_json::from_str` decodes it (trailing data is an error),
+/// except that no struct, at any depth, is read from an array.
+///
+/// # Errors
+/// serde's error, with its line and column.
+pub fn strict_from_str<T: DeserializeOwned>(text: &str) -> Result<T, serde_json::Error> {
+    strict_whole(serde_json::Deserializer::from_str(text))
+}
+
+/// [`strict_from_str`] for bytes that may not be UTF-8 (an error then, with its place).
+///
+/// # Errors
+/// serde's error, with its line and column.
+pub fn strict_from_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, serde_json::Error> {
+    strict_whole(serde_json::Deserializer::from_slice(bytes))
+}
+
+/// The one value `deserializer` reads, nothing after it.
+fn strict_whole<'de, R: serde_json::de::Read<'de>, T: DeserializeOwned>(
+    mut deserializer: serde_json::Deserializer<R>,
+) -> Result<T, serde_json::Error> {
+    let value = T::deserialize(Strict(&mut deserializer))?;
+    deserializer.end()?;
+    Ok(value)
+}
+
+/// A deserializer that reads every struct from a map only, and hands the same rule down to
+/// everything it reads inside one; anything else is passed to the deserializer it wraps.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Strict<D>(pub(crate) D);
+
+/// Passes each `deserialize_*` to the wrapped deserializer, with the visitor wrapped.
+macro_rules! forward {
+    ($($method:ident),* $(,)?) => {
+        $(
+            fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
+                self.0.$method(Strictly(visitor))
+            }
+        )*
+    };
+}
+
+impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
+    type Error = D::Error;
+
+    forward!(
+        deserialize_any,
+        deserialize_bool,
+        deserialize_i8,
+        deserialize_i16,
+        deserialize_i32,
+        deserialize_i64,
+        deserialize_i128,
+        deserialize_u8,
+        deserialize_u16,
+        deserialize_u32,
+        deserialize_u64,
+        deserialize_u128,
+        deserialize_f32,
+        deserialize_f64,
+        deserialize_char,
+        deserialize_str,
+        deserialize_string,
+        deserialize_bytes,
+        deserialize_byte_buf,
+        deserialize_option,
+        deserialize_unit,
+        deserialize_seq,
+        deserialize_map,
+        deserialize_identifier,
+        deserialize_ignored_any,
+    );
+
+    fn deserialize_unit_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
+        self.0.deserialize_unit_struct(name, Strictly(visitor))
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
+        self.0.deserialize_newtype_struct(name, Strictly(visitor))
+    }
+
+    fn deserialize_tuple<V: Visitor<'de>>(
+        self,
+        len: usize,
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
+        self.0.deserialize_tuple(len, Strictly(visitor))
+    }
+
+    fn deserialize_tuple_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        len: usize,
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
+        self.0
+            .deserialize_tuple_struct(name, len, Strictly(visitor))
+    }
+
+    // The one departure: a struct is asked for as a map, which refuses a sequence.
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
+        self.0.deserialize_map(Strictly(visitor))
+    }
+
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
+        self.0.deserialize_enum(name, variants, Strictly(visitor))
+    }
+
+    fn is_human_readable(&self) -> bool {
+        self.0.is_human_readable()
+    }
+}
+
+/// A visitor whose nested deserializers and accesses are wrapped in [`Strict`].
+struct Strictly<V>(V);
+
+/// Passes each `visit_*` of a plain value to the wrapped visitor as it is.
+macro_rules! visit_plain {
+    ($($method:ident($type:ty)),* $(,)?) => {
+        $(
+            fn $method<E: de::Error>(self, value: $type) -> Result<V::Value, E> {
+                self.0.$method(value)
+            }
+        )*
+    };
+}
+
+impl<'de, V: Visitor<'de>> Visitor<'de> for Strictly<V> {
+    type Value = V::Value;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.expecting(formatter)
+    }
+
+    visit_plain!(
+        visit_bool(bool),
+        visit_i8(i8),
+        visit_i16(i16),
+        visit_i32(i32),
+        visit_i64(i64),
+        visit_i128(i128),
+        visit_u8(u8),
+        visit_u16(u16),
+        visit_u32(u32),
+        visit_u64(u64),
+        visit_u128(u128),
+        visit_f32(f32),
+        visit_f64(f64),
+        visit_char(char),
+        visit_str(&str),
+        visit_borrowed_str(&'de str),
+        visit_string(String),
+        visit_bytes(&[u8]),
+        visit_borrowed_bytes(&'de [u8]),
+        visit_byte_buf(Vec<u8>),
+    );
+
+    fn visit_none<E: de::Error>(self) -> Result<V::Value, E> {
+        self.0.visit_none()
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<V::Value, E> {
+        self.0.visit_unit()
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<V::Value, D::Error> {
+        self.0.visit_some(Strict(deserializer))
+    }
+
+    fn visit_newtype_struct<D: Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> Result<V::Value, D::Error> {
+        self.0.visit_newtype_struct(Strict(deserializer))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<V::Value, A::Error> {
+        self.0.visit_seq(Strict(seq))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<V::Value, A::Error> {
+        self.0.visit_map(Strict(map))
+    }
+
+    fn visit_enum<A: EnumAccess<'de>>(self, data: A) -> Result<V::Value, A::Error> {
+        self.0.visit_enum(Strict(data))
+    }
+}
+
+/// A seed that deserializes from a [`Strict`] deserializer.
+struct StrictSeed<S>(S);
+
+impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for StrictSeed<S> {
+    type Value = S::Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<S::Value, D::Error> {
+        self.0.deserialize(Strict(deserializer))
+    }
+}
+
+impl<'de, A: SeqAccess<'de>> SeqAccess<'de> for Strict<A> {
+    type Error = A::Error;
+
+    fn next_element_seed<T: DeserializeSeed<'de>>(
+        &mut self,
+        seed: T,
+    ) -> Result<Option<T::Value>, A::Error> {
+        self.0.next_element_seed(StrictSeed(seed))
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        self.0.size_hint()
+    }
+}
+
+impl<'de, A: MapAccess<'de>> MapAccess<'de> for Strict<A> {
+    type Error = A::Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, A::Error> {
+        self.0.next_key_seed(StrictSeed(seed))
+    }
+
+    fn next_value_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<T::Value, A::Error> {
+        self.0.next_value_seed(StrictSeed(seed))
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        self.0.size_hint()
+    }
+}
+
+impl<'de, A: EnumAccess<'de>> EnumAccess<'de> for Strict<A> {
+    type Error = A::Error;
+    type Variant = Strict<A::Variant>;
+
+    fn variant_seed<T: DeserializeSeed<'de>>(
+        self,
+        seed: T,
+    ) -> Result<(T::Value, Strict<A::Variant>), A::Error> {
+        self.0
+            .variant_seed(StrictSeed(seed))
+            .map(|(value, variant)| (value, Strict(variant)))
+    }
+}
+
+impl<'de, A: VariantAccess<'de>> VariantAccess<'de> for Strict<A> {
+    type Error = A::Error;
+
+    fn unit_variant(self) -> Result<(), A::Error> {
+        self.0.unit_variant()
+    }
+
+    fn newtype_variant_seed<T: DeserializeSeed<'de>>(self, seed: T) -> Result<T::Value, A::Error> {
+        self.0.newtype_variant_seed(StrictSeed(seed))
+    }
+
+    fn tuple_variant<V: Visitor<'de>>(self, len: usize, visitor: V) -> Result<V::Value, A::Error> {
+        self.0.tuple_variant(len, Strictly(visitor))
+    }
+
+    fn struct_variant<V: Visitor<'de>>(
+        self,
+        fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, A::Error> {
+        self.0.struct_variant(fields, Strictly(visitor))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use serde::Deserialize;
+    use serde_json::value::RawValue;
+
+    use super::*;
+
+    #[derive(Debug, PartialEq, Deserialize)]
+    struct Inner {
+        name: String,
+    }
+
+    #[derive(Debug, PartialEq, Deserialize)]
+    struct Outer {
+        inner: Option<Inner>,
+        #[serde(default)]
+        list: Vec<Inner>,
+        #[serde(default)]
+        map: BTreeMap<String, Inner>,
+    }
+
+    #[test]
+    fn a_struct_nested_in_an_option_a_list_or_a_map_is_refused_from_an_array() {
+        for text in [
+            r#"{"inner": ["a"]}"#,
+            r#"{"inner": null, "list": [["a"]]}"#,
+            r#"{"inner": null, "map": {"k": ["a"]}}"#,
+        ] {
+            let error = strict_from_str::<Outer>(text).expect_err(text);
+            assert!(
+                error
+                    .to_string()
+                    .starts_with("invalid type: sequence, expected struct Inner"),
+                "{text}: {error}"
+            );
+            // What serde_json alone reads: the array as the struct.
+            assert!(serde_json::from_str::<Outer>(text).is_ok(), "{text}");
+        }
+    }
+
+    #[test]
+    fn objects_lists_and_maps_decode_as_serde_json_decodes_them() {
+        let text =
+            r#"{"inner": {"name": "a"}, "list": [{"name": "b"}], "map": {"k": {"name": "c"}}}"#;
+        assert_eq!(
+            strict_from_str::<Outer>(text).expect("objects"),
+            serde_json::from_str::<Outer>(text).expect("objects")
+        );
+    }
+
+    #[test]
+    fn trailing_data_after_the_value_is_an_error() {
+        let error = strict_from_str::<Inner>(r#"{"name": "a"} {}"#).expect_err("trailing");
+        assert!(
+            error.to_string().starts_with("trailing characters"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn raw_json_text_is_kept_as_it_was_sent() {
+        #[derive(Deserialize)]
+        struct Keeps {
+            object: Box<RawValue>,
+        }
+        let kept = strict_from_str::<Keeps>(r#"{"object": [1, {"a": 2}]}"#).expect("raw text");
+        assert_eq!(kept.object.get(), r#"[1, {"a": 2}]"#);
+    }
+
+    #[test]
+    fn a_json_value_is_held_to_the_same_rule() {
+        let object = serde_json::json!({"name": "a"});
+        assert_eq!(
+            Inner::deserialize(Strict(&object)).expect("an object").name,
+            "a"
+        );
+        let array = serde_json::json!(["a"]);
+        assert!(
+            Inner::deserialize(&array).is_ok(),
+            "serde_json alone reads it"
+        );
+        assert!(Inner::deserialize(Strict(&array)).is_err());
+    }
+}
