@@ -22,6 +22,7 @@
 //! assert!(error.to_string().starts_with("invalid type: sequence, expected struct Point"));
 //! ```
 
+use serde::Deserialize;
 use serde::de::{
     self, DeserializeOwned, DeserializeSeed, Deserializer, EnumAccess, MapAccess, SeqAccess,
     VariantAccess, Visitor,
@@ -51,6 +52,18 @@ fn strict_whole<'de, R: serde_json::de::Read<'de>, T: DeserializeOwned>(
     let value = T::deserialize(Strict(&mut deserializer))?;
     deserializer.end()?;
     Ok(value)
+}
+
+/// `T` from `deserializer`, held to [`Strict`]'s rule: for what serde reads from content it has
+/// buffered itself (the variants of an internally tagged enum), which no outer [`Strict`]
+/// reaches. Name it in `#[serde(deserialize_with = ...)]`.
+///
+/// # Errors
+/// The deserializer's error.
+pub(crate) fn deserialize_strictly<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    deserializer: D,
+) -> Result<T, D::Error> {
+    T::deserialize(Strict(deserializer))
 }
 
 /// A deserializer that reads every struct from a map only, and hands the same rule down to

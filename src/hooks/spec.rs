@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::admission::{Chain, ChangeError, ChangeRules, Hook};
+use crate::admission::{Chain, ChangeError, ChangeRules, Hook, deserialize_strictly};
 
 use super::{
     Clock, Deny, DenySpec, Freeze, FreezeSpec, Placement, PlacementSpec, Policy, PolicySpec,
@@ -26,14 +26,20 @@ use super::{
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
+// Each variant is read from what serde buffered to find its `type`, where a struct would also
+// be taken from a list of its fields (`match: [[gpu-lab]]` as `match: {tenants: [gpu-lab]}`).
 pub enum HookSpec {
     /// Resource groups that set placement fields ([`Placement`]).
+    #[serde(deserialize_with = "deserialize_strictly")]
     Placement(PlacementSpec),
     /// A hold during a time window ([`Freeze`]).
+    #[serde(deserialize_with = "deserialize_strictly")]
     Freeze(FreezeSpec),
     /// A refusal on a match ([`Deny`]).
+    #[serde(deserialize_with = "deserialize_strictly")]
     Deny(DenySpec),
     /// An HTTPS endpoint that decides ([`Webhook`], ADR 0100 §8).
+    #[serde(deserialize_with = "deserialize_strictly")]
     Webhook(WebhookSpec),
 }
 

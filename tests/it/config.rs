@@ -882,6 +882,41 @@ fn a_group_that_does_not_parse_does_not_hide_the_other_groups_errors() {
 }
 
 #[test]
+fn a_placement_group_written_as_lists_is_refused_naming_each_field() {
+    // Each list holds the fields of its struct in order: serde would read them so, and the
+    // group would place gpu-lab's attempts on pool gpu.
+    let errors = errors(
+        "execution: {admission: {hooks: [{type: placement, name: p, groups: [{match: [[gpu-lab]], set: [{pool: gpu}]}]}]}}",
+    );
+
+    let text = errors.to_string();
+    assert_eq!(errors.len(), 2, "{text}");
+    for line in [
+        "execution.admission.hooks[0].groups[0].match: invalid type: sequence, expected struct Matcher",
+        "execution.admission.hooks[0].groups[0].set: invalid type: sequence, expected struct Changes",
+    ] {
+        assert!(
+            text.lines().any(|error| error.starts_with(line)),
+            "{line} missing from:\n{text}"
+        );
+    }
+}
+
+#[test]
+fn a_deny_hook_whose_match_is_a_list_is_refused_naming_it() {
+    let error = single_error(
+        "execution: {admission: {hooks: [{type: deny, name: d, match: [[umbrella]], reason: unpaid}]}}",
+    );
+
+    assert!(
+        error.starts_with(
+            "execution.admission.hooks[0]: invalid type: sequence, expected struct Matcher"
+        ),
+        "{error}"
+    );
+}
+
+#[test]
 fn a_freeze_with_a_bad_window_names_the_hook_and_the_field() {
     let error =
         single_error("execution: {admission: {hooks: [{type: freeze, name: f, for: later}]}}");
