@@ -350,15 +350,12 @@ impl JsonSchema for RequestEnvelope {
 /// `changes` is required for `admit_with`, and absent (or null) otherwise. Decoding checks the
 /// shape; [`AnswerEnvelope::into_decision`] checks these rules, the `api_version` and the `uid`.
 ///
-/// It decodes from a JSON object only: serde's derived decoder of a struct also takes a
-/// sequence of its fields in order (`["dexaflow.io/admission/v1", "<uid>", "admit"]`), which is
-/// no answer of this protocol.
-// `remote = "Self"` makes the derives inherent functions, which the trait impls below call: the
-// derived decoder then runs only on what `deserialize_map` found to be an object. The schema
-// keeps its name through `rename`.
+/// Decode it with [`super::strict_from_str`], as the webhook client does: serde's derived
+/// decoder alone also takes a sequence of its fields in order
+/// (`["dexaflow.io/admission/v1", "<uid>", "admit"]`), which is no answer of this protocol.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(remote = "Self", deny_unknown_fields)]
-#[schemars(rename = "AnswerEnvelope", transform = answer_rules)]
+#[serde(deny_unknown_fields)]
+#[schemars(transform = answer_rules)]
 pub struct AnswerEnvelope {
     /// Always `dexaflow.io/admission/v1`.
     pub api_version: String,
@@ -372,35 +369,6 @@ pub struct AnswerEnvelope {
     /// What to change: required for `admit_with`, absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub changes: Option<Changes>,
-}
-
-impl Serialize for AnswerEnvelope {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        // The derived encoder (`remote = "Self"`), not this method again.
-        AnswerEnvelope::serialize(self, serializer)
-    }
-}
-
-impl<'de> Deserialize<'de> for AnswerEnvelope {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<AnswerEnvelope, D::Error> {
-        deserializer.deserialize_map(AnswerVisitor)
-    }
-}
-
-/// Decodes an [`AnswerEnvelope`] from an object only, with the derived decoder.
-struct AnswerVisitor;
-
-impl<'de> Visitor<'de> for AnswerVisitor {
-    type Value = AnswerEnvelope;
-
-    fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(formatter, "a {API_VERSION} answer object")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<AnswerEnvelope, A::Error> {
-        // The derived decoder (`remote = "Self"`), not the trait's.
-        AnswerEnvelope::deserialize(de::value::MapAccessDeserializer::new(map))
-    }
 }
 
 /// The `decision` of an answer, as the wire spells it.

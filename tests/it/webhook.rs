@@ -428,7 +428,7 @@ async fn answer_that_is_an_array_of_an_admit_s_fields_leaves_the_attempt_unavail
 
     assert_unavailable(
         handler,
-        "answer is not a dexaflow.io/admission/v1 answer: invalid type: sequence, expected a dexaflow.io/admission/v1 answer object",
+        "answer is not a dexaflow.io/admission/v1 answer: invalid type: sequence, expected struct AnswerEnvelope",
     )
     .await;
 }
