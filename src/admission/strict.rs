@@ -373,6 +373,27 @@ mod tests {
     }
 
     #[test]
+    fn a_struct_beside_a_flattened_map_is_refused_from_an_array() {
+        #[derive(Debug, Deserialize)]
+        struct Keeping {
+            inner: Option<Inner>,
+            #[serde(flatten)]
+            rest: BTreeMap<String, serde_json::Value>,
+        }
+        let text = r#"{"inner": ["a"], "other": 1}"#;
+        let error = strict_from_str::<Keeping>(text).expect_err(text);
+        assert!(
+            error
+                .to_string()
+                .starts_with("invalid type: sequence, expected struct Inner"),
+            "{error}"
+        );
+        let kept = serde_json::from_str::<Keeping>(text).expect("serde_json alone reads it");
+        assert_eq!(kept.inner.map(|inner| inner.name).as_deref(), Some("a"));
+        assert_eq!(kept.rest.len(), 1);
+    }
+
+    #[test]
     fn objects_lists_and_maps_decode_as_serde_json_decodes_them() {
         let text =
             r#"{"inner": {"name": "a"}, "list": [{"name": "b"}], "map": {"k": {"name": "c"}}}"#;
