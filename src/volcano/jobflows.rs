@@ -9,8 +9,8 @@ use super::review::{Operation, Refusal, Review};
 ///
 /// Every `dependsOn` target must name a flow, and the dependencies must have no cycle (a flow
 /// depending on itself included). As in Volcano, flows are keyed by name: a repeated name
-/// replaces the earlier flow of that name. As in Volcano, the message is trimmed of blanks
-/// (Unicode white space), which an undefined target's name may end with.
+/// replaces the earlier flow of that name, and the message is trimmed of the blanks (Unicode
+/// white space) an undefined target's name may end with.
 ///
 /// # Errors
 /// [`Refusal::Denied`] with Volcano's message; [`Refusal::UnknownOperation`] for any operation
@@ -45,7 +45,6 @@ pub fn validate_jobflow(review: &Review<'_, JobFlow>) -> Result<(), Refusal> {
             .iter()
             .find(|target| !graph.contains_key(*target))
     }) {
-        // Volcano trims the whole message, so blanks ending the target's name are dropped.
         return Err(Refusal::denied(
             format!("jobflow Flow is not DAG: vertex is not defined: {missing}").trim_end(),
         ));
