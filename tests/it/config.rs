@@ -27,6 +27,19 @@ fn errors(yaml: &str) -> ConfigErrors {
     Config::from_yaml_str(yaml, NO_ENV).expect_err("config is invalid")
 }
 
+/// Asserts that `yaml` is refused with as many errors as `lines`, each starting one of them.
+fn assert_exactly_reported(yaml: &str, lines: &[&str]) {
+    let errors = errors(yaml);
+    let text = errors.to_string();
+    assert_eq!(errors.len(), lines.len(), "{text}");
+    for line in lines {
+        assert!(
+            text.lines().any(|error| error.starts_with(line)),
+            "{line} missing from:\n{text}"
+        );
+    }
+}
+
 // Defaults and the embedded config
 
 #[test]
@@ -816,22 +829,14 @@ fn a_hook_name_longer_than_a_label_value_is_refused() {
 
 #[test]
 fn every_bad_change_of_a_placement_group_is_reported() {
-    let errors = errors(
+    assert_exactly_reported(
         "execution: {admission: {hooks: [{type: placement, name: p, groups: [{set: {labels: {'bad key': x, ok: 'bad value!'}, node_selector: {'': y}}}]}]}}",
+        &[
+            "execution.admission.hooks[0]: groups[0].set: label key \"bad key\" is invalid: ",
+            "execution.admission.hooks[0]: groups[0].set: label \"ok\" value \"bad value!\" is invalid: ",
+            "execution.admission.hooks[0]: groups[0].set: node selector key \"\" is invalid: ",
+        ],
     );
-
-    let text = errors.to_string();
-    assert_eq!(errors.len(), 3, "{text}");
-    for line in [
-        "execution.admission.hooks[0]: groups[0].set: label key \"bad key\" is invalid: ",
-        "execution.admission.hooks[0]: groups[0].set: label \"ok\" value \"bad value!\" is invalid: ",
-        "execution.admission.hooks[0]: groups[0].set: node selector key \"\" is invalid: ",
-    ] {
-        assert!(
-            text.lines().any(|error| error.starts_with(line)),
-            "{line} missing from:\n{text}"
-        );
-    }
 }
 
 #[test]
@@ -862,44 +867,28 @@ fn a_deny_hook_match_label_key_kubernetes_would_reject_is_refused() {
 
 #[test]
 fn a_group_that_does_not_parse_does_not_hide_the_other_groups_errors() {
-    let errors = errors(
+    assert_exactly_reported(
         "execution: {admission: {hooks: [{type: placement, name: p, groups: [{set: {colour: red}}, {match: {tenant: [a]}, set: {labels: {'bad key': x}}}, {set: {labels: {'also bad': y}}}]}]}}",
+        &[
+            "execution.admission.hooks[0].groups[0].set: unknown field `colour`",
+            "execution.admission.hooks[0].groups[1].match: unknown field `tenant`",
+            "execution.admission.hooks[0]: groups[1].set: label key \"bad key\" is invalid: ",
+            "execution.admission.hooks[0]: groups[2].set: label key \"also bad\" is invalid: ",
+        ],
     );
-
-    let text = errors.to_string();
-    assert_eq!(errors.len(), 4, "{text}");
-    for line in [
-        "execution.admission.hooks[0].groups[0].set: unknown field `colour`",
-        "execution.admission.hooks[0].groups[1].match: unknown field `tenant`",
-        "execution.admission.hooks[0]: groups[1].set: label key \"bad key\" is invalid: ",
-        "execution.admission.hooks[0]: groups[2].set: label key \"also bad\" is invalid: ",
-    ] {
-        assert!(
-            text.lines().any(|error| error.starts_with(line)),
-            "{line} missing from:\n{text}"
-        );
-    }
 }
 
 #[test]
 fn a_placement_group_written_as_lists_is_refused_naming_each_field() {
     // Each list holds the fields of its struct in order: serde would read them so, and the
     // group would place gpu-lab's attempts on pool gpu.
-    let errors = errors(
+    assert_exactly_reported(
         "execution: {admission: {hooks: [{type: placement, name: p, groups: [{match: [[gpu-lab]], set: [{pool: gpu}]}]}]}}",
+        &[
+            "execution.admission.hooks[0].groups[0].match: invalid type: sequence, expected struct Matcher",
+            "execution.admission.hooks[0].groups[0].set: invalid type: sequence, expected struct Changes",
+        ],
     );
-
-    let text = errors.to_string();
-    assert_eq!(errors.len(), 2, "{text}");
-    for line in [
-        "execution.admission.hooks[0].groups[0].match: invalid type: sequence, expected struct Matcher",
-        "execution.admission.hooks[0].groups[0].set: invalid type: sequence, expected struct Changes",
-    ] {
-        assert!(
-            text.lines().any(|error| error.starts_with(line)),
-            "{line} missing from:\n{text}"
-        );
-    }
 }
 
 #[test]
