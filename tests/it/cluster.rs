@@ -396,10 +396,7 @@ async fn a_wrong_token_is_refused_and_the_cache_never_syncs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_namespace_annotation_is_read_and_an_absent_one_is_none() {
     let server = ApiServer::start(TOKEN).await;
-    server.put_namespace(
-        "team-a",
-        json!({"scheduling.volcano.sh/queue-name": "research"}),
-    );
+    server.put_team_a_in_research();
     let (client, _dir) = client(&server, TOKEN).await;
     let namespaces = Namespaces::new(client);
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -522,10 +519,7 @@ async fn queue_annotation_of_team_a(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kubeconfig_token_file_ending_in_a_newline_authenticates_with_its_token_trimmed() {
     let server = ApiServer::start(TOKEN).await;
-    server.put_namespace(
-        "team-a",
-        json!({"scheduling.volcano.sh/queue-name": "research"}),
-    );
+    server.put_team_a_in_research();
     let dir = tempfile::tempdir().expect("a directory");
     let (_, path) = kubeconfig_with_token_text(&server, dir.path(), &format!("{TOKEN}\n"));
 
@@ -675,10 +669,7 @@ fn kubeconfig_list(entries: &[&std::path::Path]) -> std::ffi::OsString {
 async fn empty_entries_and_missing_files_in_the_kubeconfig_env_list_are_skipped_as_kubectl_skips_them()
  {
     let server = ApiServer::start(TOKEN).await;
-    server.put_namespace(
-        "team-a",
-        json!({"scheduling.volcano.sh/queue-name": "research"}),
-    );
+    server.put_team_a_in_research();
     let dir = tempfile::tempdir().expect("a directory");
     let path = server.kubeconfig(dir.path(), TOKEN);
     let missing = dir.path().join("absent.yaml");

@@ -224,13 +224,16 @@ async fn an_object_that_is_not_a_queue_is_a_bad_request_naming_the_object() {
     assert_eq!(answer.status, StatusCode::OK);
     let answer = answer.json();
     assert_eq!(answer["response"]["uid"], "0b7f6c1e-queue");
+    assert_bad_request(&answer, "request.object: invalid type");
+}
+
+/// Asserts that `answer` refuses its review as a bad request whose message starts with
+/// `words`, with no patch.
+fn assert_bad_request(answer: &Value, words: &str) {
     assert_eq!(answer["response"]["allowed"], false);
     assert_eq!(answer["response"]["status"]["code"], 400);
-    let message = status_message(&answer);
-    assert!(
-        message.starts_with("request.object: invalid type"),
-        "{message}"
-    );
+    let message = status_message(answer);
+    assert!(message.starts_with(words), "{message}");
     assert!(answer["response"]["patch"].is_null());
 }
 
@@ -249,14 +252,7 @@ async fn a_queue_whose_spec_is_an_array_is_a_bad_request_and_not_patched() {
     )
     .await;
 
-    assert_eq!(answer["response"]["allowed"], false);
-    assert_eq!(answer["response"]["status"]["code"], 400);
-    let message = status_message(&answer);
-    assert!(
-        message.starts_with("request.object: invalid type: sequence"),
-        "{message}"
-    );
-    assert!(answer["response"]["patch"].is_null());
+    assert_bad_request(&answer, "request.object: invalid type: sequence");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -268,13 +264,8 @@ async fn an_old_object_that_is_not_a_queue_is_a_bad_request_naming_it_though_the
 
     let answer = answer_to(&running, "/queues/mutate", &review).await;
 
-    assert_eq!(answer["response"]["allowed"], false);
-    assert_eq!(answer["response"]["status"]["code"], 400);
+    assert_bad_request(&answer, "request.oldObject: invalid type");
     let message = status_message(&answer);
-    assert!(
-        message.starts_with("request.oldObject: invalid type"),
-        "{message}"
-    );
     assert!(!message.contains("request.object:"), "{message}");
 }
 
@@ -364,12 +355,7 @@ async fn serve_every_volcano_service(api: &ApiServer) -> (Running, tempfile::Tem
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_group_in_the_default_queue_takes_its_namespace_s_queue() {
-    let api = ApiServer::start(TOKEN).await;
-    api.put_namespace(
-        "team-a",
-        json!({"scheduling.volcano.sh/queue-name": "research"}),
-    );
-    let (running, _kube) = serve_every_volcano_service(&api).await;
+    let (api, running, _kube) = serve_beside_an_annotated_namespace().await;
 
     let defaulted = answer_to(
         &running,
@@ -443,10 +429,7 @@ async fn a_review_of_another_resource_is_refused_naming_the_one_the_path_is_for(
 /// queue `research`.
 async fn serve_beside_an_annotated_namespace() -> (ApiServer, Running, tempfile::TempDir) {
     let api = ApiServer::start(TOKEN).await;
-    api.put_namespace(
-        "team-a",
-        json!({"scheduling.volcano.sh/queue-name": "research"}),
-    );
+    api.put_team_a_in_research();
     let (running, kube) = serve_every_volcano_service(&api).await;
     (api, running, kube)
 }

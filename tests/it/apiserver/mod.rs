@@ -249,6 +249,15 @@ impl ApiServer {
         );
     }
 
+    /// Adds the namespace `team-a`, whose annotation names the queue `research`: the namespace
+    /// the pod group and namespace tests read.
+    pub fn put_team_a_in_research(&self) {
+        self.put_namespace(
+            "team-a",
+            json!({"scheduling.volcano.sh/queue-name": "research"}),
+        );
+    }
+
     /// Delays every namespace answer by `delay`.
     pub fn delay_namespaces(&self, delay: Duration) {
         *self.state.namespace_delay.lock().expect("delay") = Some(delay);
