@@ -65,6 +65,7 @@ pub(crate) fn is_capped(quantity: &str) -> bool {
 
 /// A quantity scaled to an integer: exactly (rounded up), or past what 128 bits hold either
 /// way.
+#[derive(Debug, PartialEq, Eq)]
 enum Scaled {
     Exact(u128),
     TooLarge,
@@ -128,6 +129,54 @@ fn scale(quantity: &str, digits: u32) -> Result<Scaled, QuantityError> {
             (i64::from(power as i32), 1)
         }
     };
+    let exponent = power + i64::from(digits) - fraction.len() as i64;
+    Ok(scale_short(whole, fraction, multiplier, exponent)
+        .unwrap_or_else(|| scale_digits(whole, fraction, multiplier, exponent)))
+}
+
+/// The most significant digits [`scale_short`] reads into a `u64`.
+const SHORT_DIGITS: usize = 18;
+
+/// [`scale_digits`] in machine arithmetic, for a number of at most [`SHORT_DIGITS`] significant
+/// digits (every quantity a pod spec is likely to hold): `None` for a longer one. Its product
+/// with a binary multiplier (at most 2^60) stays below 2^120, so every step is exact.
+fn scale_short(whole: &str, fraction: &str, multiplier: u128, exponent: i64) -> Option<Scaled> {
+    let mut number = 0u64;
+    let mut count = 0;
+    for digit in whole
+        .bytes()
+        .chain(fraction.bytes())
+        .skip_while(|&d| d == b'0')
+    {
+        count += 1;
+        if count > SHORT_DIGITS {
+            return None;
+        }
+        number = number * 10 + u64::from(digit - b'0');
+    }
+    let product = u128::from(number) * multiplier;
+    if product == 0 {
+        return Some(Scaled::Exact(0));
+    }
+    let shift = u32::try_from(exponent.unsigned_abs()).unwrap_or(u32::MAX);
+    Some(if exponent >= 0 {
+        // 10^39 and more is past 128 bits whatever the product.
+        10u128
+            .checked_pow(shift)
+            .and_then(|power| product.checked_mul(power))
+            .map_or(Scaled::TooLarge, Scaled::Exact)
+    } else if shift <= 38 {
+        Scaled::Exact(product.div_ceil(10u128.pow(shift)))
+    } else {
+        // The product has at most 37 digits: shifted past 38 it is below the unit by more
+        // than 10^38.
+        Scaled::TooSmall
+    })
+}
+
+/// Scales the number written `whole`.`fraction` times `multiplier` times 10^`exponent`, any
+/// number of digits long, rounded up.
+fn scale_digits(whole: &str, fraction: &str, multiplier: u128, exponent: i64) -> Scaled {
     // Kubernetes reads any number of digits exactly (apimachinery's `ParseQuantity` falls back
     // to an arbitrary-precision decimal past 18 digits) and then rounds up: the digits without
     // their leading zeros, times the binary multiplier, as decimal digits, then shifted.
@@ -137,25 +186,24 @@ fn scale(quantity: &str, digits: u32) -> Result<Scaled, QuantityError> {
         .skip_while(|&digit| digit == b'0');
     let product = times(significant, multiplier);
     if product.is_empty() {
-        return Ok(Scaled::Exact(0));
+        return Scaled::Exact(0);
     }
     // The amount is `product` × 10^`exponent`: its whole part is the first `whole_digits`
     // digits (with zeros after them when `exponent` is positive), rounded up when any digit
     // after them is not zero.
-    let exponent = power + i64::from(digits) - fraction.len() as i64;
     let whole_digits = product.len() as i64 + exponent;
     // 40 digits are more than 128 bits hold: past any amount Kubernetes keeps.
     if whole_digits > 39 {
-        return Ok(Scaled::TooLarge);
+        return Scaled::TooLarge;
     }
     // A positive amount below the unit rounds up to one (Kubernetes' least amount); one below
     // it by more than 10^38 is told apart, for `parse_milli` to refuse.
     if whole_digits <= 0 {
-        return Ok(if exponent < -38 {
+        return if exponent < -38 {
             Scaled::TooSmall
         } else {
             Scaled::Exact(1)
-        });
+        };
     }
     let kept = usize::try_from(whole_digits).expect("between 1 and 39");
     let mut amount = 0u128;
@@ -165,7 +213,7 @@ fn scale(quantity: &str, digits: u32) -> Result<Scaled, QuantityError> {
             .checked_mul(10)
             .and_then(|amount| amount.checked_add(u128::from(digit)))
         else {
-            return Ok(Scaled::TooLarge);
+            return Scaled::TooLarge;
         };
         amount = next;
     }
@@ -173,10 +221,10 @@ fn scale(quantity: &str, digits: u32) -> Result<Scaled, QuantityError> {
     if rest.iter().any(|&digit| digit != 0) {
         amount = match amount.checked_add(1) {
             Some(amount) => amount,
-            None => return Ok(Scaled::TooLarge),
+            None => return Scaled::TooLarge,
         };
     }
-    Ok(Scaled::Exact(amount))
+    Scaled::Exact(amount)
 }
 
 /// The decimal digits (most significant first) of the number written by `digits` (ASCII
@@ -258,5 +306,42 @@ pub(crate) fn is_below(limit: &str, request: &str) -> bool {
     match (parse_milli(limit), parse_milli(request)) {
         (Ok(limit), Ok(request)) => limit < request,
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::{SHORT_DIGITS, scale_digits, scale_short};
+
+    proptest! {
+        /// The machine-arithmetic path gives what the digit-by-digit one gives, wherever it
+        /// answers, and answers for every number of up to 18 significant digits.
+        #[test]
+        fn short_numbers_scale_as_their_digits_do(
+            whole in "[0-9]{0,12}",
+            fraction in "[0-9]{0,12}",
+            multiplier in prop::sample::select(vec![1u128, 1 << 10, 1 << 20, 1 << 30, 1 << 40, 1 << 50, 1 << 60]),
+            exponent in -60i64..60,
+        ) {
+            let significant = format!("{whole}{fraction}").trim_start_matches('0').len();
+            match scale_short(&whole, &fraction, multiplier, exponent) {
+                Some(short) => prop_assert_eq!(short, scale_digits(&whole, &fraction, multiplier, exponent)),
+                None => prop_assert!(significant > SHORT_DIGITS),
+            }
+        }
+    }
+
+    #[test]
+    fn a_shift_past_every_power_is_too_large_or_too_small() {
+        assert_eq!(
+            scale_short("1", "", 1, i64::from(i32::MAX)),
+            Some(scale_digits("1", "", 1, i64::from(i32::MAX)))
+        );
+        assert_eq!(
+            scale_short("1", "", 1, i64::from(i32::MIN)),
+            Some(scale_digits("1", "", 1, i64::from(i32::MIN)))
+        );
     }
 }
