@@ -38,9 +38,7 @@ use tokio::time::Instant;
 
 use super::ServeError;
 use super::registry::{Answer, Handler, Kind, Ruling, Service, Unavailable};
-use crate::admission::{
-    API_VERSION, AnswerEnvelope, Changes, Decision, Hook, RequestEnvelope, Verdict,
-};
+use crate::admission::{API_VERSION, AnswerEnvelope, Decision, Hook, RequestEnvelope, Verdict};
 use crate::hooks::HookSpec;
 use crate::supervise::{ChainBuilder, SupervisedChain};
 
@@ -160,7 +158,7 @@ impl Handler for TaskAdmission {
         };
         let verdict = chain.admit_within(request, chain_budget(deadline)).await;
         let decision = match verdict {
-            Verdict::Admit { changes, .. } if changes == Changes::default() => Decision::Admit,
+            Verdict::Admit { changes, .. } if changes.is_empty() => Decision::Admit,
             Verdict::Admit { changes, .. } => Decision::AdmitWith(changes),
             Verdict::Hold { hook, reason } => Decision::Hold(or_named(reason, "held", &hook)),
             Verdict::Refuse { hook, reason } => {
