@@ -71,12 +71,17 @@ pub(crate) fn deserialize_strictly<'de, D: Deserializer<'de>, T: Deserialize<'de
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Strict<D>(pub(crate) D);
 
-/// Passes each `deserialize_*` to the wrapped deserializer, with the visitor wrapped.
+/// Passes each `deserialize_*` to the wrapped deserializer, its arguments as they are and the
+/// visitor wrapped.
 macro_rules! forward {
-    ($($method:ident),* $(,)?) => {
+    ($($method:ident($($argument:ident: $type:ty),*)),* $(,)?) => {
         $(
-            fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
-                self.0.$method(Strictly(visitor))
+            fn $method<V: Visitor<'de>>(
+                self,
+                $($argument: $type,)*
+                visitor: V,
+            ) -> Result<V::Value, D::Error> {
+                self.0.$method($($argument,)* Strictly(visitor))
             }
         )*
     };
@@ -86,66 +91,37 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
     type Error = D::Error;
 
     forward!(
-        deserialize_any,
-        deserialize_bool,
-        deserialize_i8,
-        deserialize_i16,
-        deserialize_i32,
-        deserialize_i64,
-        deserialize_i128,
-        deserialize_u8,
-        deserialize_u16,
-        deserialize_u32,
-        deserialize_u64,
-        deserialize_u128,
-        deserialize_f32,
-        deserialize_f64,
-        deserialize_char,
-        deserialize_str,
-        deserialize_string,
-        deserialize_bytes,
-        deserialize_byte_buf,
-        deserialize_option,
-        deserialize_unit,
-        deserialize_seq,
-        deserialize_map,
-        deserialize_identifier,
-        deserialize_ignored_any,
+        deserialize_any(),
+        deserialize_bool(),
+        deserialize_i8(),
+        deserialize_i16(),
+        deserialize_i32(),
+        deserialize_i64(),
+        deserialize_i128(),
+        deserialize_u8(),
+        deserialize_u16(),
+        deserialize_u32(),
+        deserialize_u64(),
+        deserialize_u128(),
+        deserialize_f32(),
+        deserialize_f64(),
+        deserialize_char(),
+        deserialize_str(),
+        deserialize_string(),
+        deserialize_bytes(),
+        deserialize_byte_buf(),
+        deserialize_option(),
+        deserialize_unit(),
+        deserialize_seq(),
+        deserialize_map(),
+        deserialize_identifier(),
+        deserialize_ignored_any(),
+        deserialize_unit_struct(name: &'static str),
+        deserialize_newtype_struct(name: &'static str),
+        deserialize_tuple(len: usize),
+        deserialize_tuple_struct(name: &'static str, len: usize),
+        deserialize_enum(name: &'static str, variants: &'static [&'static str]),
     );
-
-    fn deserialize_unit_struct<V: Visitor<'de>>(
-        self,
-        name: &'static str,
-        visitor: V,
-    ) -> Result<V::Value, D::Error> {
-        self.0.deserialize_unit_struct(name, Strictly(visitor))
-    }
-
-    fn deserialize_newtype_struct<V: Visitor<'de>>(
-        self,
-        name: &'static str,
-        visitor: V,
-    ) -> Result<V::Value, D::Error> {
-        self.0.deserialize_newtype_struct(name, Strictly(visitor))
-    }
-
-    fn deserialize_tuple<V: Visitor<'de>>(
-        self,
-        len: usize,
-        visitor: V,
-    ) -> Result<V::Value, D::Error> {
-        self.0.deserialize_tuple(len, Strictly(visitor))
-    }
-
-    fn deserialize_tuple_struct<V: Visitor<'de>>(
-        self,
-        name: &'static str,
-        len: usize,
-        visitor: V,
-    ) -> Result<V::Value, D::Error> {
-        self.0
-            .deserialize_tuple_struct(name, len, Strictly(visitor))
-    }
 
     // The one departure: a struct is asked for as a map, which refuses a sequence.
     fn deserialize_struct<V: Visitor<'de>>(
@@ -155,15 +131,6 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
         visitor: V,
     ) -> Result<V::Value, D::Error> {
         self.0.deserialize_map(Strictly(visitor))
-    }
-
-    fn deserialize_enum<V: Visitor<'de>>(
-        self,
-        name: &'static str,
-        variants: &'static [&'static str],
-        visitor: V,
-    ) -> Result<V::Value, D::Error> {
-        self.0.deserialize_enum(name, variants, Strictly(visitor))
     }
 
     fn is_human_readable(&self) -> bool {
