@@ -192,10 +192,13 @@ fn pattern_reason(pattern: &str) -> String {
 #[test]
 fn a_member_pattern_counting_past_a_thousand_is_refused_as_go_refuses_it() {
     assert_eq!(validate(pattern_member("a{1000}")), Ok(()));
-    assert_eq!(pattern_reason("a{1001}"), "invalid repeat count: `{1001}`");
+    assert_eq!(
+        pattern_reason("a{1001}"),
+        "error parsing regexp: invalid repeat count: `{1001}`"
+    );
     assert_eq!(
         pattern_reason("a{2,1001}"),
-        "invalid repeat count: `{2,1001}`"
+        "error parsing regexp: invalid repeat count: `{2,1001}`"
     );
 }
 
@@ -205,11 +208,11 @@ fn a_member_pattern_counting_past_a_thousand_is_refused_as_go_refuses_it() {
 fn a_member_pattern_with_stacked_operators_is_refused_as_go_refuses_it() {
     assert_eq!(
         pattern_reason("a**"),
-        "invalid nested repetition operator: `**`"
+        "error parsing regexp: invalid nested repetition operator: `**`"
     );
     assert_eq!(
         pattern_reason("a{2}{3}"),
-        "invalid nested repetition operator: `{2}{3}`"
+        "error parsing regexp: invalid nested repetition operator: `{2}{3}`"
     );
     assert_eq!(validate(pattern_member("(?:a*)*")), Ok(()));
     assert_eq!(validate(pattern_member("a*?")), Ok(()));
@@ -220,7 +223,10 @@ fn a_member_pattern_with_stacked_operators_is_refused_as_go_refuses_it() {
 #[test]
 fn a_member_pattern_whose_nested_counts_multiply_past_a_thousand_is_refused() {
     assert_eq!(validate(pattern_member("(a{10}){100}")), Ok(()));
-    assert_eq!(pattern_reason("(a{500}){3}"), "invalid repeat count: `{3}`");
+    assert_eq!(
+        pattern_reason("(a{500}){3}"),
+        "error parsing regexp: invalid repeat count: `{3}`"
+    );
     assert_eq!(validate(pattern_member("((a{500}){0}){3}")), Ok(()));
 }
 
@@ -230,9 +236,134 @@ fn a_member_pattern_whose_nested_counts_multiply_past_a_thousand_is_refused() {
 fn a_member_pattern_broken_twice_is_refused_for_the_repetition_go_reads_first() {
     assert_eq!(
         pattern_reason("((a{500})(b{30}){40}){3}"),
-        "invalid repeat count: `{40}`"
+        "error parsing regexp: invalid repeat count: `{40}`"
     );
-    assert_eq!(pattern_reason("a{1001}*"), "invalid repeat count: `{1001}`");
+    assert_eq!(
+        pattern_reason("a{1001}*"),
+        "error parsing regexp: invalid repeat count: `{1001}`"
+    );
+}
+
+/// Beyond Volcano's tests: Go reads the text between `\Q` and `\E` (or the pattern's end) as
+/// letters, whatever they are.
+#[test]
+fn a_member_pattern_quoting_text_with_q_and_e_is_a_pattern_as_in_go() {
+    assert_eq!(validate(pattern_member(r"node-\Q(1)[a\E-x")), Ok(()));
+    assert_eq!(validate(pattern_member(r"\Qrack{,5}")), Ok(()));
+}
+
+/// Beyond Volcano's tests: Go reads a `{` that opens no count (`{,5}`, `{01}`, none closed) as a
+/// letter; a count it does open is held to Go's limits as before.
+#[test]
+fn a_member_pattern_with_a_brace_that_opens_no_count_reads_it_as_a_letter_as_go_does() {
+    for pattern in ["a{,5}", "a{", "a{01}", "a{1001", "x{2}{,3}", r"\b{start}"] {
+        assert_eq!(validate(pattern_member(pattern)), Ok(()), "{pattern}");
+    }
+    assert_eq!(
+        pattern_reason("a{1,0}"),
+        "error parsing regexp: invalid repeat count: `{1,0}`"
+    );
+}
+
+/// Beyond Volcano's tests: inside a class Go reads `[` (unless it opens a POSIX class), `&&`
+/// and `~~` as letters; `--` is a range ending at `-`, refused when it runs backwards.
+#[test]
+fn a_member_pattern_reads_brackets_and_set_operators_in_a_class_as_letters_as_go_does() {
+    for pattern in [
+        "[[a]",
+        "node-[[:digit:][]+",
+        "[a&&b]",
+        "[a~~b]",
+        "[!--]",
+        "[a-]",
+    ] {
+        assert_eq!(validate(pattern_member(pattern)), Ok(()), "{pattern}");
+    }
+    assert_eq!(
+        pattern_reason("[a--b]"),
+        "error parsing regexp: invalid character class range: `a--`"
+    );
+    assert_eq!(
+        pattern_reason("[[:rack:]]"),
+        "error parsing regexp: invalid character class range: `[:rack:]`"
+    );
+}
+
+/// Beyond Volcano's tests: Go takes any name of letters, digits and `_` for a group, the same
+/// name twice included, and refuses any other name.
+#[test]
+fn a_member_pattern_names_its_groups_as_go_allows() {
+    for pattern in ["(?P<1st>a)", "(?P<rack>a)(?P<rack>b)", "(?<node>a)"] {
+        assert_eq!(validate(pattern_member(pattern)), Ok(()), "{pattern}");
+    }
+    assert_eq!(
+        pattern_reason("(?P<a.b>x)"),
+        "error parsing regexp: invalid named capture: `(?P<a.b>`"
+    );
+}
+
+/// Beyond Volcano's tests: Go knows the flags `i`, `m`, `s` and `U` only, takes an empty set,
+/// and refuses a negation that clears nothing.
+#[test]
+fn a_member_pattern_sets_only_the_flags_go_knows() {
+    for pattern in ["(?)a", "(?i-s:a)", "(?U)a+", "(?ii)a"] {
+        assert_eq!(validate(pattern_member(pattern)), Ok(()), "{pattern}");
+    }
+    assert_eq!(
+        pattern_reason("(?x)a"),
+        "error parsing regexp: invalid or unsupported Perl syntax: `(?x`"
+    );
+    assert_eq!(
+        pattern_reason("(?i-)a"),
+        "error parsing regexp: invalid or unsupported Perl syntax: `(?i-)`"
+    );
+}
+
+/// Beyond Volcano's tests: Go reads `\101` as an octal letter, `\<` as `<` and `\x{D800}` as a
+/// code point, and refuses the escapes it does not know (`\u`, a lone `\1`).
+#[test]
+fn a_member_pattern_escapes_letters_as_go_does() {
+    for pattern in [
+        r"\101",
+        r"\0",
+        r"[\<-\>]",
+        r"\<node",
+        r"\x{D800}",
+        r"[\x{D800}-\x{E000}]",
+    ] {
+        assert_eq!(validate(pattern_member(pattern)), Ok(()), "{pattern}");
+    }
+    assert_eq!(
+        pattern_reason(r"\u0041"),
+        r"error parsing regexp: invalid escape sequence: `\u`"
+    );
+    assert_eq!(
+        pattern_reason(r"a\1"),
+        r"error parsing regexp: invalid escape sequence: `\1`"
+    );
+}
+
+/// Beyond Volcano's tests: a group or a class never closed, a `)` never opened and an operator
+/// with nothing to repeat are refused in Go's words, naming what Go names.
+#[test]
+fn a_member_pattern_broken_in_its_structure_is_refused_in_go_s_words() {
+    assert_eq!(
+        pattern_reason("node-(1"),
+        "error parsing regexp: missing closing ): `node-(1`"
+    );
+    assert_eq!(
+        pattern_reason("node-1)"),
+        "error parsing regexp: unexpected ): `node-1)`"
+    );
+    assert_eq!(
+        pattern_reason("node-[1"),
+        "error parsing regexp: missing closing ]: `[1`"
+    );
+    assert_eq!(
+        pattern_reason("node|{2,3}"),
+        "error parsing regexp: missing argument to repetition operator: `{2,3}`"
+    );
+    assert_eq!(validate(pattern_member("^*node")), Ok(()));
 }
 
 /// The value a refusal quotes, as Go's `%q` writes it: unprintable characters in Go's escapes,
