@@ -27,7 +27,8 @@ const POSIX_CLASSES: [&str; 14] = [
     "space", "upper", "word", "xdigit",
 ];
 
-/// The escapes both syntaxes read alike as classes or assertions: passed on as they are.
+/// The Perl class escapes (`\d`, `\s`, `\w` and their negations), which both syntaxes read
+/// alike, in a class or outside one: passed on as they are.
 const SHARED_CLASS_ESCAPES: &str = "dDsSwW";
 
 /// Why `pattern` is no regular expression to Go, when it is not. The pattern is parsed only,
