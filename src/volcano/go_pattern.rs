@@ -28,8 +28,8 @@ const POSIX_CLASSES: [&str; 14] = [
 ];
 
 /// The Perl class escapes (`\d`, `\s`, `\w` and their negations), which both syntaxes read
-/// alike, in a class or outside one: passed on as they are.
-const SHARED_CLASS_ESCAPES: &str = "dDsSwW";
+/// alike, in a class or outside one.
+const PERL_CLASSES: &str = "dDsSwW";
 
 /// Why `pattern` is no regular expression to Go, when it is not. The pattern is parsed only,
 /// never compiled, so that no pattern costs more than a pass over its text (a compiled
@@ -63,11 +63,9 @@ pub(super) fn parse_pattern(pattern: &str) -> Result<(), String> {
             heaviest_inside: Vec::new(),
         },
     )?;
-    // What is left to check is what the names in the pattern stand for (Unicode classes).
-    regex_syntax::ParserBuilder::new()
-        .nest_limit(MAX_NESTING)
-        .build()
-        .parse(&spelled)
+    // What is left to check is what the names in the tree stand for (Unicode classes).
+    regex_syntax::hir::translate::Translator::new()
+        .translate(&spelled, &tree)
         .map(drop)
         .map_err(|error| error.to_string())
 }
@@ -122,9 +120,13 @@ fn push_letter(code: u32, spelled: &mut String) {
 /// An escape outside a class, at the start of `text`: Go's assertions and classes are passed
 /// on, `\Q...\E` becomes its letters, anything else is one letter (or Go's refusal).
 fn escape_outside_class<'p>(text: &'p str, spelled: &mut String) -> Result<&'p str, String> {
+    if let Some(len) = class_escape_len(text)? {
+        spelled.push_str(&text[..len]);
+        return Ok(&text[len..]);
+    }
     let after = &text[1..];
     match after.chars().next() {
-        Some(kind) if "AbBz".contains(kind) || SHARED_CLASS_ESCAPES.contains(kind) => {
+        Some('A' | 'b' | 'B' | 'z') => {
             spelled.push_str(&text[..2]);
             Ok(&text[2..])
         }
@@ -136,11 +138,6 @@ fn escape_outside_class<'p>(text: &'p str, spelled: &mut String) -> Result<&'p s
                 .for_each(|letter| push_letter(u32::from(letter), spelled));
             Ok(rest)
         }
-        Some('p' | 'P') => {
-            let len = unicode_class_len(text)?;
-            spelled.push_str(&text[..len]);
-            Ok(&text[len..])
-        }
         _ => {
             let (code, rest) = escaped_letter(text)?;
             push_letter(code, spelled);
@@ -149,16 +146,26 @@ fn escape_outside_class<'p>(text: &'p str, spelled: &mut String) -> Result<&'p s
     }
 }
 
-/// The length of the Unicode class `\pL` or `\p{Name}` at the start of `text`; its name is left
-/// for `regex-syntax` to look up. Go refuses a `{` never closed.
-fn unicode_class_len(text: &str) -> Result<usize, String> {
-    match text[2..].chars().next() {
-        None => Ok(2),
-        Some('{') => text
-            .find('}')
-            .map(|end| end + 1)
-            .ok_or_else(|| go_error("invalid character class range", text)),
-        Some(name) => Ok(2 + name.len_utf8()),
+/// The length of the class escape at the start of `text` that both syntaxes read alike and
+/// that is passed on as written, or `None` when `text` opens none: a Perl class (`\d`), or a
+/// Unicode class (`\pL`, `\p{Name}`) whose name is left for `regex-syntax` to look up. Go
+/// refuses a `{` never closed.
+fn class_escape_len(text: &str) -> Result<Option<usize>, String> {
+    let Some(after) = text.strip_prefix('\\') else {
+        return Ok(None);
+    };
+    let mut chars = after.chars();
+    match chars.next() {
+        Some(kind) if PERL_CLASSES.contains(kind) => Ok(Some(2)),
+        Some('p' | 'P') => match chars.next() {
+            None => Ok(Some(2)),
+            Some('{') => text
+                .find('}')
+                .map(|end| Some(end + 1))
+                .ok_or_else(|| go_error("invalid character class range", text)),
+            Some(name) => Ok(Some(2 + name.len_utf8())),
+        },
+        _ => Ok(None),
     }
 }
 
@@ -259,18 +266,9 @@ fn class<'p>(text: &'p str, spelled: &mut String) -> Result<&'p str, String> {
             rest = &rest[named.len()..];
             continue;
         }
-        let escaped = rest
-            .strip_prefix('\\')
-            .and_then(|after| after.chars().next());
-        if matches!(escaped, Some('p' | 'P')) {
-            let len = unicode_class_len(rest)?;
+        if let Some(len) = class_escape_len(rest)? {
             spelled.push_str(&rest[..len]);
             rest = &rest[len..];
-            continue;
-        }
-        if escaped.is_some_and(|kind| SHARED_CLASS_ESCAPES.contains(kind)) {
-            spelled.push_str(&rest[..2]);
-            rest = &rest[2..];
             continue;
         }
         let item = rest;

@@ -366,6 +366,25 @@ fn a_member_pattern_broken_in_its_structure_is_refused_in_go_s_words() {
     assert_eq!(validate(pattern_member("^*node")), Ok(()));
 }
 
+/// Beyond Volcano's tests: a Unicode class is looked up by its name, in a class or outside one;
+/// one Go cannot find is refused, and a name never closed in Go's words.
+#[test]
+fn a_member_pattern_naming_an_unknown_unicode_class_is_refused() {
+    for pattern in [r"\p{Greek}+", r"[\pL\d-]+", r"[^\P{Han}]"] {
+        assert_eq!(validate(pattern_member(pattern)), Ok(()), "{pattern}");
+    }
+    for pattern in [r"\p{Rack}", r"[\p{Rack}]"] {
+        assert!(
+            pattern_reason(pattern).contains("Unicode property not found"),
+            "{pattern}"
+        );
+    }
+    assert_eq!(
+        pattern_reason(r"node-\p{Greek"),
+        r"error parsing regexp: invalid character class range: `\p{Greek`"
+    );
+}
+
 /// The value a refusal quotes, as Go's `%q` writes it: unprintable characters in Go's escapes,
 /// combining marks kept.
 fn quoted_pattern(pattern: &str) -> String {
