@@ -46,7 +46,7 @@ impl Hook for Budget {
                     changes
                         .node_selector
                         .insert("pool".to_owned(), pool.clone());
-                    Decision::AdmitWith(changes)
+                    Decision::AdmitWith(Box::new(changes))
                 }
             }
         };

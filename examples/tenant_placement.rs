@@ -57,7 +57,7 @@ impl Hook for TenantPlacement {
                 effect: Some(TaintEffect::NoSchedule),
                 toleration_seconds: None,
             });
-            Ok(Decision::AdmitWith(changes))
+            Ok(Decision::AdmitWith(Box::new(changes)))
         })
     }
 }

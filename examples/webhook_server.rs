@@ -69,7 +69,7 @@ impl ByTenant {
                 let mut changes = Changes::default();
                 changes.node_selector.insert("pool".into(), "gpu".into());
                 changes.labels.insert("team".into(), "gpu-lab".into());
-                Decision::AdmitWith(changes)
+                Decision::AdmitWith(Box::new(changes))
             }
             "finance" if Instant::now() < self.frozen_until => {
                 Decision::Hold("quarter-end close: deploys frozen".into())

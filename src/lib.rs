@@ -65,7 +65,7 @@
 //!             }
 //!             let mut changes = Changes::default();
 //!             changes.node_selector.insert("pool".into(), request.tenant.clone());
-//!             Ok(Decision::AdmitWith(changes))
+//!             Ok(Decision::AdmitWith(Box::new(changes)))
 //!         })
 //!     }
 //! }

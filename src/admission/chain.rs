@@ -275,7 +275,7 @@ impl<'c> ChainRun<'c> {
                         if !changes.is_empty() {
                             self.changed_by.push(name());
                         }
-                        self.changes.merge(changes);
+                        self.changes.merge(*changes);
                         Outcome::AdmitWith
                     }
                     Err(error) => {
@@ -358,7 +358,7 @@ mod tests {
 
         fn admit<'a>(&'a self, _: &'a Request) -> HookFuture<'a> {
             let changes = self.0.clone();
-            Box::pin(async move { Ok(Decision::AdmitWith(changes)) })
+            Box::pin(async move { Ok(Decision::AdmitWith(Box::new(changes))) })
         }
     }
 
@@ -377,7 +377,7 @@ mod tests {
     /// Records what the only hook of `chain` answers, as a driver would.
     fn record_the_answer(chain: &Chain) -> (Recorded, Verdict) {
         let mut run = chain.start(Request::new("acme", "etl", "load"));
-        let recorded = run.record(Ok(Decision::AdmitWith(privileged_changes())));
+        let recorded = run.record(Ok(Decision::AdmitWith(Box::new(privileged_changes()))));
         (recorded, run.finish())
     }
 

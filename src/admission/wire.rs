@@ -368,7 +368,7 @@ pub struct AnswerEnvelope {
     pub reason: Option<String>,
     /// What to change: required for `admit_with`, absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub changes: Option<Changes>,
+    pub changes: Option<Box<Changes>>,
 }
 
 /// The `decision` of an answer, as the wire spells it.

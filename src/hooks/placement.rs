@@ -174,7 +174,9 @@ impl LocalRule for Placement {
             .iter()
             .find(|group| group.matcher.matches(request))
         {
-            Some(group) if !group.set.is_empty() => Decision::AdmitWith(group.set.clone()),
+            Some(group) if !group.set.is_empty() => {
+                Decision::AdmitWith(Box::new(group.set.clone()))
+            }
             _ => Decision::Admit,
         }
     }

@@ -398,7 +398,7 @@ impl Hook for Synthetic {
                 Decision::Refuse("synthetic refusal".to_owned()),
             ))),
             HookFlag::Change(p) if self.draws(p) => Box::pin(std::future::ready(Ok(
-                Decision::AdmitWith(synthetic_changes()),
+                Decision::AdmitWith(Box::new(synthetic_changes())),
             ))),
             _ => admit(),
         }

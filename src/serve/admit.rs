@@ -159,7 +159,7 @@ impl Handler for TaskAdmission {
         let verdict = chain.admit_within(request, chain_budget(deadline)).await;
         let decision = match verdict {
             Verdict::Admit { changes, .. } if changes.is_empty() => Decision::Admit,
-            Verdict::Admit { changes, .. } => Decision::AdmitWith(changes),
+            Verdict::Admit { changes, .. } => Decision::AdmitWith(Box::new(changes)),
             Verdict::Hold { hook, reason } => Decision::Hold(or_named(reason, "held", &hook)),
             Verdict::Refuse { hook, reason } => {
                 Decision::Refuse(or_named(reason, "refused", &hook))

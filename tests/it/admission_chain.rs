@@ -419,7 +419,7 @@ async fn refusal_and_invalid_change_are_never_failed_open() {
     for (answer, outcome) in [
         (Decision::Refuse("no".into()), Outcome::Refuse),
         (
-            Decision::AdmitWith(label("dexaflow.io/pool", "a")),
+            Decision::AdmitWith(Box::new(label("dexaflow.io/pool", "a"))),
             Outcome::InvalidChange,
         ),
     ] {
@@ -509,14 +509,14 @@ fn each_result_is_recorded_with_its_outcome() {
     let cases = [
         (Ok(Decision::Admit), Outcome::Admit, "admit"),
         (
-            Ok(Decision::AdmitWith(label("tier", "gold"))),
+            Ok(Decision::AdmitWith(Box::new(label("tier", "gold")))),
             Outcome::AdmitWith,
             "admit_with",
         ),
         (Ok(Decision::Hold("wait".into())), Outcome::Hold, "hold"),
         (Ok(Decision::Refuse("no".into())), Outcome::Refuse, "refuse"),
         (
-            Ok(Decision::AdmitWith(label("leoflow.io/x", "a"))),
+            Ok(Decision::AdmitWith(Box::new(label("leoflow.io/x", "a")))),
             Outcome::InvalidChange,
             "invalid_change",
         ),

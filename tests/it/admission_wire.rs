@@ -365,8 +365,8 @@ fn request_envelope_uid_must_be_text() {
 fn each_decision_round_trips_through_its_answer() {
     for decision in [
         Decision::Admit,
-        Decision::AdmitWith(full_changes()),
-        Decision::AdmitWith(Changes::default()),
+        Decision::AdmitWith(Box::new(full_changes())),
+        Decision::AdmitWith(Box::default()),
         Decision::Hold("frozen until 18:00".into()),
         Decision::Refuse("tenant acme is over budget".into()),
     ] {
@@ -396,7 +396,7 @@ fn answer_json_has_the_version_the_uid_the_decision_and_only_the_detail_it_needs
         json!({"api_version": API_VERSION, "uid": UID, "decision": "refuse", "reason": "no"})
     );
     assert_eq!(
-        encode(Decision::AdmitWith(Changes::default())),
+        encode(Decision::AdmitWith(Box::default())),
         json!({"api_version": API_VERSION, "uid": UID, "decision": "admit_with", "changes": {}}),
         "unset changes are left out"
     );
@@ -406,7 +406,7 @@ fn answer_json_has_the_version_the_uid_the_decision_and_only_the_detail_it_needs
 fn changes_field_names_are_snake_case() {
     let json = serde_json::to_value(AnswerEnvelope::new(
         UID,
-        Decision::AdmitWith(full_changes()),
+        Decision::AdmitWith(Box::new(full_changes())),
     ))
     .expect("serializes");
     let changes = &json["changes"];
@@ -443,7 +443,7 @@ fn webhook_answer_with_changes_decodes_into_admit_with() {
         ..Changes::default()
     };
     expected.node_selector.insert("pool".into(), "gpu".into());
-    assert_eq!(decision, Decision::AdmitWith(expected));
+    assert_eq!(decision, Decision::AdmitWith(Box::new(expected)));
 }
 
 #[test]

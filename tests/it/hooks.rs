@@ -46,7 +46,7 @@ async fn ask(hook: &dyn Hook, request: &Request) -> Decision {
 
 fn changes_of(decision: Decision) -> Changes {
     match decision {
-        Decision::AdmitWith(changes) => changes,
+        Decision::AdmitWith(changes) => *changes,
         other => panic!("expected AdmitWith, got {other:?}"),
     }
 }

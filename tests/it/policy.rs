@@ -387,7 +387,7 @@ fn webhook_changing(certs: &Certs, changes: Changes) -> (Vec<Arc<dyn Hook>>, Ser
     let server = Server::start(
         certs,
         Transport::Tls,
-        deciding(move |_| Decision::AdmitWith(changes.clone())),
+        deciding(move |_| Decision::AdmitWith(Box::new(changes.clone()))),
     );
     let webhook = Webhook::new(&certs.webhook(&server.url())).expect("a valid webhook");
     (vec![Arc::new(webhook) as Arc<dyn Hook>], server)

@@ -92,7 +92,7 @@ async fn placement_hook_changes_are_answered_as_admit_with() {
 
     let mut changes = Changes::default();
     changes.node_selector.insert("pool".into(), "gpu".into());
-    assert_eq!(decision(&answer), Decision::AdmitWith(changes));
+    assert_eq!(decision(&answer), Decision::AdmitWith(Box::new(changes)));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -130,7 +130,7 @@ async fn rust_hook_a_library_user_adds_runs_after_the_config_hooks_and_sees_thei
     let answer = ask(&running, "gpu-lab").await;
 
     changes.node_selector.insert("pool".into(), "gpu".into());
-    assert_eq!(decision(&answer), Decision::AdmitWith(changes));
+    assert_eq!(decision(&answer), Decision::AdmitWith(Box::new(changes)));
     let seen = team.seen();
     assert_eq!(seen.len(), 1);
     assert_eq!(seen[0].execution.node_selector["pool"], "gpu");

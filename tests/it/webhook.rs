@@ -442,7 +442,7 @@ async fn answer_whose_changes_are_an_array_leaves_the_attempt_unavailable() {
         ..Changes::default()
     };
     assert_unavailable(
-        edited_answer(Decision::AdmitWith(changes), |answer| {
+        edited_answer(Decision::AdmitWith(Box::new(changes)), |answer| {
             answer["changes"] = json!([{"pool": "gpu"}]);
         }),
         "answer is not a dexaflow.io/admission/v1 answer: invalid type: sequence, expected struct Changes",
@@ -527,7 +527,7 @@ async fn admit_with_a_reason_leaves_the_attempt_unavailable() {
 #[actix::test]
 async fn admit_with_without_changes_leaves_the_attempt_unavailable() {
     assert_unavailable(
-        edited_answer(Decision::AdmitWith(Changes::default()), |answer| {
+        edited_answer(Decision::AdmitWith(Box::default()), |answer| {
             answer.as_object_mut().expect("object").remove("changes");
         }),
         "answer: decision admit_with needs changes",
@@ -783,10 +783,10 @@ async fn dispatch_with_service_account(
         &certs,
         Transport::Tls,
         deciding(move |_| {
-            Decision::AdmitWith(Changes {
+            Decision::AdmitWith(Box::new(Changes {
                 service_account: Some(account.clone()),
                 ..Changes::default()
-            })
+            }))
         }),
     );
     let mut harness = start(

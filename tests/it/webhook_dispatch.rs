@@ -24,7 +24,7 @@ fn by_tenant() -> Handler {
             let mut changes = Changes::default();
             changes.node_selector.insert("pool".into(), "gpu".into());
             changes.labels.insert("team".into(), "gpu-lab".into());
-            Decision::AdmitWith(changes)
+            Decision::AdmitWith(Box::new(changes))
         }
         "finance" if !held.swap(true, Ordering::SeqCst) => {
             Decision::Hold("quarter-end\u{7} close\n".into())

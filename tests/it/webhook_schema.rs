@@ -102,8 +102,8 @@ fn every_answer_a_server_can_build_holds_against_the_answer_schema() {
 
     for decision in [
         Decision::Admit,
-        Decision::AdmitWith(changes),
-        Decision::AdmitWith(Changes::default()),
+        Decision::AdmitWith(Box::new(changes)),
+        Decision::AdmitWith(Box::default()),
         Decision::Hold("wait".into()),
         Decision::Refuse("no".into()),
     ] {

@@ -35,7 +35,7 @@ impl Rules {
     pub(super) fn decide(&self, request: &Request) -> Decision {
         match self.changes(request) {
             Ok(changes) if changes.is_empty() => Decision::Admit,
-            Ok(changes) => Decision::AdmitWith(changes),
+            Ok(changes) => Decision::AdmitWith(Box::new(changes)),
             Err(rule) => Decision::Refuse(PolicyRefusal(rule).to_string()),
         }
     }

@@ -105,7 +105,7 @@ impl FakeHook {
 
     /// A hook that admits every attempt with `changes`.
     pub fn changing(name: &str, changes: Changes) -> FakeHook {
-        FakeHook::answering(name, Ok(Decision::AdmitWith(changes)))
+        FakeHook::answering(name, Ok(Decision::AdmitWith(Box::new(changes))))
     }
 
     /// A hook that refuses every attempt with `reason`.

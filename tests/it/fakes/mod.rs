@@ -39,7 +39,7 @@ pub async fn chaos(roll: usize) -> Result<Decision, HookError> {
             changes
                 .labels
                 .insert("chaos".to_owned(), "changed".to_owned());
-            Ok(Decision::AdmitWith(changes))
+            Ok(Decision::AdmitWith(Box::new(changes)))
         }
         2 => Ok(Decision::Hold("try later".to_owned())),
         3 => Ok(Decision::Refuse("no".to_owned())),
