@@ -156,6 +156,9 @@ pub enum ServeError {
     /// The thread the `/tasks/admit` chain's breakers run on could not be started.
     #[error("starting the breakers of the /tasks/admit chain")]
     Breakers(#[source] std::io::Error),
+    /// A thread that serves connections could not be started.
+    #[error("starting the threads that serve connections")]
+    ConnectionThreads(#[source] std::io::Error),
     /// An enabled service reads the cluster, and no client for it could be made.
     #[error("connecting to the cluster (for Volcano's services that read queues or namespaces)")]
     Cluster(#[source] crate::cluster::ClusterError),

@@ -38,6 +38,7 @@ pub mod review;
 mod server;
 pub mod services;
 mod settings;
+mod threads;
 mod tls;
 pub mod volcano;
 mod watch;

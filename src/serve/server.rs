@@ -11,10 +11,10 @@ use http::{Request, Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, watch};
 use tokio_rustls::TlsAcceptor;
 
@@ -23,6 +23,7 @@ use super::answer::{MAX_HEADER_BYTES, Shared, answer};
 use super::auth::BearerToken;
 use super::registry::Router;
 use super::settings::Settings;
+use super::threads::{ConnectionThreads, SpawnOn};
 use super::tls::{Certificates, server_config};
 use crate::cluster::Watching;
 use crate::events::ServerEvents;
@@ -49,6 +50,8 @@ pub struct Server {
     ready: Arc<AtomicBool>,
     stop_accepting: watch::Sender<bool>,
     accept: tokio::task::JoinHandle<GracefulShutdown>,
+    /// Dropped after the grace period (or with the server): the connections still open end.
+    connection_threads: Option<Arc<ConnectionThreads>>,
     probes: Option<tokio::task::JoinHandle<()>>,
     grace: Duration,
     _certificates: Certificates,
@@ -60,7 +63,9 @@ impl Server {
     /// Reads the bearer token file, loads the certificates (watched from here on), binds both
     /// listeners and starts serving `router`'s services, telling `events` of connections and
     /// certificate reloads. Readiness is true from here on. Call it inside a multi-threaded
-    /// tokio runtime.
+    /// tokio runtime: the accept loop, the probes and HTTP/2's streams run on it, and each
+    /// connection on one of the server's own connection threads ([`Settings::worker_threads`]
+    /// of them).
     ///
     /// # Errors
     /// Any [`ServeError`]: a bad certificate, key, CA bundle or token file, an address that
@@ -130,7 +135,13 @@ impl Server {
             None => (None, None),
         };
         let (stop_accepting, stopped) = watch::channel(false);
-        let mut builder = auto::Builder::new(TokioExecutor::new());
+        let connection_threads = Arc::new(
+            ConnectionThreads::start(settings.worker_threads.unwrap_or_else(|| {
+                std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+            }))
+            .await?,
+        );
+        let mut builder = auto::Builder::new(SpawnOn(tokio::runtime::Handle::current()));
         builder
             .http1()
             .timer(TokioTimer::new())
@@ -150,6 +161,7 @@ impl Server {
             listener,
             TlsAcceptor::from(tls),
             Arc::new(builder),
+            Arc::clone(&connection_threads),
             shared,
             Arc::new(Semaphore::new(
                 settings.max_connections.clamp(1, Semaphore::MAX_PERMITS),
@@ -157,16 +169,19 @@ impl Server {
             stopped,
         ));
         ready.store(true, Ordering::SeqCst);
-        // What server.worker_threads (or the number of cores) gave: a blocking thread of the
-        // runtime has a worker's name, so the process's threads cannot tell.
-        let workers = tokio::runtime::Handle::current().metrics().num_workers();
-        tracing::info!(%address, workers, "webhook server listening");
+        let connection_threads_count = connection_threads.len();
+        tracing::info!(
+            %address,
+            connection_threads = connection_threads_count,
+            "webhook server listening"
+        );
         Ok(Server {
             address,
             probe_address,
             ready,
             stop_accepting,
             accept,
+            connection_threads: Some(connection_threads),
             probes,
             grace: settings.shutdown_grace,
             _certificates: certificates,
@@ -212,6 +227,7 @@ impl Server {
                 0
             }
         };
+        self.connection_threads = None;
         if let Some(probes) = self.probes.take() {
             probes.abort();
         }
@@ -240,7 +256,8 @@ async fn bind(address: SocketAddr, setting: &'static str) -> Result<TcpListener,
         })
 }
 
-/// Accepts connections until told to stop; returns the handle that drains those still open.
+/// Accepts connections until told to stop, handing each to a connection thread; returns the
+/// handle that drains those still open.
 ///
 /// Each connection holds one of `places` for its life. A connection accepted when there is
 /// none waits, unserved, for one (and is counted); meanwhile no other is accepted, so further
@@ -248,7 +265,8 @@ async fn bind(address: SocketAddr, setting: &'static str) -> Result<TcpListener,
 async fn accept(
     listener: TcpListener,
     acceptor: TlsAcceptor,
-    builder: Arc<auto::Builder<TokioExecutor>>,
+    builder: Arc<auto::Builder<SpawnOn>>,
+    threads: Arc<ConnectionThreads>,
     shared: Arc<Shared>,
     places: Arc<Semaphore>,
     mut stopped: watch::Receiver<bool>,
@@ -279,14 +297,29 @@ async fn accept(
         if let Err(error) = stream.set_nodelay(true) {
             tracing::debug!(%peer, "setting TCP_NODELAY: {error}");
         }
+        // Out of this runtime's I/O driver, into the connection thread's.
+        let stream = match stream.into_std() {
+            Ok(stream) => stream,
+            Err(error) => {
+                tracing::debug!(%peer, "handing the connection over: {error}");
+                continue;
+            }
+        };
         let acceptor = acceptor.clone();
         let builder = Arc::clone(&builder);
         let shared = Arc::clone(&shared);
         let refusals = Arc::clone(&refusals);
         let watcher = graceful.watcher();
-        tokio::spawn(async move {
+        threads.serve(async move {
             let _place = place;
             let _open = Open::new(Arc::clone(&shared.events));
+            let stream = match TcpStream::from_std(stream) {
+                Ok(stream) => stream,
+                Err(error) => {
+                    tracing::debug!(%peer, "taking the connection over: {error}");
+                    return;
+                }
+            };
             let stream =
                 match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
                     Ok(Ok(stream)) => stream,

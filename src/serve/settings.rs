@@ -50,9 +50,12 @@ pub struct Settings {
     /// How long a connection may wait for a request's head: idle between requests, or a head
     /// arriving slowly. Past it the server closes the connection.
     pub idle_timeout: Duration,
-    /// The threads of the runtime the `serve` command builds; `None` takes one per core (as
-    /// the process may use them). A program that runs the server on a runtime of its own
-    /// sizes that runtime itself.
+    /// The threads connections are served on, each connection on one of them from its
+    /// handshake to its close (the one serving the fewest when it was accepted), and the
+    /// threads of the runtime the `serve` command builds for the rest (the accept loop, probes,
+    /// reloads, the cluster's watches, HTTP/2's streams); `None` takes one per core (as the
+    /// process may use them). A program that runs the server on a runtime of its own sizes
+    /// that runtime itself; the connection threads follow this setting.
     pub worker_threads: Option<usize>,
     /// The kubeconfig file of the cluster Volcano's services read (queues, namespaces); `None`
     /// takes `KUBECONFIG` (as kubectl reads it: empty entries and missing files skipped),

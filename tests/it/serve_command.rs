@@ -305,17 +305,17 @@ async fn a_second_signal_while_serve_drains_exits_at_once_with_130() {
     assert_eq!(status.code(), Some(130), "{}", serving.stderr());
 }
 
-/// How many runtime workers `serve` says it runs, in its log line on listening.
-fn runtime_workers(serving: &Serving) -> usize {
+/// How many threads `serve` says it serves connections on, in its log line on listening.
+fn connection_threads(serving: &Serving) -> usize {
     let line = serving.wait_for_stderr("webhook server listening");
     line.split_whitespace()
-        .find_map(|field| field.strip_prefix("workers="))
+        .find_map(|field| field.strip_prefix("connection_threads="))
         .and_then(|count| count.parse().ok())
-        .unwrap_or_else(|| panic!("no worker count in {line:?}"))
+        .unwrap_or_else(|| panic!("no thread count in {line:?}"))
 }
 
 #[test]
-fn serve_runs_as_many_runtime_workers_as_server_worker_threads_says() {
+fn serve_serves_connections_on_as_many_threads_as_server_worker_threads_says() {
     for threads in [1, 3] {
         let dir = tempfile::tempdir().expect("a directory");
         let path = config(&Authority::new(), dir.path(), "");
@@ -331,6 +331,6 @@ fn serve_runs_as_many_runtime_workers_as_server_worker_threads_says() {
 
         let serving = Serving::start_with_env(&path, &[("RUST_LOG", "info")]);
 
-        assert_eq!(runtime_workers(&serving), threads, "{threads}");
+        assert_eq!(connection_threads(&serving), threads, "{threads}");
     }
 }
