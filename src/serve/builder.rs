@@ -174,8 +174,8 @@ impl ServerBuilder {
     }
 
     /// Starts everything: the `/tasks/admit` chain and its breakers, the watched files, the
-    /// router and both listeners. Readiness is true once it returns. Call it inside a
-    /// multi-threaded tokio runtime.
+    /// router, both listeners and the threads connections are served on. Readiness is true once
+    /// it returns. Call it inside a multi-threaded tokio runtime.
     ///
     /// # Errors
     /// Any [`ServeError`]: a duplicate path, an enabled path no service has, a file that

@@ -201,8 +201,8 @@ impl Server {
 
     /// Serves until `shutdown` completes, then shuts down gracefully: readiness goes false,
     /// the listener stops accepting, and requests in flight get the grace period to finish
-    /// (connections still open after it are left to end with the runtime). Returns how many connections were still
-    /// open when the grace period ran out.
+    /// (connections still open after it are closed with the threads they are served on).
+    /// Returns how many connections were still open when the grace period ran out.
     ///
     /// # Cancel safety
     /// Dropping the future before `shutdown` completes stops accepting at once, without grace.
