@@ -113,6 +113,13 @@ impl Server {
             bearer_token,
             events,
         });
+        // Started before anything listens: a start that fails leaves nothing serving.
+        let connection_threads = Arc::new(
+            ConnectionThreads::start(settings.worker_threads.unwrap_or_else(|| {
+                std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+            }))
+            .await?,
+        );
         let listener = bind(settings.listen, settings.names.listen).await?;
         let address = listener.local_addr().map_err(|source| ServeError::Listen {
             setting: settings.names.listen,
@@ -135,12 +142,6 @@ impl Server {
             None => (None, None),
         };
         let (stop_accepting, stopped) = watch::channel(false);
-        let connection_threads = Arc::new(
-            ConnectionThreads::start(settings.worker_threads.unwrap_or_else(|| {
-                std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
-            }))
-            .await?,
-        );
         let mut builder = auto::Builder::new(SpawnOn(tokio::runtime::Handle::current()));
         builder
             .http1()
@@ -169,10 +170,9 @@ impl Server {
             stopped,
         ));
         ready.store(true, Ordering::SeqCst);
-        let connection_threads_count = connection_threads.len();
         tracing::info!(
             %address,
-            connection_threads = connection_threads_count,
+            connection_threads = connection_threads.len(),
             "webhook server listening"
         );
         Ok(Server {
