@@ -145,37 +145,31 @@ where
 mod tests {
     use std::time::Duration;
 
-    use tokio::sync::mpsc;
-
     use super::*;
 
-    /// Serves a connection that reports the thread it runs on, then waits for `release`.
-    fn held_connection(
-        threads: &ConnectionThreads,
-        ran: mpsc::UnboundedSender<String>,
-        release: oneshot::Receiver<()>,
-    ) {
+    /// Serves a connection that stays open until the returned sender is used or dropped, and
+    /// returns the name of the thread it runs on with that sender.
+    async fn open_connection(threads: &ConnectionThreads) -> (String, oneshot::Sender<()>) {
+        let (ran, thread) = oneshot::channel();
+        let (release, released) = oneshot::channel::<()>();
         threads.serve(async move {
-            let name = std::thread::current().name().unwrap_or("").to_owned();
-            let _ = ran.send(name);
-            let _ = release.await;
+            let _ = ran.send(std::thread::current().name().unwrap_or("").to_owned());
+            let _ = released.await;
         });
+        (thread.await.expect("the connection ran"), release)
     }
 
-    /// The open connections each thread counts, once they stop changing for want of any
-    /// connection ending: polled, within a bound, until `settled` holds.
-    async fn counts_once(
-        threads: &ConnectionThreads,
-        settled: impl Fn(&[usize]) -> bool,
-    ) -> Vec<usize> {
+    /// The open connections of every thread together, polled within a bound until it is
+    /// `expected`: a connection's count drops just after its future ends.
+    async fn open_in_all(threads: &ConnectionThreads, expected: usize) -> usize {
         let give_up = tokio::time::Instant::now() + Duration::from_secs(5);
         loop {
-            let open: Vec<usize> = threads
+            let open = threads
                 .threads
                 .iter()
                 .map(|thread| thread.open.load(Ordering::Relaxed))
-                .collect();
-            if settled(&open) || tokio::time::Instant::now() > give_up {
+                .sum();
+            if open == expected || tokio::time::Instant::now() > give_up {
                 return open;
             }
             tokio::time::sleep(Duration::from_millis(1)).await;
@@ -185,13 +179,8 @@ mod tests {
     #[tokio::test]
     async fn a_new_connection_goes_to_the_thread_serving_the_fewest() {
         let threads = ConnectionThreads::start(2).await.expect("threads start");
-        let (ran_tx, mut ran) = mpsc::unbounded_channel();
-        let (_release_first, first_released) = oneshot::channel();
-        held_connection(&threads, ran_tx.clone(), first_released);
-        let first = ran.recv().await.expect("the first connection ran");
-        let (_release_second, second_released) = oneshot::channel();
-        held_connection(&threads, ran_tx, second_released);
-        let second = ran.recv().await.expect("the second connection ran");
+        let (first, _release_first) = open_connection(&threads).await;
+        let (second, _release_second) = open_connection(&threads).await;
 
         assert!(first.starts_with("serve-conn-"), "ran on {first:?}");
         assert!(second.starts_with("serve-conn-"), "ran on {second:?}");
@@ -201,26 +190,14 @@ mod tests {
     #[tokio::test]
     async fn a_connection_that_ended_no_longer_counts_against_its_thread() {
         let threads = ConnectionThreads::start(2).await.expect("threads start");
-        let (ran_tx, mut ran) = mpsc::unbounded_channel();
-        let (_release_held, held_released) = oneshot::channel();
-        held_connection(&threads, ran_tx.clone(), held_released);
-        let held = ran.recv().await.expect("the held connection ran");
-        let (release_ended, ended_released) = oneshot::channel();
-        held_connection(&threads, ran_tx.clone(), ended_released);
-        let ended = ran.recv().await.expect("the ending connection ran");
+        let (held, _release_held) = open_connection(&threads).await;
+        let (ended, release_ended) = open_connection(&threads).await;
         release_ended
             .send(())
             .expect("the connection waits for its release");
 
-        let open = counts_once(&threads, |open| open.iter().sum::<usize>() == 1).await;
-        assert_eq!(
-            open.iter().sum::<usize>(),
-            1,
-            "counts after one ended: {open:?}"
-        );
-        let (_release_next, next_released) = oneshot::channel();
-        held_connection(&threads, ran_tx, next_released);
-        let next = ran.recv().await.expect("the next connection ran");
+        assert_eq!(open_in_all(&threads, 1).await, 1, "counts after one ended");
+        let (next, _release_next) = open_connection(&threads).await;
         assert_eq!(next, ended, "the next went beside the held one, on {held}");
     }
 }
