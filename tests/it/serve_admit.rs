@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use common::FakeHook;
 use dexaflow_admission::admission::{
-    AnswerEnvelope, Changes, Decision, Hook, HookError, Request, RequestEnvelope,
+    AnswerEnvelope, Changes, Decision, Hook, HookError, HookFuture, Request, RequestEnvelope,
 };
 use dexaflow_admission::config::Config;
 use dexaflow_admission::serve::{ServeError, Server, ServerBuilder, Settings, admit};
@@ -186,6 +186,42 @@ async fn panicking_hook_is_answered_503_not_500() {
         StatusCode::SERVICE_UNAVAILABLE,
         "admission hook unavailable: panicky: panicked: index out of bounds",
     );
+}
+
+/// A hook that decides inside `tokio::task::block_in_place`, which the single-threaded runtime
+/// of a connection's thread refuses with a panic.
+struct BlockingInPlace;
+
+impl Hook for BlockingInPlace {
+    fn name(&self) -> &str {
+        "in-place"
+    }
+
+    fn is_remote(&self) -> bool {
+        false
+    }
+
+    fn admit<'a>(&'a self, _request: &'a Request) -> HookFuture<'a> {
+        Box::pin(async { tokio::task::block_in_place(|| Ok(Decision::Admit)) })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hook_calling_block_in_place_is_answered_503_as_its_panic_and_the_server_serves_on() {
+    let running = serve_admission(&config(), vec![Arc::new(BlockingInPlace)], |_, _| {}).await;
+
+    // Each over an HTTP/1.1 connection of its own, served on a connection thread: the second
+    // finds the server, and the thread, still answering.
+    let first = ask(&running, "acme").await;
+    let second = ask(&running, "acme").await;
+
+    for answer in [&first, &second] {
+        answer.assert_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "admission hook unavailable: in-place: panicked: ",
+        );
+        assert_eq!(answer.json()["uid"], "8d0f3a1e");
+    }
 }
 
 /// POSTs an attempt of acme to `/tasks/admit?timeout=1s` and returns the answer, which comes
