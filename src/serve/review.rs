@@ -129,15 +129,16 @@ impl ReviewObject for Box<RawValue> {
 /// say why.
 #[derive(Debug, Clone)]
 pub enum Object<T> {
-    /// Decoded as `T` with the envelope.
-    Decoded(T),
+    /// Decoded as `T` with the envelope, boxed: the review holding it is moved through each
+    /// layer of its decoding, and a pointer moves where a whole object would be copied.
+    Decoded(Box<T>),
     /// The text of an object that did not decode as `T` (or whose review did not).
     Text(Box<RawValue>),
 }
 
 impl<'de, T: Deserialize<'de>> Deserialize<'de> for Object<T> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        T::deserialize(deserializer).map(Object::Decoded)
+        T::deserialize(deserializer).map(|object| Object::Decoded(Box::new(object)))
     }
 }
 
@@ -473,9 +474,9 @@ mod tests {
 
     #[test]
     fn a_decoded_object_is_lent_as_it_is_and_its_text_is_never_read_again() {
-        let object = Object::Decoded(Named {
+        let object = Object::Decoded(Box::new(Named {
             name: "new".to_owned(),
-        });
+        }));
 
         let taken = object.or_decode(|_| -> Result<Option<Named>, ()> {
             panic!("the text of a decoded object is read again")

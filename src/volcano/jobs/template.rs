@@ -275,14 +275,14 @@ fn requirement_errors(resources: &TemplateResources, path: &At<'_>, errors: &mut
         let (Some(wanted), Some(most)) = (signed_milli(&request.0), signed_milli(&limit.0)) else {
             continue;
         };
-        let limit = shown_quantity(&limit.0);
         let detail = if wanted != most && !may_overcommit(name) {
-            format!("must be equal to {name} limit of {limit}")
+            "must be equal to"
         } else if wanted > most {
-            format!("must be less than or equal to {name} limit of {limit}")
+            "must be less than or equal to"
         } else {
             continue;
         };
+        let detail = format!("{detail} {name} limit of {}", shown_quantity(&limit.0));
         errors.push(invalid(
             &format!("{path}.requests"),
             &quoted(&shown_quantity(&request.0)),
