@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 use std::hint::black_box;
+use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use dexaflow_admission::volcano::{
@@ -23,7 +24,7 @@ const QUEUES: usize = 1_000;
 
 /// A queue cache of [`QUEUES`] open queues, `team-0` to `team-999` under `root`, by name.
 struct Queues {
-    by_name: HashMap<String, Queue>,
+    by_name: HashMap<String, Arc<Queue>>,
 }
 
 impl Queues {
@@ -36,9 +37,9 @@ impl Queues {
                     "status": {"state": "Open"},
                 }))
                 .expect("a queue");
-                (queue.name().to_owned(), queue)
+                (queue.name().to_owned(), Arc::new(queue))
             })
-            .chain([("root".to_owned(), open_queue("root"))])
+            .chain([("root".to_owned(), Arc::new(open_queue("root")))])
             .collect();
         Queues { by_name }
     }
@@ -52,7 +53,7 @@ fn open_queue(name: &str) -> Queue {
 }
 
 impl QueueView for Queues {
-    fn queue(&self, name: &str) -> Result<Queue, ViewError> {
+    fn queue(&self, name: &str) -> Result<Arc<Queue>, ViewError> {
         self.by_name
             .get(name)
             .cloned()
@@ -61,7 +62,7 @@ impl QueueView for Queues {
             })
     }
 
-    fn children(&self, parent: &str) -> Result<Vec<Queue>, ViewError> {
+    fn children(&self, parent: &str) -> Result<Vec<Arc<Queue>>, ViewError> {
         Ok(self
             .by_name
             .values()
@@ -70,7 +71,7 @@ impl QueueView for Queues {
             .collect())
     }
 
-    fn queues_where(&self, keep: &dyn Fn(&Queue) -> bool) -> Result<Vec<Queue>, ViewError> {
+    fn queues_where(&self, keep: &dyn Fn(&Queue) -> bool) -> Result<Vec<Arc<Queue>>, ViewError> {
         Ok(self
             .by_name
             .values()

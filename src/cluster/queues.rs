@@ -1,5 +1,7 @@
 //! The queue cache as the read-only view Volcano's rules take.
 
+use std::sync::Arc;
+
 use super::{Cache, Grouped};
 use crate::volcano::{Queue, QueueView, ViewError};
 
@@ -10,30 +12,20 @@ impl Grouped for Queue {
 }
 
 impl QueueView for Cache<Queue> {
-    fn queue(&self, name: &str) -> Result<Queue, ViewError> {
-        self.get(name)
-            .map(|queue| Queue::clone(&queue))
-            .ok_or_else(|| ViewError::NotFound {
-                name: name.to_owned(),
-            })
+    fn queue(&self, name: &str) -> Result<Arc<Queue>, ViewError> {
+        self.get(name).ok_or_else(|| ViewError::NotFound {
+            name: name.to_owned(),
+        })
     }
 
-    fn children(&self, parent: &str) -> Result<Vec<Queue>, ViewError> {
+    fn children(&self, parent: &str) -> Result<Vec<Arc<Queue>>, ViewError> {
         // In name order, so that a message listing them reads the same every time.
-        Ok(self
-            .group(parent)
-            .into_iter()
-            .map(|queue| Queue::clone(&queue))
-            .collect())
+        Ok(self.group(parent))
     }
 
-    fn queues_where(&self, keep: &dyn Fn(&Queue) -> bool) -> Result<Vec<Queue>, ViewError> {
-        let mut queues: Vec<Queue> = self
-            .all()
-            .into_iter()
-            .filter(|queue| keep(queue))
-            .map(|queue| Queue::clone(&queue))
-            .collect();
+    fn queues_where(&self, keep: &dyn Fn(&Queue) -> bool) -> Result<Vec<Arc<Queue>>, ViewError> {
+        let mut queues: Vec<Arc<Queue>> =
+            self.all().into_iter().filter(|queue| keep(queue)).collect();
         queues.sort_by(|a, b| a.name().cmp(b.name()));
         Ok(queues)
     }

@@ -8,14 +8,15 @@ use dexaflow_admission::volcano::{
     validate_podgroup,
 };
 use serde_json::{Value, json};
+use std::sync::Arc;
 
 /// The e2e spec's cache: one queue, `Open` once the spec has updated its status.
 struct OpenQueue(Queue);
 
 impl QueueView for OpenQueue {
-    fn queue(&self, name: &str) -> Result<Queue, ViewError> {
+    fn queue(&self, name: &str) -> Result<Arc<Queue>, ViewError> {
         if self.0.name() == name {
-            Ok(self.0.clone())
+            Ok(Arc::new(self.0.clone()))
         } else {
             Err(ViewError::NotFound {
                 name: name.to_owned(),
@@ -23,14 +24,15 @@ impl QueueView for OpenQueue {
         }
     }
 
-    fn children(&self, _parent: &str) -> Result<Vec<Queue>, ViewError> {
+    fn children(&self, _parent: &str) -> Result<Vec<Arc<Queue>>, ViewError> {
         Ok(Vec::new())
     }
 
-    fn queues_where(&self, keep: &dyn Fn(&Queue) -> bool) -> Result<Vec<Queue>, ViewError> {
+    fn queues_where(&self, keep: &dyn Fn(&Queue) -> bool) -> Result<Vec<Arc<Queue>>, ViewError> {
         Ok(Some(&self.0)
             .filter(|queue| keep(queue))
             .cloned()
+            .map(Arc::new)
             .into_iter()
             .collect())
     }

@@ -16,6 +16,7 @@ use dexaflow_admission::volcano::{
     validate_job,
 };
 use serde_json::{Value, json};
+use std::sync::Arc;
 
 /// The queue cache of these tests: the one of the queue tests, filled by state and parent.
 pub(crate) use crate::volcano_queues::Cache as Queues;
@@ -491,15 +492,15 @@ fn unknown_plugins_are_reported_by_name() {
 struct NoChildren;
 
 impl QueueView for NoChildren {
-    fn queue(&self, name: &str) -> Result<Queue, ViewError> {
+    fn queue(&self, name: &str) -> Result<Arc<Queue>, ViewError> {
         Queues::standard().queue(name)
     }
-    fn children(&self, _parent: &str) -> Result<Vec<Queue>, ViewError> {
+    fn children(&self, _parent: &str) -> Result<Vec<Arc<Queue>>, ViewError> {
         Err(ViewError::Unavailable {
             reason: "cache not synced".to_owned(),
         })
     }
-    fn queues_where(&self, keep: &dyn Fn(&Queue) -> bool) -> Result<Vec<Queue>, ViewError> {
+    fn queues_where(&self, keep: &dyn Fn(&Queue) -> bool) -> Result<Vec<Arc<Queue>>, ViewError> {
         Queues::standard().queues_where(keep)
     }
 }

@@ -9,6 +9,7 @@ use dexaflow_admission::volcano::{
     podgroup_reads_namespace, validate_podgroup,
 };
 use serde_json::{Value, json};
+use std::sync::Arc;
 
 /// A queue cache holding at most one queue.
 struct OneQueue(Option<Queue>);
@@ -21,19 +22,26 @@ impl OneQueue {
 }
 
 impl QueueView for OneQueue {
-    fn queue(&self, name: &str) -> Result<Queue, ViewError> {
+    fn queue(&self, name: &str) -> Result<Arc<Queue>, ViewError> {
         self.0
             .clone()
             .filter(|queue| queue.name() == name)
+            .map(Arc::new)
             .ok_or_else(|| ViewError::NotFound {
                 name: name.to_owned(),
             })
     }
-    fn children(&self, _parent: &str) -> Result<Vec<Queue>, ViewError> {
+    fn children(&self, _parent: &str) -> Result<Vec<Arc<Queue>>, ViewError> {
         Ok(Vec::new())
     }
-    fn queues_where(&self, keep: &dyn Fn(&Queue) -> bool) -> Result<Vec<Queue>, ViewError> {
-        Ok(self.0.iter().filter(|queue| keep(queue)).cloned().collect())
+    fn queues_where(&self, keep: &dyn Fn(&Queue) -> bool) -> Result<Vec<Arc<Queue>>, ViewError> {
+        Ok(self
+            .0
+            .iter()
+            .filter(|queue| keep(queue))
+            .cloned()
+            .map(Arc::new)
+            .collect())
     }
 }
 

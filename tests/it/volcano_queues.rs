@@ -9,6 +9,7 @@ use dexaflow_admission::volcano::{
     validate_queue,
 };
 use serde_json::{Value, json};
+use std::sync::Arc;
 
 /// A queue cache over a map, as Volcano's informer holds them.
 #[derive(Default)]
@@ -32,28 +33,31 @@ impl Cache {
 }
 
 impl QueueView for Cache {
-    fn queue(&self, name: &str) -> Result<Queue, ViewError> {
+    fn queue(&self, name: &str) -> Result<Arc<Queue>, ViewError> {
         self.0
             .get(name)
             .cloned()
+            .map(Arc::new)
             .ok_or_else(|| ViewError::NotFound {
                 name: name.to_owned(),
             })
     }
-    fn children(&self, parent: &str) -> Result<Vec<Queue>, ViewError> {
+    fn children(&self, parent: &str) -> Result<Vec<Arc<Queue>>, ViewError> {
         Ok(self
             .0
             .values()
             .filter(|queue| queue.spec.parent == parent)
             .cloned()
+            .map(Arc::new)
             .collect())
     }
-    fn queues_where(&self, keep: &dyn Fn(&Queue) -> bool) -> Result<Vec<Queue>, ViewError> {
+    fn queues_where(&self, keep: &dyn Fn(&Queue) -> bool) -> Result<Vec<Arc<Queue>>, ViewError> {
         Ok(self
             .0
             .values()
             .filter(|queue| keep(queue))
             .cloned()
+            .map(Arc::new)
             .collect())
     }
 }

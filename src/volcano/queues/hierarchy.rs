@@ -1,6 +1,7 @@
 //! A queue against its parent, ancestors, siblings and children (`spec.parent`).
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use super::super::queue::Queue;
 use super::super::resource::{Amounts, format_amount, signed_milli};
@@ -63,7 +64,7 @@ fn check_depth(queue: &Queue, view: &dyn QueueView, max_depth: usize) -> Result<
         let ancestor = view.queue(&parent).map_err(|error| {
             format!("failed to get parent queue {parent} of queue {name}: {error}")
         })?;
-        parent = ancestor.spec.parent;
+        parent.clone_from(&ancestor.spec.parent);
     }
     Ok(())
 }
@@ -82,6 +83,7 @@ pub(super) fn check_resources(queue: &Queue, view: &dyn QueueView) -> Result<(),
             .map_err(|error| format!("failed to get sibling queues: {error}"))?;
         let others = siblings
             .iter()
+            .map(|sibling| &**sibling)
             .filter(|sibling| sibling.name() != queue.name());
         check_sums(
             &parent,
@@ -94,7 +96,7 @@ pub(super) fn check_resources(queue: &Queue, view: &dyn QueueView) -> Result<(),
         .map_err(|error| format!("failed to get child queues: {error}"))?;
     if !children.is_empty() {
         check_against_descendants(queue, &children, view)?;
-        check_sums(queue, children.iter(), "queue")?;
+        check_sums(queue, children.iter().map(|child| &**child), "queue")?;
     }
     Ok(())
 }
@@ -133,7 +135,7 @@ fn nearest_ancestor_capability(
         if value > 0 {
             return Some(value);
         }
-        parent = ancestor.spec.parent;
+        parent.clone_from(&ancestor.spec.parent);
     }
     None
 }
@@ -141,7 +143,7 @@ fn nearest_ancestor_capability(
 /// Each resource of the queue's capability is at least the largest capability set below it.
 fn check_against_descendants(
     queue: &Queue,
-    children: &[Queue],
+    children: &[Arc<Queue>],
     view: &dyn QueueView,
 ) -> Result<(), String> {
     let own = Amounts::of(&queue.spec.capability);

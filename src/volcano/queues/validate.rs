@@ -273,7 +273,7 @@ fn check_delete(name: &str, view: &dyn QueueView, settings: &QueueSettings) -> R
         format!("failed to list child queues: failed to get child queues for queue {name}: {error}")
     })?;
     if !children.is_empty() {
-        let names: Vec<&str> = children.iter().map(Queue::name).collect();
+        let names: Vec<&str> = children.iter().map(|child| child.name()).collect();
         return Err(format!(
             "queue {name} can not be deleted because it has {} child queues: {}",
             names.len(),
