@@ -101,6 +101,14 @@ pub enum ClusterError {
         /// The plugin's command, as the kubeconfig gives it.
         command: String,
     },
+    /// The kubeconfig's cluster names a proxy that is not an HTTP one (kubectl's `socks5://`).
+    #[error("{origin}: proxy-url {proxy}: only an http:// proxy is supported")]
+    Proxy {
+        /// The setting that named the kubeconfig, or `KUBECONFIG`.
+        origin: &'static str,
+        /// The proxy's scheme, host and port; never its credentials.
+        proxy: String,
+    },
     /// The client could not be built from the configuration (its TLS settings, say).
     #[error("building the Kubernetes client")]
     Client(#[source] kube::Error),
@@ -167,6 +175,9 @@ pub async fn connect(
             None,
         ),
     };
+    if let Some(origin) = origin {
+        check_proxy(config.proxy_url.as_ref(), origin)?;
+    }
     // A kubeconfig's token file is read here, trimmed, as kubectl reads it; kube-rs would send
     // a trailing newline. The pod's own service account token is kube-rs's to read.
     let token_file = match origin {
@@ -190,6 +201,25 @@ pub async fn connect(
         .with_layer(&tower::util::option_layer(token_file))
         .build();
     Ok(client)
+}
+
+/// A kubeconfig's `proxy-url` is an `http://` proxy (tunnelled through by `CONNECT`) or none.
+fn check_proxy(proxy_url: Option<&http::Uri>, origin: &'static str) -> Result<(), ClusterError> {
+    let Some(url) = proxy_url.filter(|url| url.scheme_str() != Some("http")) else {
+        return Ok(());
+    };
+    let port = url
+        .port_u16()
+        .map(|port| format!(":{port}"))
+        .unwrap_or_default();
+    Err(ClusterError::Proxy {
+        origin,
+        proxy: format!(
+            "{}://{}{port}",
+            url.scheme_str().unwrap_or_default(),
+            url.host().unwrap_or_default()
+        ),
+    })
 }
 
 /// The command of the exec credential plugin kube-rs runs for `auth` when it builds the

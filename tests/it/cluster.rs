@@ -758,3 +758,145 @@ async fn a_missing_kubeconfig_file_is_named_in_the_error() {
         "{error}"
     );
 }
+
+/// An HTTP proxy on 127.0.0.1 that answers `CONNECT` only: it tunnels each connection to the
+/// address the request names, and records that address; anything else is answered 405.
+struct ConnectProxy {
+    address: std::net::SocketAddr,
+    tunnelled: Arc<std::sync::Mutex<Vec<String>>>,
+    _accepting: tokio::task::JoinHandle<()>,
+}
+
+impl ConnectProxy {
+    async fn start() -> ConnectProxy {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a loopback port");
+        let address = listener.local_addr().expect("its address");
+        let tunnelled = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let recorded = Arc::clone(&tunnelled);
+        let accepting = tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                tokio::spawn(ConnectProxy::tunnel(client, Arc::clone(&recorded)));
+            }
+        });
+        ConnectProxy {
+            address,
+            tunnelled,
+            _accepting: accepting,
+        }
+    }
+
+    /// Reads the request's head, and for a `CONNECT` opens the tunnel and copies both ways.
+    async fn tunnel(client: tokio::net::TcpStream, recorded: Arc<std::sync::Mutex<Vec<String>>>) {
+        use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+        let mut client = BufReader::new(client);
+        let mut request_line = String::new();
+        let mut line = String::new();
+        if client.read_line(&mut request_line).await.is_err() {
+            return;
+        }
+        loop {
+            line.clear();
+            match client.read_line(&mut line).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) if line == "\r\n" => break,
+                Ok(_) => {}
+            }
+        }
+        let mut words = request_line.split_whitespace();
+        let (Some("CONNECT"), Some(target)) = (words.next(), words.next()) else {
+            let _ = client
+                .get_mut()
+                .write_all(b"HTTP/1.1 405 Method Not Allowed\r\ncontent-length: 0\r\n\r\n")
+                .await;
+            return;
+        };
+        recorded.lock().expect("the record").push(target.to_owned());
+        let Ok(mut upstream) = tokio::net::TcpStream::connect(target).await else {
+            let _ = client
+                .get_mut()
+                .write_all(b"HTTP/1.1 502 Bad Gateway\r\ncontent-length: 0\r\n\r\n")
+                .await;
+            return;
+        };
+        if client
+            .get_mut()
+            .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            .await
+            .is_err()
+        {
+            return;
+        }
+        let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}", self.address)
+    }
+
+    fn tunnelled(&self) -> Vec<String> {
+        self.tunnelled.lock().expect("the record").clone()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubeconfig_s_proxy_url_carries_the_list_and_watch_through_the_proxy() {
+    let server = ApiServer::start(TOKEN).await;
+    server.put_queue("research", json!({"weight": 4}));
+    let proxy = ConnectProxy::start().await;
+    let dir = tempfile::tempdir().expect("a directory");
+    let path = server.kubeconfig_through_proxy(dir.path(), TOKEN, &proxy.url());
+
+    let client = cluster::connect(
+        Some((&path, "server.kubeconfig")),
+        None,
+        cluster::REQUEST_TIMEOUT,
+    )
+    .await
+    .expect("a client from a kubeconfig that names a proxy");
+    let events = Arc::new(Counted::default());
+    let (cache, _watching) = Cache::<Queue>::watch(client, QUEUES, events.clone());
+    let synced = Arc::clone(&cache);
+    eventually("the queue cache synced through the proxy", move || {
+        let done = synced.is_synced();
+        async move { done.then_some(()) }
+    })
+    .await;
+
+    assert_eq!(cache.get("research").expect("listed").spec.weight, 4);
+    let tunnelled = proxy.tunnelled();
+    assert!(!tunnelled.is_empty(), "nothing went through the proxy");
+    let api_server = server.address().to_string();
+    assert!(
+        tunnelled.iter().all(|target| *target == api_server),
+        "tunnels to {tunnelled:?}, not only to the API server at {api_server}"
+    );
+    assert_eq!(events.failed.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_socks5_proxy_url_fails_the_start_naming_it_without_its_credentials() {
+    let server = ApiServer::start(TOKEN).await;
+    let dir = tempfile::tempdir().expect("a directory");
+    let path =
+        server.kubeconfig_through_proxy(dir.path(), TOKEN, "socks5://admin:hunter2@127.0.0.1:1080");
+
+    let Err(error) = cluster::connect(
+        Some((&path, "server.kubeconfig")),
+        None,
+        cluster::REQUEST_TIMEOUT,
+    )
+    .await
+    else {
+        panic!("a socks5 proxy, yet a client was made");
+    };
+
+    let message = error.to_string();
+    assert_eq!(
+        message,
+        "server.kubeconfig: proxy-url socks5://127.0.0.1:1080: only an http:// proxy is supported"
+    );
+    assert!(!message.contains("hunter2"), "{message}");
+    assert!(server.requests().is_empty(), "{:?}", server.requests());
+}

@@ -100,6 +100,18 @@ impl ApiServer {
         kubeconfig(dir, &self.url(), token)
     }
 
+    /// The address the server listens on, as a proxy's `CONNECT` names it.
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// Writes a kubeconfig for this server with `token` into `dir` whose cluster is reached
+    /// through the HTTP proxy at `proxy_url` (`proxy-url`), and returns its path.
+    pub fn kubeconfig_through_proxy(&self, dir: &Path, token: &str, proxy_url: &str) -> PathBuf {
+        let cluster = format!("server: \"{}\", proxy-url: \"{proxy_url}\"", self.url());
+        kubeconfig_of(dir, &cluster, &format!("token: {token}"))
+    }
+
     /// Writes a kubeconfig for this server into `dir` whose user's credential comes from the
     /// exec plugin `command` run with `args`, never interactively, and returns its path.
     pub fn kubeconfig_with_exec(&self, dir: &Path, command: &str, args: &[&str]) -> PathBuf {
@@ -437,11 +449,17 @@ pub fn kubeconfig(dir: &Path, url: &str, token: &str) -> PathBuf {
 /// Writes a kubeconfig for the API server at `url` into `dir` whose user is `user` (the fields
 /// of a flow mapping, such as `token: abc`), and returns its path.
 fn kubeconfig_of_user(dir: &Path, url: &str, user: &str) -> PathBuf {
+    kubeconfig_of(dir, &format!("server: \"{url}\""), user)
+}
+
+/// Writes a kubeconfig into `dir` whose cluster and user are `cluster` and `user` (the fields of
+/// a flow mapping each), and returns its path.
+fn kubeconfig_of(dir: &Path, cluster: &str, user: &str) -> PathBuf {
     let path = dir.join("kubeconfig");
     std::fs::write(
         &path,
         format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster: {{server: \"{url}\"}}\n\
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster: {{{cluster}}}\n\
              users:\n- name: test\n  user: {{{user}}}\ncontexts:\n- name: test\n  \
              context: {{cluster: test, user: test}}\ncurrent-context: test\n"
         ),
