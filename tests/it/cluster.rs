@@ -62,6 +62,21 @@ async fn client_waiting(
     (client, dir)
 }
 
+/// The error of making a client from the kubeconfig at `path` (as `server.kubeconfig`), which
+/// the test expects to fail because of `why`.
+async fn refused_kubeconfig(path: &std::path::Path, why: &str) -> ClusterError {
+    match cluster::connect(
+        Some((path, "server.kubeconfig")),
+        None,
+        cluster::REQUEST_TIMEOUT,
+    )
+    .await
+    {
+        Err(error) => error,
+        Ok(_) => panic!("{why}, yet a client was made"),
+    }
+}
+
 struct Watched {
     cache: Arc<Cache<Queue>>,
     events: Arc<Counted>,
@@ -621,15 +636,7 @@ async fn a_kubeconfig_that_does_not_parse_is_named_in_the_error() {
     let path = dir.path().join("kubeconfig");
     std::fs::write(&path, "clusters: [unclosed").expect("write");
 
-    let Err(error) = cluster::connect(
-        Some((&path, "server.kubeconfig")),
-        None,
-        cluster::REQUEST_TIMEOUT,
-    )
-    .await
-    else {
-        panic!("not YAML, yet a client was made");
-    };
+    let error = refused_kubeconfig(&path, "not YAML").await;
 
     assert!(matches!(
         &error,
@@ -743,15 +750,7 @@ async fn a_listed_kubeconfig_that_exists_but_does_not_parse_still_fails_naming_i
 async fn a_missing_kubeconfig_file_is_named_in_the_error() {
     let path = std::path::PathBuf::from("/nonexistent/kubeconfig");
 
-    let Err(error) = cluster::connect(
-        Some((&path, "server.kubeconfig")),
-        None,
-        cluster::REQUEST_TIMEOUT,
-    )
-    .await
-    else {
-        panic!("no such file, yet a client was made");
-    };
+    let error = refused_kubeconfig(&path, "no such file").await;
 
     assert!(
         error.to_string().contains("/nonexistent/kubeconfig"),
@@ -882,15 +881,7 @@ async fn a_socks5_proxy_url_fails_the_start_naming_it_without_its_credentials() 
     let path =
         server.kubeconfig_through_proxy(dir.path(), TOKEN, "socks5://admin:hunter2@127.0.0.1:1080");
 
-    let Err(error) = cluster::connect(
-        Some((&path, "server.kubeconfig")),
-        None,
-        cluster::REQUEST_TIMEOUT,
-    )
-    .await
-    else {
-        panic!("a socks5 proxy, yet a client was made");
-    };
+    let error = refused_kubeconfig(&path, "a socks5 proxy").await;
 
     let message = error.to_string();
     assert_eq!(
