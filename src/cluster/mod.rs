@@ -101,8 +101,8 @@ pub enum ClusterError {
         /// The plugin's command, as the kubeconfig gives it.
         command: String,
     },
-    /// The kubeconfig's cluster names a proxy that is not an HTTP one (kubectl's `socks5://`).
-    #[error("{origin}: proxy-url {proxy}: only an http:// proxy is supported")]
+    /// The kubeconfig's cluster names a proxy the client cannot use (kubectl's `socks5://`).
+    #[error("{origin}: proxy-url {proxy}: only an http:// or https:// proxy is supported")]
     Proxy {
         /// The setting that named the kubeconfig, or `KUBECONFIG`.
         origin: &'static str,
@@ -175,9 +175,6 @@ pub async fn connect(
             None,
         ),
     };
-    if let Some(origin) = origin {
-        check_proxy(config.proxy_url.as_ref(), origin)?;
-    }
     // A kubeconfig's token file is read here, trimmed, as kubectl reads it; kube-rs would send
     // a trailing newline. The pod's own service account token is kube-rs's to read.
     let token_file = match origin {
@@ -192,7 +189,7 @@ pub async fn connect(
         Some((origin, command)) => running_exec(build, origin, command, request_timeout).await?,
         None => build(),
     }
-    .map_err(ClusterError::Client)?;
+    .map_err(|error| client_error(error, origin))?;
     // The timeout wraps the future of the response's head only: the body streams on unbounded.
     // A watch that ends at once without an event fails, for the cache to back off after.
     let client = builder
@@ -203,23 +200,28 @@ pub async fn connect(
     Ok(client)
 }
 
-/// A kubeconfig's `proxy-url` is an `http://` proxy (tunnelled through by `CONNECT`) or none.
-fn check_proxy(proxy_url: Option<&http::Uri>, origin: &'static str) -> Result<(), ClusterError> {
-    let Some(url) = proxy_url.filter(|url| url.scheme_str() != Some("http")) else {
-        return Ok(());
-    };
-    let port = url
-        .port_u16()
-        .map(|port| format!(":{port}"))
-        .unwrap_or_default();
-    Err(ClusterError::Proxy {
-        origin,
-        proxy: format!(
-            "{}://{}{port}",
-            url.scheme_str().unwrap_or_default(),
-            url.host().unwrap_or_default()
-        ),
-    })
+/// `error`, from building the client, as [`ClusterError`]: a proxy kube-rs cannot use named
+/// by its scheme, host and port (kube-rs's own message shows the whole URL, credentials
+/// included, and a cargo feature no user can turn on).
+fn client_error(error: kube::Error, origin: Option<&'static str>) -> ClusterError {
+    match &error {
+        kube::Error::ProxyProtocolUnsupported { proxy_url }
+        | kube::Error::ProxyProtocolDisabled { proxy_url, .. } => {
+            let port = proxy_url
+                .port_u16()
+                .map(|port| format!(":{port}"))
+                .unwrap_or_default();
+            ClusterError::Proxy {
+                origin: origin.unwrap_or("the in-cluster configuration"),
+                proxy: format!(
+                    "{}://{}{port}",
+                    proxy_url.scheme_str().unwrap_or_default(),
+                    proxy_url.host().unwrap_or_default()
+                ),
+            }
+        }
+        _ => ClusterError::Client(error),
+    }
 }
 
 /// The command of the exec credential plugin kube-rs runs for `auth` when it builds the

@@ -886,7 +886,7 @@ async fn a_socks5_proxy_url_fails_the_start_naming_it_without_its_credentials() 
     let message = error.to_string();
     assert_eq!(
         message,
-        "server.kubeconfig: proxy-url socks5://127.0.0.1:1080: only an http:// proxy is supported"
+        "server.kubeconfig: proxy-url socks5://127.0.0.1:1080: only an http:// or https:// proxy is supported"
     );
     assert!(!message.contains("hunter2"), "{message}");
     assert!(server.requests().is_empty(), "{:?}", server.requests());
