@@ -629,11 +629,8 @@ fn serve(path: PathBuf, enabled_admission: Option<String>) -> Result<(), String>
         config.metrics_listen,
         config::METRICS_LISTEN,
     )?;
-    let mut runtime = tokio::runtime::Builder::new_multi_thread();
-    if let Some(threads) = settings.worker_threads {
-        runtime.worker_threads(threads);
-    }
-    let runtime = runtime
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(settings.threads())
         .enable_all()
         .build()
         .map_err(|error| format!("starting the runtime: {error}"))?;

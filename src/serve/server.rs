@@ -114,12 +114,7 @@ impl Server {
             events,
         });
         // Started before anything listens: a start that fails leaves nothing serving.
-        let connection_threads = Arc::new(
-            ConnectionThreads::start(settings.worker_threads.unwrap_or_else(|| {
-                std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
-            }))
-            .await?,
-        );
+        let connection_threads = Arc::new(ConnectionThreads::start(settings.threads()).await?);
         let listener = bind(settings.listen, settings.names.listen).await?;
         let address = listener.local_addr().map_err(|source| ServeError::Listen {
             setting: settings.names.listen,

@@ -150,6 +150,13 @@ impl Settings {
     /// The default idle timeout: hyper's and Go's 30 s header read timeout.
     pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 
+    /// How many threads [`Settings::worker_threads`] asks for: one per core when unset.
+    pub fn threads(&self) -> usize {
+        self.worker_threads.unwrap_or_else(|| {
+            std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+        })
+    }
+
     /// Reads every file the settings name, as the server does when it starts, and returns
     /// every problem, each with the file it belongs to: so that a start that would fail on
     /// one file reports them all at once.
