@@ -62,7 +62,7 @@ pub use reason::{
     MAX_REASON_BYTES, clean_reason, error_chain, escape_controls, is_control_or_format,
 };
 pub use request::{API_VERSION, Execution, Request, ResourceList, Resources};
-pub(crate) use strict::{Strict, deserialize_strictly};
+pub(crate) use strict::{Strict, deserialize_strictly, error_path};
 pub use strict::{strict_from_slice, strict_from_str};
 pub use toleration::{TaintEffect, Toleration, TolerationOperator};
 pub(crate) use wire::Key;

@@ -54,6 +54,25 @@ fn strict_whole<'de, R: serde_json::de::Read<'de>, T: DeserializeOwned>(
     Ok(value)
 }
 
+/// Where in its value decoding `deserializer` as a `T` fails with `error` (serde's message):
+/// the path of the field, such as `spec.tasks[0].replicas`, found by decoding it again while
+/// tracking the path, so that only a value that did not decode pays for it. `None` when the
+/// failure is the value's own (no field) or the second decode does not meet the same error
+/// (trailing data, which comes after every field).
+pub(crate) fn error_path<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
+    deserializer: D,
+    error: &str,
+) -> Option<String> {
+    match serde_path_to_error::deserialize::<_, T>(Strict(deserializer)) {
+        Err(found)
+            if found.path().iter().next().is_some() && found.inner().to_string() == error =>
+        {
+            Some(found.path().to_string())
+        }
+        _ => None,
+    }
+}
+
 /// `T` from `deserializer`, held to [`Strict`]'s rule: for what serde reads from content it has
 /// buffered itself (the variants of an internally tagged enum), which no outer [`Strict`]
 /// reaches. Name it in `#[serde(deserialize_with = ...)]`.

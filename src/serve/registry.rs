@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use super::ServeError;
 use super::services::BuiltinService;
-use crate::admission::{Strict, strict_from_str};
+use crate::admission::{error_path, strict_from_str};
 pub use crate::events::Ruling;
 use crate::events::{RequestOutcome, ServerEvents, ServiceEvents};
 
@@ -147,20 +147,13 @@ impl<H: Handler> Endpoint for H {
     }
 }
 
-/// `error`, met decoding `text` as a `T`, after the path of the field it is about, found by
-/// decoding `text` again while tracking the path: only a refused body pays for it. When the
-/// second decode does not meet the same error (trailing data, which comes after every field),
-/// `error` as it is.
+/// `error`, met decoding `text` as a `T`, after the path of the field it is about (see
+/// [`error_path`]); `error` as it is when it is about no field.
 pub(crate) fn located<T: DeserializeOwned>(text: &str, error: serde_json::Error) -> String {
-    let mut again = serde_json::Deserializer::from_str(text);
-    match serde_path_to_error::deserialize::<_, T>(Strict(&mut again)) {
-        Err(found)
-            if found.path().iter().next().is_some()
-                && found.inner().to_string() == error.to_string() =>
-        {
-            format!("{}: {error}", found.path())
-        }
-        _ => error.to_string(),
+    let error = error.to_string();
+    match error_path::<T, _>(&mut serde_json::Deserializer::from_str(text), &error) {
+        Some(path) => format!("{path}: {error}"),
+        None => error,
     }
 }
 

@@ -32,6 +32,7 @@ mod jobflow;
 mod jobflows;
 mod jobs;
 mod names;
+mod patch;
 mod pod_template;
 mod podgroup;
 mod podgroups;

@@ -8,6 +8,7 @@ use crate::admission::{MAX_QUANTITY, cpu_quantity, is_capped, memory_quantity, p
 
 use super::names::qualified_name_errors;
 use super::queue::ResourceList;
+use super::review::{invalid, quoted};
 
 /// A quantity in thousandths of its unit, rounded up, signed; `None` when the text is not a
 /// quantity. What Volcano's scheduler sums and Kubernetes' integer check reads (`MilliValue`).
@@ -195,5 +196,35 @@ fn ceil_div(value: i128, divisor: i128) -> i128 {
         quotient + 1
     } else {
         quotient
+    }
+}
+
+/// Kubernetes' `ValidateResourceQuantityValue` of the quantity `text` of resource `name` at
+/// `path` (written out only for an error): a quantity, not negative, and whole for counted
+/// resources; a negative fraction of a counted resource is both.
+pub(crate) fn quantity_value_errors(
+    name: &str,
+    text: &str,
+    path: &dyn std::fmt::Display,
+    errors: &mut Vec<String>,
+) {
+    let Some(milli) = signed_milli(text) else {
+        let detail = "must be a quantity such as \"500m\", \"2\" or \"1Gi\"";
+        errors.push(invalid(&path.to_string(), &quoted(text), detail));
+        return;
+    };
+    if milli < 0 {
+        errors.push(invalid(
+            &path.to_string(),
+            &quoted(text),
+            "must be greater than or equal to 0",
+        ));
+    }
+    if is_integer_resource(name) && milli % 1000 != 0 {
+        errors.push(invalid(
+            &path.to_string(),
+            &quoted(text),
+            "must be an integer",
+        ));
     }
 }

@@ -5,7 +5,7 @@ use std::fmt;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 
-use crate::admission::Strict;
+use crate::admission::{Strict, error_path};
 
 /// The operation of an admission request, as Kubernetes names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,6 +77,9 @@ pub enum Refusal {
     Undecodable {
         /// `object` or `oldObject`.
         field: &'static str,
+        /// The place within it that could not be read, such as `spec.tasks[0].replicas`;
+        /// empty for the field as a whole.
+        at: String,
         /// Why it could not be read.
         reason: String,
     },
@@ -101,6 +104,7 @@ impl Refusal {
     pub(crate) fn missing(field: &'static str) -> Refusal {
         Refusal::Undecodable {
             field,
+            at: String::new(),
             reason: "required for this operation, got none".to_owned(),
         }
     }
@@ -117,7 +121,14 @@ impl fmt::Display for Refusal {
                 f,
                 "invalid operation `{operation}`, expect operation to be {expected}"
             ),
-            Refusal::Undecodable { field, reason } => write!(f, "request.{field}: {reason}"),
+            Refusal::Undecodable { field, at, reason } => {
+                let separator = if at.is_empty() || at.starts_with('[') {
+                    ""
+                } else {
+                    "."
+                };
+                write!(f, "request.{field}{separator}{at}: {reason}")
+            }
         }
     }
 }
@@ -137,19 +148,33 @@ pub fn decode<'de, T: DeserializeOwned, D: Deserializer<'de> + Copy>(
     field: &'static str,
     value: D,
 ) -> Result<Option<T>, Refusal> {
-    let undecodable = |reason: String| Refusal::Undecodable { field, reason };
-    let first = Option::<T>::deserialize(Strict(value)).map_err(|error| error.to_string());
-    let Err(reason) = first else {
-        return first.map_err(undecodable);
+    let reason = match Option::<T>::deserialize(Strict(value)) {
+        Ok(object) => return Ok(object),
+        Err(error) => error.to_string(),
     };
     // Only an object that did not decode is read again, without its `null` members.
     let Ok(mut tree) = serde_json::Value::deserialize(value) else {
-        return Err(undecodable(reason));
+        return Err(undecodable::<T, D>(field, value, &reason));
     };
     if !drop_null_members(&mut tree) {
-        return Err(undecodable(reason));
+        return Err(undecodable::<T, D>(field, value, &reason));
     }
-    Option::<T>::deserialize(Strict(tree)).map_err(|error| undecodable(error.to_string()))
+    Option::<T>::deserialize(Strict(&tree))
+        .map_err(|error| undecodable::<T, _>(field, &tree, &error.to_string()))
+}
+
+/// The refusal of `field`, whose `value` did not decode as a `T` for `reason`, naming the place
+/// within it.
+fn undecodable<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
+    field: &'static str,
+    value: D,
+    reason: &str,
+) -> Refusal {
+    Refusal::Undecodable {
+        field,
+        at: error_path::<Option<T>, D>(value, reason).unwrap_or_default(),
+        reason: reason.to_owned(),
+    }
 }
 
 /// Removes every object member whose value is `null` from `tree`, at any depth, and says

@@ -180,14 +180,11 @@ async fn queue_defaults_are_patched_and_nothing_to_change_sends_no_patch() {
     )
     .await;
 
-    let patch = patch_of(&bare);
-    let paths: Vec<&str> = patch
-        .as_array()
-        .expect("operations")
-        .iter()
-        .map(|operation| operation["path"].as_str().expect("a path"))
-        .collect();
-    assert_eq!(paths, ["/spec/reclaimable", "/spec/weight"]);
+    // An empty spec is given the defaults whole, as an absent one must be.
+    assert_eq!(
+        patch_of(&bare),
+        json!([{"op": "add", "path": "/spec", "value": {"reclaimable": true, "weight": 1}}])
+    );
     assert_eq!(complete["response"]["allowed"], true);
     assert!(complete["response"]["patch"].is_null(), "{complete}");
     assert!(complete["response"]["patchType"].is_null(), "{complete}");
@@ -224,7 +221,10 @@ async fn an_object_that_is_not_a_queue_is_a_bad_request_naming_the_object() {
     assert_eq!(answer.status, StatusCode::OK);
     let answer = answer.json();
     assert_eq!(answer["response"]["uid"], "0b7f6c1e-queue");
-    assert_bad_request(&answer, "request.object: invalid type");
+    assert_bad_request(
+        &answer,
+        "request.object.spec.weight: invalid type: string \"heavy\"",
+    );
 }
 
 /// Asserts that `answer` refuses its review as a bad request whose message starts with
@@ -252,7 +252,7 @@ async fn a_queue_whose_spec_is_an_array_is_a_bad_request_and_not_patched() {
     )
     .await;
 
-    assert_bad_request(&answer, "request.object: invalid type: sequence");
+    assert_bad_request(&answer, "request.object.spec: invalid type: sequence");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -264,7 +264,7 @@ async fn an_old_object_that_is_not_a_queue_is_a_bad_request_naming_it_though_the
 
     let answer = answer_to(&running, "/queues/mutate", &review).await;
 
-    assert_bad_request(&answer, "request.oldObject: invalid type");
+    assert_bad_request(&answer, "request.oldObject.spec.weight: invalid type");
     let message = status_message(&answer);
     assert!(!message.contains("request.object:"), "{message}");
 }
@@ -671,12 +671,18 @@ fn job_review(queue: &str) -> Value {
     })
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_queue_closed_after_start_refuses_the_next_job_submitted_to_it() {
+/// Every Volcano service, ready, beside an API server holding the open queue `team`.
+async fn serve_beside_queue_team() -> (ApiServer, Running, tempfile::TempDir) {
     let api = ApiServer::start(TOKEN).await;
     api.put_queue("team", json!({"weight": 1}));
-    let (running, _kube) = serve_every_volcano_service(&api).await;
+    let (running, kube) = serve_every_volcano_service(&api).await;
     until_ready(&running).await;
+    (api, running, kube)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_closed_after_start_refuses_the_next_job_submitted_to_it() {
+    let (api, running, _kube) = serve_beside_queue_team().await;
     let open = answer_to(&running, "/jobs/validate", &job_review("team")).await;
 
     api.put_queue_in_state("team", json!({"weight": 1}), "Closed");
@@ -704,10 +710,7 @@ async fn a_queue_closed_after_start_refuses_the_next_job_submitted_to_it() {
 /// `policies` are `null` is judged on what it has, over the wire as in the rule.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_whose_lists_are_null_is_judged_as_go_reads_it_not_refused_as_undecodable() {
-    let api = ApiServer::start(TOKEN).await;
-    api.put_queue("team", json!({"weight": 1}));
-    let (running, _kube) = serve_every_volcano_service(&api).await;
-    until_ready(&running).await;
+    let (_api, running, _kube) = serve_beside_queue_team().await;
     let mut review = job_review("team");
     review["request"]["object"]["spec"]["volumes"] = Value::Null;
     review["request"]["object"]["spec"]["policies"] = Value::Null;
@@ -718,4 +721,36 @@ async fn a_job_whose_lists_are_null_is_judged_as_go_reads_it_not_refused_as_unde
     let answer = response.json();
     assert_eq!(answer["response"]["allowed"], true, "{answer}");
     assert_eq!(status_message(&answer), "");
+}
+
+/// A field of the wrong type deep in a job is named by its path from the object, through the
+/// task and its pod template, not only as `request.object`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_field_of_the_wrong_type_is_a_bad_request_naming_its_path() {
+    let (_api, running, _kube) = serve_beside_queue_team().await;
+    let mut review = job_review("team");
+    review["request"]["object"]["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["ports"] =
+        json!([{"containerPort": "http"}]);
+
+    let answer = answer_to(&running, "/jobs/validate", &review).await;
+
+    assert_bad_request(
+        &answer,
+        "request.object.spec.tasks[0].template.spec.containers[0].ports[0].containerPort: invalid type: string \"http\", expected i32",
+    );
+}
+
+/// The same for a field of the job's own spec, where its value is out of range.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_number_out_of_range_is_a_bad_request_naming_its_path() {
+    let (_api, running, _kube) = serve_beside_queue_team().await;
+    let mut review = job_review("team");
+    review["request"]["object"]["spec"]["minAvailable"] = json!(2_147_483_648_u64);
+
+    let answer = answer_to(&running, "/jobs/mutate", &review).await;
+
+    assert_bad_request(
+        &answer,
+        "request.object.spec.minAvailable: invalid value: integer `2147483648`, expected i32",
+    );
 }

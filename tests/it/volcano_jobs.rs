@@ -358,3 +358,20 @@ fn e2e_every_value_the_job_sets_is_kept() {
     assert_eq!(spec["tasks"][0]["minAvailable"], 2);
     assert_eq!(spec["tasks"][0]["maxRetry"], 5);
 }
+
+/// Not in Volcano's tests: a job sent without a spec gets the job-level defaults as one add of
+/// the whole spec, which applies (Volcano's adds below `/spec` fail in the API server, and
+/// the job is then refused by `/jobs/validate` for having no task, not by an internal error).
+#[test]
+fn a_job_without_a_spec_gets_its_defaults_as_one_add_of_the_spec_that_applies() {
+    let object = json!({"metadata": {"name": "bare", "namespace": "test"}});
+
+    let patch = serde_json::to_value(patch_of("CREATE", &object).expect("a patch")).expect("json");
+
+    assert_eq!(
+        patch,
+        json!([{"op": "add", "path": "/spec", "value": {
+            "queue": "default", "schedulerName": "volcano", "maxRetry": 3, "minAvailable": 0}}])
+    );
+    assert_eq!(mutated(&object)["spec"]["queue"], "default");
+}

@@ -403,6 +403,46 @@ fn a_mount_of_a_typeless_volume_is_refused_for_both() {
     );
 }
 
+/// Kubernetes: ValidateResourceQuantityValue, for each request (ValidateContainerResourceRequirements)
+#[test]
+fn a_negative_container_request_is_refused_naming_its_resource() {
+    let mut main = busybox("main");
+    main["resources"] = json!({"requests": {"cpu": "-1"}});
+    assert_eq!(
+        denied(create(&with_pod(json!({"containers": [main]})))),
+        "spec.task[0].template.spec.containers[0].resources.requests[cpu]: Invalid value: \"-1\": must be greater than or equal to 0."
+    );
+}
+
+/// Volcano refuses the whole job as undecodable (ParseQuantity fails inside DecodeJob); here
+/// the limit is named, as for each limit Kubernetes checks.
+#[test]
+fn a_container_limit_that_is_no_quantity_is_refused_naming_its_resource_and_text() {
+    let mut main = busybox("main");
+    main["resources"] = json!({"limits": {"memory": "lots"}});
+    assert_eq!(
+        denied(create(&with_pod(json!({"containers": [main]})))),
+        "spec.task[0].template.spec.containers[0].resources.limits[memory]: Invalid value: \"lots\": must be a quantity such as \"500m\", \"2\" or \"1Gi\"."
+    );
+}
+
+/// Kubernetes: a counted (extended) resource is requested in whole units
+#[test]
+fn a_fraction_of_an_extended_resource_is_refused() {
+    let mut main = busybox("main");
+    main["resources"] =
+        json!({"requests": {"example.com/gpu": "500m"}, "limits": {"example.com/gpu": "500m"}});
+    let refusal = denied(create(&with_pod(json!({"containers": [main]}))));
+    assert!(
+        refusal.contains(
+            "resources.limits[example.com/gpu]: Invalid value: \"500m\": must be an integer"
+        ) && refusal.contains(
+            "resources.requests[example.com/gpu]: Invalid value: \"500m\": must be an integer"
+        ),
+        "{refusal}"
+    );
+}
+
 /// Kubernetes: ParseQuantity caps a quantity at 2^63 - 1 units, and the request is compared,
 /// and quoted, as the cap (ValidateContainerResourceRequirements)
 #[test]

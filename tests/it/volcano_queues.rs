@@ -1033,6 +1033,44 @@ fn a_queue_without_a_weight_is_given_weight_one() {
     assert_eq!(mutate("CREATE", &object), Ok(expected));
 }
 
+/// Not in Volcano's tests: a queue sent without a spec (the CRD does not require one) gets its
+/// defaults as one add of the whole spec, which applies; Volcano's adds below `/spec` do not.
+#[test]
+fn a_queue_without_a_spec_gets_its_defaults_as_one_add_of_the_spec_that_applies() {
+    for object in [
+        json!({"metadata": {"name": "bare"}}),
+        json!({"metadata": {"name": "bare"}, "spec": null}),
+    ] {
+        let mut expected = object.clone();
+        expected["spec"] = json!({"reclaimable": true, "weight": 1});
+
+        let patched = mutate("CREATE", &object);
+
+        assert_eq!(patched, Ok(expected), "{object}");
+    }
+}
+
+/// Not in Volcano's tests: a queue whose spec sets a field keeps the field-by-field patch.
+#[test]
+fn a_queue_with_a_spec_field_set_is_patched_field_by_field() {
+    let object = json!({"metadata": {"name": "q"}, "spec": {"weight": 4}});
+    let queue = to_queue(&object);
+    let review = Review {
+        operation: Operation::Create,
+        name: "q",
+        namespace: "",
+        object: Some(&queue),
+        old_object: None,
+    };
+
+    let patch = serde_json::to_value(mutate_queue(&review).expect("mutated")).expect("json");
+
+    assert_eq!(
+        patch,
+        json!([{"op": "add", "path": "/spec/reclaimable", "value": true}])
+    );
+}
+
 // Kubernetes' quantity rules as Volcano reaches them through `resource.Quantity`: beyond
 // Volcano's table tests, each checked against the Kubernetes code Volcano calls.
 

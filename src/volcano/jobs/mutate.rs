@@ -1,11 +1,11 @@
 //! `/jobs/mutate`: a new job's defaults.
 
-use json_patch::jsonptr::PointerBuf;
-use json_patch::{AddOperation, PatchOperation, ReplaceOperation};
+use json_patch::PatchOperation;
 use serde_json::Value;
 
 use super::super::DEFAULT_SCHEDULER;
-use super::super::job::{Job, TaskSpec};
+use super::super::job::{Job, JobSpec, TaskSpec};
+use super::super::patch::{add, onto_empty_spec, replace};
 use super::super::queue::DEFAULT_QUEUE;
 use super::super::review::{Operation, Refusal, Review};
 use super::NEEDS_SVC;
@@ -21,7 +21,9 @@ const DEFAULT_MAX_RETRY: i32 = 3;
 /// `ClusterFirstWithHostNet` for host-network pods without one, `minAvailable` from the
 /// partition policy when it sets `minPartitions`, else the replicas, `maxRetry` 3 when 0);
 /// `/spec/minAvailable` the sum of the tasks' when 0; a replace of `/spec/plugins` whenever
-/// plugins are set, adding `svc` for tensorflow, mpi, pytorch and ray and `ssh` for mpi.
+/// plugins are set, adding `svc` for tensorflow, mpi, pytorch and ray and `ssh` for mpi. A job
+/// whose spec is empty, absent or `null` gets those defaults as one add of the whole spec,
+/// where Volcano's adds below `/spec` could not be applied to an absent one.
 ///
 /// # Errors
 /// [`Refusal::UnknownOperation`] for any operation but CREATE; [`Refusal::Undecodable`] when
@@ -37,24 +39,25 @@ pub fn mutate_job(
     let spec = &job.spec;
     let mut patch = Vec::new();
     if spec.queue.is_empty() {
-        patch.push(add("/spec/queue", Value::from(DEFAULT_QUEUE)));
+        patch.push(add(&["spec", "queue"], Value::from(DEFAULT_QUEUE)));
     }
     if spec.scheduler_name.is_empty() {
         let name = scheduler_names
             .first()
             .map_or(DEFAULT_SCHEDULER, String::as_str);
-        patch.push(add("/spec/schedulerName", Value::from(name)));
+        patch.push(add(&["spec", "schedulerName"], Value::from(name)));
     }
     if spec.max_retry == 0 {
-        patch.push(add("/spec/maxRetry", Value::from(DEFAULT_MAX_RETRY)));
+        patch.push(add(&["spec", "maxRetry"], Value::from(DEFAULT_MAX_RETRY)));
     }
     let (tasks, changed) = default_tasks(&spec.tasks);
     if changed {
         let value = serde_json::to_value(&tasks).map_err(|error| Refusal::Undecodable {
             field: "object",
-            reason: format!("spec.tasks: {error}"),
+            at: "spec.tasks".to_owned(),
+            reason: error.to_string(),
         })?;
-        patch.push(replace("/spec/tasks", value));
+        patch.push(replace(&["spec", "tasks"], value));
     }
     if spec.min_available == 0 {
         // The sum is taken after the task defaults, as Volcano's mutation of its own copy does,
@@ -70,7 +73,7 @@ pub fn mutate_job(
                  (replicas where unset) must fit in a 32-bit integer"
             )));
         }
-        patch.push(add("/spec/minAvailable", Value::from(sum)));
+        patch.push(add(&["spec", "minAvailable"], Value::from(sum)));
     }
     if let Some(plugins) = &spec.plugins {
         let mut plugins = plugins.clone();
@@ -80,7 +83,10 @@ pub fn mutate_job(
         if plugins.contains_key("mpi") {
             plugins.entry("ssh".to_owned()).or_default();
         }
-        patch.push(replace("/spec/plugins", serde_json::json!(plugins)));
+        patch.push(replace(&["spec", "plugins"], serde_json::json!(plugins)));
+    }
+    if *spec == JobSpec::default() {
+        return Ok(onto_empty_spec(patch));
     }
     Ok(patch)
 }
@@ -124,18 +130,4 @@ fn default_tasks(tasks: &[TaskSpec]) -> (Vec<TaskSpec>, bool) {
         })
         .collect();
     (tasks, changed)
-}
-
-fn add(path: &str, value: Value) -> PatchOperation {
-    PatchOperation::Add(AddOperation {
-        path: PointerBuf::parse(path).expect("a constant pointer"),
-        value,
-    })
-}
-
-fn replace(path: &str, value: Value) -> PatchOperation {
-    PatchOperation::Replace(ReplaceOperation {
-        path: PointerBuf::parse(path).expect("a constant pointer"),
-        value,
-    })
 }

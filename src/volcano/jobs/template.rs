@@ -36,7 +36,7 @@ use super::super::names::{dns_label, dns_subdomain, port_name};
 use super::super::pod_template::{
     TemplateContainer, TemplatePodSpec, TemplateResources, TemplateVolume,
 };
-use super::super::resource::{shown_quantity, signed_milli};
+use super::super::resource::{quantity_value_errors, shown_quantity, signed_milli};
 use super::super::review::{invalid, quoted};
 use crate::admission::{cpu_quantity, memory_quantity};
 
@@ -263,7 +263,21 @@ fn requirement_errors(resources: &TemplateResources, path: &At<'_>, errors: &mut
     let no_list = BTreeMap::new();
     let requests = resources.requests.as_ref().unwrap_or(&no_list);
     let limits = resources.limits.as_ref().unwrap_or(&no_list);
+    for (name, limit) in limits {
+        quantity_value_errors(
+            name,
+            &limit.0,
+            &format_args!("{path}.limits[{name}]"),
+            errors,
+        );
+    }
     for (name, request) in requests {
+        quantity_value_errors(
+            name,
+            &request.0,
+            &format_args!("{path}.requests[{name}]"),
+            errors,
+        );
         let Some(limit) = limits.get(name) else {
             if !may_overcommit(name) {
                 errors.push(format!(

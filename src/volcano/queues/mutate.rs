@@ -1,11 +1,11 @@
 //! `/queues/mutate`: a new queue's defaults.
 
-use json_patch::jsonptr::PointerBuf;
-use json_patch::{AddOperation, PatchOperation};
+use json_patch::PatchOperation;
 use serde_json::Value;
 
-use super::super::queue::Queue;
+use super::super::patch::{add, onto_empty_spec};
 use super::super::queue::ROOT_QUEUE;
+use super::super::queue::{Queue, QueueSpec};
 use super::super::review::{Operation, Refusal, Review};
 use super::{HIERARCHY, HIERARCHY_WEIGHTS};
 
@@ -13,7 +13,9 @@ use super::{HIERARCHY, HIERARCHY_WEIGHTS};
 ///
 /// When both hierarchy annotations are set and the hierarchy does not start with `root`, both
 /// get a `root` level (`root/` and `1/` in front); then `spec.reclaimable` is set to `true`
-/// when unset and `spec.weight` to 1 when 0. Nothing to change is an empty patch.
+/// when unset and `spec.weight` to 1 when 0. Nothing to change is an empty patch. A queue
+/// whose spec is empty, absent or `null` gets the spec's defaults as one add of the whole spec,
+/// where Volcano's adds below `/spec` could not be applied to an absent one.
 ///
 /// # Errors
 /// [`Refusal::UnknownOperation`] for any operation but CREATE; [`Refusal::Undecodable`] when
@@ -43,13 +45,8 @@ pub fn mutate_queue(review: &Review<'_, Queue>) -> Result<Vec<PatchOperation>, R
     if queue.spec.weight == 0 {
         patch.push(add(&["spec", "weight"], Value::from(1)));
     }
+    if queue.spec == QueueSpec::default() {
+        return Ok(onto_empty_spec(patch));
+    }
     Ok(patch)
-}
-
-/// An `add` of `value` at the path made of `tokens` (each escaped as JSON Pointer requires).
-fn add(tokens: &[&str], value: Value) -> PatchOperation {
-    PatchOperation::Add(AddOperation {
-        path: PointerBuf::from_tokens(tokens.iter().copied()),
-        value,
-    })
 }

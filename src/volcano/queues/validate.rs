@@ -2,7 +2,7 @@
 
 use super::super::queue::{DEFAULT_QUEUE, ROOT_QUEUE};
 use super::super::queue::{Queue, ResourceList};
-use super::super::resource::{is_integer_resource, signed_milli, signed_nano};
+use super::super::resource::{quantity_value_errors, signed_nano};
 use super::super::review::{Operation, Refusal, Review, aggregate, invalid, quoted};
 use super::super::view::QueueView;
 use super::hierarchy::{check_parent, check_resources, pods_allocated};
@@ -86,10 +86,10 @@ fn check_quantities(queue: &Queue) -> Vec<String> {
     check_values(&spec.capability, &format!("{SPEC}.capability"), &mut errors);
     check_values(&spec.deserved, &format!("{SPEC}.deserved"), &mut errors);
     for (name, guarantee) in &spec.guarantee.resource {
-        check_value(
+        quantity_value_errors(
             name,
             &guarantee.0,
-            &format!("{SPEC}.guarantee.resource.{name}"),
+            &format_args!("{SPEC}.guarantee.resource.{name}"),
             &mut errors,
         );
         let path = format!("{SPEC}.deserved.{name}");
@@ -134,27 +134,7 @@ fn check_quantities(queue: &Queue) -> Vec<String> {
 
 fn check_values(list: &ResourceList, path: &str, errors: &mut Vec<String>) {
     for (name, quantity) in list {
-        check_value(name, &quantity.0, &format!("{path}.{name}"), errors);
-    }
-}
-
-/// Kubernetes' `ValidateResourceQuantityValue`: a quantity, not negative, and whole for counted
-/// resources; a negative fraction of a counted resource is both.
-fn check_value(name: &str, text: &str, path: &str, errors: &mut Vec<String>) {
-    let Some(milli) = signed_milli(text) else {
-        let detail = "must be a quantity such as \"500m\", \"2\" or \"1Gi\"";
-        errors.push(invalid(path, &quoted(text), detail));
-        return;
-    };
-    if milli < 0 {
-        errors.push(invalid(
-            path,
-            &quoted(text),
-            "must be greater than or equal to 0",
-        ));
-    }
-    if is_integer_resource(name) && milli % 1000 != 0 {
-        errors.push(invalid(path, &quoted(text), "must be an integer"));
+        quantity_value_errors(name, &quantity.0, &format_args!("{path}.{name}"), errors);
     }
 }
 
