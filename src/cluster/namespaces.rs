@@ -5,6 +5,8 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::Api;
 use tokio::time::Instant;
 
+use crate::volcano::dns_label;
+
 /// Why a namespace's annotation could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum NamespaceError {
@@ -13,6 +15,15 @@ pub enum NamespaceError {
     NotFound {
         /// The namespace.
         namespace: String,
+    },
+    /// The name is no namespace's (not a DNS label): it is not read, since no API server has
+    /// it, and it is never put in a request's path.
+    #[error("namespace {namespace:?} is not a valid name: {problems}")]
+    Invalid {
+        /// The name.
+        namespace: String,
+        /// What is wrong with it, in Kubernetes' words.
+        problems: String,
     },
     /// The API server did not answer before the review's deadline.
     #[error("reading namespace {namespace:?}: no answer from the API server in time")]
@@ -66,14 +77,21 @@ impl Namespaces {
     /// annotation), read with a GET that gives up at `deadline`.
     ///
     /// # Errors
-    /// [`NamespaceError`], naming the namespace: missing, refused, failed, or not answered in
-    /// time.
+    /// [`NamespaceError`], naming the namespace: not a valid name (nothing is read), missing,
+    /// refused, failed, or not answered in time.
     pub async fn annotation(
         &self,
         namespace: &str,
         key: &str,
         deadline: Instant,
     ) -> Result<Option<String>, NamespaceError> {
+        let problems = dns_label(namespace);
+        if !problems.is_empty() {
+            return Err(NamespaceError::Invalid {
+                namespace: namespace.to_owned(),
+                problems: problems.join("; "),
+            });
+        }
         let read = tokio::time::timeout_at(deadline, self.api.get(namespace)).await;
         match read {
             Err(_) => Err(NamespaceError::TimedOut {

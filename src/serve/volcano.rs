@@ -210,20 +210,27 @@ impl WaitingReviewer for PodGroupMutation {
         if let Err(message) = check_resource(request, self.admits) {
             return Ok(ReviewAnswer::bad_request(request, message));
         }
-        let reads = decoded::<PodGroup>("object", &request.object)
+        let group = decoded::<PodGroup>("object", &request.object)
             .ok()
-            .flatten()
-            .is_some_and(|group| {
-                volcano::podgroup_reads_namespace(&Operation::parse(&request.operation), &group)
-            });
+            .flatten();
+        let reads = group.as_deref().is_some_and(|group| {
+            volcano::podgroup_reads_namespace(&Operation::parse(&request.operation), group)
+        });
         let namespace_queue = if reads {
             let Some(namespaces) = &self.namespaces else {
                 return Err(Unavailable(
                     "no Kubernetes client: the service is not enabled".into(),
                 ));
             };
+            // The object's namespace, as Volcano reads it; the API server sets it to the
+            // request's before any webhook sees the object.
+            let namespace = group
+                .as_deref()
+                .and_then(|group| group.metadata.namespace.as_deref())
+                .filter(|namespace| !namespace.is_empty())
+                .unwrap_or(&request.namespace);
             let read = namespaces
-                .annotation(&request.namespace, volcano::QUEUE_NAME_ANNOTATION, deadline)
+                .annotation(namespace, volcano::QUEUE_NAME_ANNOTATION, deadline)
                 .await;
             match read {
                 Ok(queue) => Ok(queue),

@@ -56,6 +56,7 @@ pub use job::{
 pub use jobflow::{Flow, FlowDependsOn, JobFlow, JobFlowSpec};
 pub use jobflows::validate_jobflow;
 pub use jobs::{mutate_job, validate_job};
+pub(crate) use names::dns_label;
 pub use pod_template::{
     PodTemplate, TemplateContainer, TemplateMount, TemplatePodSpec, TemplatePort,
     TemplateResources, TemplateVolume,

@@ -409,6 +409,47 @@ async fn a_pod_group_whose_namespace_cannot_be_read_is_denied_naming_the_namespa
     assert!(answer["response"]["patch"].is_null());
 }
 
+/// A name that is no namespace's is never put in the path of a read (where `/`, `?` or `#`
+/// would change what is read): the pod group is denied naming it, and nothing is read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_group_whose_namespace_is_no_valid_name_is_denied_without_a_read() {
+    let (api, running, _kube) = serve_beside_an_annotated_namespace().await;
+
+    let answer = answer_to(
+        &running,
+        "/podgroups/mutate",
+        &podgroup_review("team-a?watch=1", "default"),
+    )
+    .await;
+
+    assert_eq!(answer["response"]["allowed"], false);
+    let message = status_message(&answer);
+    assert!(
+        message.contains(
+            r#"namespace "team-a?watch=1" is not a valid name: a lowercase RFC 1123 label"#
+        ),
+        "{message}"
+    );
+    assert!(answer["response"]["patch"].is_null());
+    assert_no_read_of_namespace(&api, "team-a");
+}
+
+/// Volcano reads the namespace the pod group names (`podgroup.Namespace`), not the request's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_group_takes_the_queue_of_the_namespace_its_object_names() {
+    let (api, running, _kube) = serve_beside_an_annotated_namespace().await;
+    let mut review = podgroup_review("elsewhere", "default");
+    review["request"]["object"]["metadata"]["namespace"] = json!("team-a");
+
+    let answer = answer_to(&running, "/podgroups/mutate", &review).await;
+
+    assert_eq!(
+        patch_of(&answer),
+        json!([{"op": "add", "path": "/spec/queue", "value": "research"}])
+    );
+    assert_no_read_of_namespace(&api, "elsewhere");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_review_of_another_resource_is_refused_naming_the_one_the_path_is_for() {
     let api = ApiServer::start(TOKEN).await;
