@@ -88,9 +88,8 @@ pub async fn run(options: Options) -> Result<Report, LoadTestError> {
     };
     let timer = plan.hook_timer_thread();
     let install = plan.install(timer.as_ref()).observer(observer);
-    // Sized for the whole run, so that the store never stops the run to grow its index.
-    let install = match plan.expected_attempts() {
-        Some(attempts) => install.expected_tasks(attempts),
+    let install = match plan.store_rows() {
+        Some(rows) => install.expected_tasks(rows),
         None => install,
     };
     let handle = install.start().map_err(LoadTestError::Install)?;

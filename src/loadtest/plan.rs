@@ -31,6 +31,8 @@ use crate::supervise::{self, ChainBuilder};
 /// The rates `--rate` takes besides 0: slower than one attempt in 1,000 s is no load, and
 /// faster than a million a second is more than one process can offer.
 const RATES: std::ops::RangeInclusive<f64> = 0.001..=1_000_000.0;
+/// The seconds of a paced run its store is sized for before it starts.
+const PRESIZED_SECONDS: f64 = 10.0;
 /// How many attempts a run offers.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Amount {
@@ -229,17 +231,22 @@ impl Plan {
         }
     }
 
-    /// How many attempts the run offers, when that is known before it starts (at most ten
-    /// million: a hint, not a limit).
-    pub(super) fn expected_attempts(&self) -> Option<usize> {
-        let attempts = match self.amount {
-            Amount::Attempts(attempts) => attempts,
-            Amount::For(duration) if self.rate > 0.0 => {
-                (duration.as_secs_f64() * self.rate).ceil() as u64
-            }
-            Amount::For(_) => return None,
+    /// How many task instances to size the store for before the run starts, so that it seldom
+    /// stops to grow: every attempt of a run that offers a known number as fast as it can, and
+    /// of a paced run what it offers in its first [`PRESIZED_SECONDS`] (at most ten million: a
+    /// hint, not a limit). A store sized for a whole long paced run would have its early rows
+    /// land all over memory not yet touched (rows are spread over the table by their hash), so
+    /// that the kernel zeroes a fresh page for nearly each of them, gigabytes in all, and the
+    /// run offers seconds late; a store that grows touches only about what it holds.
+    pub(super) fn store_rows(&self) -> Option<usize> {
+        let paced = self.rate * PRESIZED_SECONDS;
+        let rows = match self.amount {
+            Amount::Attempts(attempts) if self.rate == 0.0 => attempts,
+            Amount::Attempts(attempts) => attempts.min(paced.ceil() as u64),
+            Amount::For(_) if self.rate == 0.0 => return None,
+            Amount::For(duration) => (duration.as_secs_f64() * self.rate).min(paced).ceil() as u64,
         };
-        usize::try_from(attempts.min(10_000_000)).ok()
+        usize::try_from(rows.min(10_000_000)).ok()
     }
 
     /// One line saying what is run.
@@ -429,4 +436,53 @@ const IMAGE: &str = "ghcr.io/dexaflow/loadtest:1";
 /// The index of the attempt whose task id is `a<index>`, as [`attempt`] names it.
 pub(super) fn attempt_index(task_id: &str) -> Option<usize> {
     task_id.strip_prefix('a')?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::{Amount, Plan};
+
+    fn plan(amount: Amount, rate: f64) -> Plan {
+        Plan {
+            amount,
+            rate,
+            ..Plan::default()
+        }
+    }
+
+    #[test]
+    fn a_run_of_known_length_at_full_speed_sizes_its_store_for_every_attempt() {
+        assert_eq!(
+            plan(Amount::Attempts(2_000_000), 0.0).store_rows(),
+            Some(2_000_000)
+        );
+    }
+
+    #[test]
+    fn a_long_paced_run_sizes_its_store_for_its_first_ten_seconds_only() {
+        let hour = plan(Amount::For(Duration::from_secs(3600)), 1000.0);
+        let million = plan(Amount::Attempts(1_000_000), 1000.0);
+
+        assert_eq!(hour.store_rows(), Some(10_000));
+        assert_eq!(million.store_rows(), Some(10_000));
+    }
+
+    #[test]
+    fn a_short_paced_run_sizes_its_store_for_all_it_offers() {
+        let attempts = plan(Amount::Attempts(60_000), 20_000.0);
+        let seconds = plan(Amount::For(Duration::from_secs(2)), 20_000.0);
+
+        assert_eq!(attempts.store_rows(), Some(60_000));
+        assert_eq!(seconds.store_rows(), Some(40_000));
+    }
+
+    #[test]
+    fn a_run_for_a_time_at_full_speed_does_not_size_its_store() {
+        assert_eq!(
+            plan(Amount::For(Duration::from_secs(60)), 0.0).store_rows(),
+            None
+        );
+    }
 }
