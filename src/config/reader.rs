@@ -516,16 +516,20 @@ fn parse_flag(raw: &Raw) -> Result<bool, Problem> {
 
 /// A duration of at least `min`; an error shows `example`.
 fn parse_duration(raw: &Raw, example: Duration, min: Duration) -> Result<Duration, Problem> {
-    let duration = raw
-        .value
-        .as_str()
-        .and_then(|text| admission::parse_duration(text).ok())
-        .ok_or_else(|| {
-            expected(format!(
-                "a duration such as {:?}",
-                humantime::format_duration(example).to_string()
-            ))
-        })?;
+    let parsed = raw.value.as_str().map(admission::parse_duration);
+    let Some(Ok(duration)) = parsed else {
+        let mut problem = expected(format!(
+            "a duration such as {:?}",
+            humantime::format_duration(example).to_string()
+        ));
+        // Why the text is no duration, where that says more than that it is none.
+        if let Some(Err(reason)) =
+            parsed.filter(|parsed| !matches!(parsed, Err(admission::DurationError::Invalid)))
+        {
+            problem.got = Some(format!("{} ({reason})", describe(&raw.value)));
+        }
+        return Err(problem);
+    };
     validate::duration_at_least(duration, min, example, &describe(&raw.value)).map_err(mismatch)
 }
 

@@ -304,6 +304,27 @@ fn retry_window_must_be_a_duration() {
 }
 
 #[test]
+fn a_negative_duration_is_refused_saying_it_is_negative() {
+    let error = single_error("scheduler: {dispatch: {retry_window: -1s, drain_timeout: 5s}}");
+
+    assert_eq!(
+        error,
+        "scheduler.dispatch.retry_window: expected a duration such as \"15m\", got \"-1s\" (negative duration)"
+    );
+}
+
+#[test]
+fn a_duration_in_an_unknown_unit_is_refused_naming_the_unit() {
+    let error =
+        single_error("scheduler: {dispatch: {retry_window: 2 fortnights, drain_timeout: 5s}}");
+
+    assert_eq!(
+        error,
+        "scheduler.dispatch.retry_window: expected a duration such as \"15m\", got \"2 fortnights\" (unknown unit \"fortnights\" in duration)"
+    );
+}
+
+#[test]
 fn durations_take_spaced_components_and_go_fractions() {
     let config = parse("scheduler: {dispatch: {retry_window: \"1h 30m\", drain_timeout: 1.5s}}");
 
