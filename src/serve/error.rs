@@ -65,6 +65,17 @@ pub enum ServeError {
         #[source]
         source: rustls_pki_types::pem::Error,
     },
+    /// A PEM file holding the other half of the pair (a key where the certificate should be,
+    /// or the other way round): the two files are swapped or one is named twice.
+    #[error("{}: expected {what}, found {found} (are cert_file and key_file swapped?)", path.display())]
+    OtherHalf {
+        /// The file.
+        path: PathBuf,
+        /// What it should hold.
+        what: &'static str,
+        /// What it holds instead.
+        found: &'static str,
+    },
     /// A private key the TLS library cannot use, or one that does not match its certificate.
     #[error("{}: the private key cannot serve {}", key.display(), cert.display())]
     Key {

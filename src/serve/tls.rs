@@ -113,7 +113,18 @@ pub(super) fn chain(
     files: &TlsFiles,
     cert: &[u8],
 ) -> Result<Vec<CertificateDer<'static>>, ServeError> {
-    certificates(&files.cert_file, cert, "a PEM certificate chain")
+    const WHAT: &str = "a PEM certificate chain";
+    certificates(&files.cert_file, cert, WHAT).map_err(|error| {
+        if PrivateKeyDer::from_pem_slice(cert).is_ok() {
+            ServeError::OtherHalf {
+                path: files.cert_file.clone(),
+                what: WHAT,
+                found: "a private key",
+            }
+        } else {
+            error
+        }
+    })
 }
 
 /// The private key in `key`, the contents of `files.key_file`.
@@ -121,10 +132,21 @@ pub(super) fn private_key(
     files: &TlsFiles,
     key: &[u8],
 ) -> Result<PrivateKeyDer<'static>, ServeError> {
-    PrivateKeyDer::from_pem_slice(key).map_err(|source| ServeError::Pem {
-        path: files.key_file.clone(),
-        what: "a PEM private key",
-        source,
+    const WHAT: &str = "a PEM private key";
+    PrivateKeyDer::from_pem_slice(key).map_err(|source| {
+        if matches!(CertificateDer::pem_slice_iter(key).next(), Some(Ok(_))) {
+            ServeError::OtherHalf {
+                path: files.key_file.clone(),
+                what: WHAT,
+                found: "a certificate",
+            }
+        } else {
+            ServeError::Pem {
+                path: files.key_file.clone(),
+                what: WHAT,
+                source,
+            }
+        }
     })
 }
 

@@ -478,6 +478,36 @@ fn the_example_serve_config_is_valid() {
 }
 
 #[test]
+fn a_certificate_and_key_given_the_wrong_way_round_are_each_said_to_hold_the_other() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let files = crate::serve_support::Authority::new()
+        .issue()
+        .write_to(dir.path());
+
+    let errors = check_server_files(&Settings::new(TlsFiles {
+        cert_file: files.key_file.clone(),
+        key_file: files.cert_file.clone(),
+    }))
+    .expect_err("swapped")
+    .to_string();
+
+    assert!(
+        errors.contains(&format!(
+            "server.tls.cert_file: {}: expected a PEM certificate chain, found a private key (are cert_file and key_file swapped?)",
+            files.key_file.display()
+        )),
+        "{errors}"
+    );
+    assert!(
+        errors.contains(&format!(
+            "server.tls.key_file: {}: expected a PEM private key, found a certificate (are cert_file and key_file swapped?)",
+            files.cert_file.display()
+        )),
+        "{errors}"
+    );
+}
+
+#[test]
 fn a_key_file_naming_the_certificate_is_reported_against_the_key_file() {
     let dir = tempfile::tempdir().expect("a directory");
     let files = crate::serve_support::Authority::new()

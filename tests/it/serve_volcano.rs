@@ -666,6 +666,12 @@ async fn an_api_server_lost_after_the_sync_leaves_the_last_queues_served() {
     let recorder = recorder();
     let running = serve_queue_validation(api.kubeconfig(kube.path(), TOKEN), &recorder).await;
     until_ready(&running).await;
+    // Synced is listed: the watch that follows the list may not be open yet, and one opened
+    // after the break would not be broken.
+    eventually("the watch to open", || async {
+        (api.watches() > 0).then_some(())
+    })
+    .await;
 
     api.forbid(true);
     api.break_watches();
