@@ -461,8 +461,10 @@ enum Server {
 
 /// The directory relative paths in the config file at `path` are resolved against: the file's
 /// own, as Prometheus resolves them, so that a config means the same from any working
-/// directory.
+/// directory. Made absolute (without resolving links), so that the paths the effective config
+/// shows mean the same in a copy of it saved elsewhere.
 fn base_dir(path: &Path) -> Option<PathBuf> {
+    let path = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
     Some(path.parent().map(Path::to_path_buf).unwrap_or_default())
 }
 

@@ -334,7 +334,8 @@ impl Reader {
     ///
     /// A relative path from the file is resolved against the file's directory
     /// ([`Reader::resolve`]); one from the environment, or the default, is left as it is, relative
-    /// to the working directory.
+    /// to the working directory. The effective config shows each path absolute, so that a copy
+    /// of it saved elsewhere means the same.
     pub(super) fn path_or(
         &mut self,
         key: &'static str,
@@ -357,7 +358,8 @@ impl Reader {
             },
             |path| {
                 path.as_ref().map_or(Value::Null, |path| {
-                    Value::String(path.display().to_string())
+                    let shown = std::path::absolute(path).unwrap_or_else(|_| path.clone());
+                    Value::String(shown.display().to_string())
                 })
             },
         )

@@ -142,7 +142,15 @@ fn check_config_prints_the_server_section_with_its_paths_resolved_against_the_fi
         "server: {listen: \"127.0.0.1:9443\", tls: {cert_file: tls/tls.crt}}\n",
     );
 
-    let output = check_config_file(&config, &[("DEXAFLOW_SERVER_TLS_KEY_FILE", "tls/tls.key")]);
+    let working = tempfile::tempdir().expect("a directory");
+
+    let output = processes::dexaflow()
+        .args(["check-config", "--config"])
+        .arg(&config)
+        .env("DEXAFLOW_SERVER_TLS_KEY_FILE", "tls/tls.key")
+        .current_dir(working.path())
+        .output()
+        .expect("the binary runs");
 
     let stderr = stderr(&output);
     assert!(output.status.success(), "{stderr}");
@@ -151,8 +159,42 @@ fn check_config_prints_the_server_section_with_its_paths_resolved_against_the_fi
     assert_eq!(server["listen"].as_str(), Some("127.0.0.1:9443"));
     let cert = dir.path().join("tls/tls.crt");
     assert_eq!(server["tls"]["cert_file"].as_str(), cert.to_str());
-    // A path from the environment stays relative to the working directory.
-    assert_eq!(server["tls"]["key_file"].as_str(), Some("tls/tls.key"));
+    // A path from the environment is relative to the working directory, and shown so.
+    let key = working.path().join("tls/tls.key");
+    assert_eq!(server["tls"]["key_file"].as_str(), key.to_str());
+}
+
+#[test]
+fn the_printed_config_saved_elsewhere_and_checked_again_prints_the_same() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let config = processes::write(
+        dir.path(),
+        "dexaflow.yaml",
+        "server: {tls: {cert_file: tls/tls.crt, key_file: tls/tls.key}}
+executor: {lite: {log_dir: logs}}
+",
+    );
+    let first = check_config_file(&config, &[]);
+    let elsewhere = tempfile::tempdir().expect("a directory");
+    let saved = processes::write(
+        elsewhere.path(),
+        "effective.yaml",
+        std::str::from_utf8(&first.stdout).expect("UTF-8"),
+    );
+
+    let second = check_config_file(&saved, &[]);
+
+    assert!(second.status.success(), "{}", stderr(&second));
+    assert_eq!(
+        String::from_utf8_lossy(&second.stdout),
+        String::from_utf8_lossy(&first.stdout)
+    );
+    let printed: Value = serde_yaml_ng::from_slice(&second.stdout).expect("YAML");
+    let logs = dir.path().join("logs");
+    assert_eq!(
+        printed["executor"]["lite"]["log_dir"].as_str(),
+        logs.to_str()
+    );
 }
 
 #[test]
