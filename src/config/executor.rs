@@ -60,11 +60,9 @@ impl Config {
     /// [`ConfigError::Directory`], naming the key and the directory.
     pub fn check_executor(&self) -> Result<(), ConfigErrors> {
         let (key, dir, problem) = match &self.dispatch.executor {
-            ExecutorSettings::Lite { log_dir, .. } => (
-                LITE_LOG_DIR,
-                log_dir,
-                std::fs::create_dir_all(log_dir).and_then(|()| check_writable(log_dir)),
-            ),
+            ExecutorSettings::Lite { log_dir, .. } => {
+                (LITE_LOG_DIR, log_dir, create_directory(log_dir))
+            }
             ExecutorSettings::Kubernetes {
                 dry_run_dir: Some(dir),
                 ..
@@ -84,9 +82,26 @@ impl Config {
 /// Whether `dir` is an existing directory this process can create files in.
 fn check_directory(dir: &Path) -> io::Result<()> {
     if !std::fs::metadata(dir)?.is_dir() {
-        return Err(io::Error::new(ErrorKind::NotADirectory, "not a directory"));
+        return Err(not_a_directory());
     }
     check_writable(dir)
+}
+
+/// `dir` created with its parents when missing, and writable; a file in its place is said to
+/// be no directory (creating it would fail with "File exists").
+fn create_directory(dir: &Path) -> io::Result<()> {
+    if let Err(error) = std::fs::create_dir_all(dir) {
+        return Err(if dir.is_file() {
+            not_a_directory()
+        } else {
+            error
+        });
+    }
+    check_writable(dir)
+}
+
+fn not_a_directory() -> io::Error {
+    io::Error::new(ErrorKind::NotADirectory, "not a directory")
 }
 
 /// Whether this process can create a file in `dir`: it writes one and removes it, which

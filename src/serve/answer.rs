@@ -175,7 +175,8 @@ where
     }
     let Some(route) = shared.router.get(request.uri().path()) else {
         shared.events.request_not_found();
-        let response = error(StatusCode::NOT_FOUND, "no service at this path", None);
+        let message = shared.router.not_found(request.uri().path());
+        let response = error(StatusCode::NOT_FOUND, &message, None);
         return refuse_unread(request, response).await;
     };
     let observed = route.observe();

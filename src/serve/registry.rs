@@ -1,7 +1,8 @@
 //! The registry of services and the router built from it at start: no global state, a duplicate
 //! path is an error, and only the enabled paths are routed.
 
-use std::collections::HashMap;
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -261,10 +262,14 @@ impl Registry {
             self.services.iter().map(|service| service.path.as_str()),
             setting,
         )?;
-        let chosen = self.services.into_iter().filter(|service| match enabled {
-            None => !service.reads_cluster,
-            Some(paths) => paths.contains(&service.path),
-        });
+        let (chosen, left_out): (Vec<Service>, Vec<Service>) =
+            self.services
+                .into_iter()
+                .partition(|service| match enabled {
+                    None => !service.reads_cluster,
+                    Some(paths) => paths.contains(&service.path),
+                });
+        let not_enabled = left_out.into_iter().map(|service| service.path).collect();
         let routes = chosen
             .into_iter()
             .map(|service| {
@@ -277,7 +282,11 @@ impl Registry {
                 (service.path, route)
             })
             .collect();
-        Ok(Router { routes })
+        Ok(Router {
+            routes,
+            not_enabled,
+            setting,
+        })
     }
 }
 
@@ -312,6 +321,11 @@ pub(crate) fn check_enabled<'a>(
 /// The services being served, by path; immutable once built.
 pub(crate) struct Router {
     routes: HashMap<String, Route>,
+    /// The paths of services registered but not enabled, so that a request to one is told how
+    /// to enable it rather than that nothing is there.
+    not_enabled: HashSet<String>,
+    /// The name of the setting that enables services.
+    setting: &'static str,
 }
 
 impl std::fmt::Debug for Router {
@@ -336,6 +350,18 @@ impl Router {
 
     pub(crate) fn get(&self, path: &str) -> Option<&Route> {
         self.routes.get(path)
+    }
+
+    /// Why nothing answers `path`: no service has it, or the one that has it is not enabled.
+    pub(crate) fn not_found(&self, path: &str) -> Cow<'static, str> {
+        if self.not_enabled.contains(path) {
+            Cow::Owned(format!(
+                "the service at {path} is not enabled: list it in {}",
+                self.setting
+            ))
+        } else {
+            Cow::Borrowed("no service at this path")
+        }
     }
 
     /// The served paths that take authenticated callers only, sorted.

@@ -104,6 +104,20 @@ fn a_lite_log_dir_that_cannot_be_created_fails_the_start() {
 }
 
 #[test]
+fn a_lite_log_dir_that_is_a_file_fails_the_start_saying_it_is_no_directory() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let ran = dir.path().join("ran");
+    let file = processes::write(dir.path(), "logs", "a file, not a directory\n");
+
+    let output = dispatch(dir.path(), "  type: lite\n  lite: {log_dir: logs}\n", &ran);
+
+    assert_refused_at_start(&output, "executor.lite.log_dir", &file, &ran);
+    let stderr = stderr(&output);
+    assert!(stderr.contains("not a directory"), "{stderr}");
+    assert!(!stderr.contains("File exists"), "{stderr}");
+}
+
+#[test]
 fn a_missing_lite_log_dir_is_made_at_start_and_the_task_runs() {
     let dir = tempfile::tempdir().expect("a directory");
     let ran = dir.path().join("ran");

@@ -233,7 +233,7 @@ async fn an_empty_enabled_admission_fails_naming_the_setting() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_disabled_service_is_not_found() {
+async fn a_disabled_service_is_not_found_and_the_answer_names_the_setting_that_enables_it() {
     let running = start_with(
         |settings, _| settings.enabled_admission = Some(vec!["/pods/validate".to_owned()]),
         |registry| registry,
@@ -244,7 +244,18 @@ async fn a_disabled_service_is_not_found() {
         .client
         .post_json("/dags/validate", &json!({"api_version": "dexaflow.io/admission/v1", "uid": "u", "dag": {"dag_id": "d", "tasks": []}}))
         .await;
+    let unknown = running
+        .client
+        .post_json("/widgets/validate", &json!({}))
+        .await;
+
     assert_eq!(answer.status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        answer.json()["error"],
+        "the service at /dags/validate is not enabled: list it in enabled_admission"
+    );
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND);
+    assert_eq!(unknown.json()["error"], "no service at this path");
 }
 
 async fn start_error(configure: impl FnOnce(&mut serve::Settings, &std::path::Path)) -> ServeError {
