@@ -201,17 +201,18 @@ fn ceil_div(value: i128, divisor: i128) -> i128 {
 
 /// Kubernetes' `ValidateResourceQuantityValue` of the quantity `text` of resource `name` at
 /// `path` (written out only for an error): a quantity, not negative, and whole for counted
-/// resources; a negative fraction of a counted resource is both.
+/// resources; a negative fraction of a counted resource is both. Returns the quantity in
+/// thousandths ([`signed_milli`]), for a caller that compares it next.
 pub(crate) fn quantity_value_errors(
     name: &str,
     text: &str,
     path: &dyn std::fmt::Display,
     errors: &mut Vec<String>,
-) {
+) -> Option<i128> {
     let Some(milli) = signed_milli(text) else {
         let detail = "must be a quantity such as \"500m\", \"2\" or \"1Gi\"";
         errors.push(invalid(&path.to_string(), &quoted(text), detail));
-        return;
+        return None;
     };
     if milli < 0 {
         errors.push(invalid(
@@ -227,4 +228,5 @@ pub(crate) fn quantity_value_errors(
             "must be an integer",
         ));
     }
+    Some(milli)
 }

@@ -263,21 +263,17 @@ fn requirement_errors(resources: &TemplateResources, path: &At<'_>, errors: &mut
     let no_list = BTreeMap::new();
     let requests = resources.requests.as_ref().unwrap_or(&no_list);
     let limits = resources.limits.as_ref().unwrap_or(&no_list);
-    for (name, limit) in limits {
-        quantity_value_errors(
-            name,
-            &limit.0,
-            &format_args!("{path}.limits[{name}]"),
-            errors,
-        );
-    }
+    // Each quantity is read once, for its own check and for the comparison.
+    let limit_milli: Vec<(&String, Option<i128>)> = limits
+        .iter()
+        .map(|(name, limit)| {
+            let at = format_args!("{path}.limits[{name}]");
+            (name, quantity_value_errors(name, &limit.0, &at, errors))
+        })
+        .collect();
     for (name, request) in requests {
-        quantity_value_errors(
-            name,
-            &request.0,
-            &format_args!("{path}.requests[{name}]"),
-            errors,
-        );
+        let at = format_args!("{path}.requests[{name}]");
+        let wanted = quantity_value_errors(name, &request.0, &at, errors);
         let Some(limit) = limits.get(name) else {
             if !may_overcommit(name) {
                 errors.push(format!(
@@ -286,7 +282,11 @@ fn requirement_errors(resources: &TemplateResources, path: &At<'_>, errors: &mut
             }
             continue;
         };
-        let (Some(wanted), Some(most)) = (signed_milli(&request.0), signed_milli(&limit.0)) else {
+        let most = limit_milli
+            .iter()
+            .find_map(|(limited, milli)| (*limited == name).then_some(*milli))
+            .flatten();
+        let (Some(wanted), Some(most)) = (wanted, most) else {
             continue;
         };
         let detail = if wanted != most && !may_overcommit(name) {
