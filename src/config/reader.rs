@@ -525,8 +525,8 @@ fn parse_duration(raw: &Raw, example: Duration, min: Duration) -> Result<Duratio
             humantime::format_duration(example).to_string()
         ));
         // Why the text is no duration, where that says more than that it is none.
-        if let Some(Err(reason)) =
-            parsed.filter(|parsed| !matches!(parsed, Err(admission::DurationError::Invalid)))
+        if let Some(Err(reason)) = parsed
+            && reason != admission::DurationError::Invalid
         {
             problem.got = Some(format!("{} ({reason})", describe(&raw.value)));
         }

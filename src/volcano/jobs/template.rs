@@ -264,17 +264,22 @@ fn requirement_errors(resources: &TemplateResources, path: &At<'_>, errors: &mut
     let requests = resources.requests.as_ref().unwrap_or(&no_list);
     let limits = resources.limits.as_ref().unwrap_or(&no_list);
     // Each quantity is read once, for its own check and for the comparison.
-    let limit_milli: Vec<(&String, Option<i128>)> = limits
+    let limits_read: Vec<(&String, &Quantity, Option<i128>)> = limits
         .iter()
         .map(|(name, limit)| {
             let at = format_args!("{path}.limits[{name}]");
-            (name, quantity_value_errors(name, &limit.0, &at, errors))
+            (
+                name,
+                limit,
+                quantity_value_errors(name, &limit.0, &at, errors),
+            )
         })
         .collect();
     for (name, request) in requests {
         let at = format_args!("{path}.requests[{name}]");
         let wanted = quantity_value_errors(name, &request.0, &at, errors);
-        let Some(limit) = limits.get(name) else {
+        let Some(&(_, limit, most)) = limits_read.iter().find(|(limited, ..)| *limited == name)
+        else {
             if !may_overcommit(name) {
                 errors.push(format!(
                     "{path}.limits: Required value: Limit must be set for non overcommitable resources"
@@ -282,10 +287,6 @@ fn requirement_errors(resources: &TemplateResources, path: &At<'_>, errors: &mut
             }
             continue;
         };
-        let most = limit_milli
-            .iter()
-            .find_map(|(limited, milli)| (*limited == name).then_some(*milli))
-            .flatten();
         let (Some(wanted), Some(most)) = (wanted, most) else {
             continue;
         };
