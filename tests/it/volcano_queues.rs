@@ -8,6 +8,7 @@ use dexaflow_admission::volcano::{
     Operation, Queue, QueueSettings, QueueView, Refusal, Review, ViewError, decode, mutate_queue,
     validate_queue,
 };
+use json_patch::PatchOperation;
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -953,7 +954,8 @@ fn a_loop_of_parents_in_the_cache_does_not_hang_the_capability_check() {
     assert_eq!(update(&old, &updated, &cache), Ok(()));
 }
 
-fn mutate(operation: &str, object: &Value) -> Result<Value, Refusal> {
+/// The mutator's patch of `object` under `operation`.
+fn patch_of(operation: &str, object: &Value) -> Result<Vec<PatchOperation>, Refusal> {
     let queue = to_queue(object);
     let review = Review {
         operation: Operation::parse(operation),
@@ -962,7 +964,11 @@ fn mutate(operation: &str, object: &Value) -> Result<Value, Refusal> {
         object: Some(&queue),
         old_object: None,
     };
-    let patch = mutate_queue(&review)?;
+    mutate_queue(&review)
+}
+
+fn mutate(operation: &str, object: &Value) -> Result<Value, Refusal> {
+    let patch = patch_of(operation, object)?;
     let mut patched = object.clone();
     json_patch::patch(&mut patched, &patch).expect("the patch applies");
     Ok(patched)
@@ -1013,15 +1019,7 @@ fn a_hierarchy_without_root_gets_a_root_level_and_weight() {
 fn a_queue_with_every_default_set_gets_an_empty_patch() {
     let mut object = with_state("complete", "Open");
     object["spec"]["reclaimable"] = json!(false);
-    let queue = to_queue(&object);
-    let review = Review {
-        operation: Operation::Create,
-        name: "complete",
-        namespace: "",
-        object: Some(&queue),
-        old_object: None,
-    };
-    assert_eq!(mutate_queue(&review), Ok(Vec::new()));
+    assert_eq!(patch_of("CREATE", &object), Ok(Vec::new()));
 }
 
 /// Not in Volcano's tests: a queue with weight 0 is given weight 1.
@@ -1054,16 +1052,8 @@ fn a_queue_without_a_spec_gets_its_defaults_as_one_add_of_the_spec_that_applies(
 #[test]
 fn a_queue_with_a_spec_field_set_is_patched_field_by_field() {
     let object = json!({"metadata": {"name": "q"}, "spec": {"weight": 4}});
-    let queue = to_queue(&object);
-    let review = Review {
-        operation: Operation::Create,
-        name: "q",
-        namespace: "",
-        object: Some(&queue),
-        old_object: None,
-    };
 
-    let patch = serde_json::to_value(mutate_queue(&review).expect("mutated")).expect("json");
+    let patch = serde_json::to_value(patch_of("CREATE", &object).expect("mutated")).expect("json");
 
     assert_eq!(
         patch,
