@@ -121,13 +121,11 @@ impl fmt::Display for Refusal {
                 f,
                 "invalid operation `{operation}`, expect operation to be {expected}"
             ),
+            Refusal::Undecodable { field, at, reason } if at.is_empty() => {
+                write!(f, "request.{field}: {reason}")
+            }
             Refusal::Undecodable { field, at, reason } => {
-                let separator = if at.is_empty() || at.starts_with('[') {
-                    ""
-                } else {
-                    "."
-                };
-                write!(f, "request.{field}{separator}{at}: {reason}")
+                write!(f, "request.{field}.{at}: {reason}")
             }
         }
     }
