@@ -221,8 +221,12 @@ struct LoadtestArgs {
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
-    admission::parse_duration(text)
-        .map_err(|_| format!("expected a duration such as \"500ms\", got {text:?}"))
+    admission::parse_duration(text).map_err(|reason| {
+        format!(
+            "expected a duration such as \"500ms\", got {}",
+            reason.explained(format!("{text:?}"))
+        )
+    })
 }
 
 /// [`parse_duration`] for a flag whose default comes from the library's settings: clap shows a

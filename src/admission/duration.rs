@@ -38,6 +38,9 @@ pub enum DurationError {
     MissingUnit,
     /// A unit Go does not know, such as `e` in `1e3s`.
     UnknownUnit(String),
+    /// A duration too long for a signed 64-bit count of nanoseconds (about 292 years), which Go
+    /// calls invalid too.
+    OutOfRange,
 }
 
 impl fmt::Display for DurationError {
@@ -47,6 +50,20 @@ impl fmt::Display for DurationError {
             DurationError::Negative => f.write_str("negative duration"),
             DurationError::MissingUnit => f.write_str("missing unit in duration"),
             DurationError::UnknownUnit(unit) => write!(f, "unknown unit {unit:?} in duration"),
+            DurationError::OutOfRange => {
+                f.write_str("duration out of range: about 292 years at most")
+            }
+        }
+    }
+}
+
+impl DurationError {
+    /// `got`, a rejected text as an error shows it, followed by why it is no duration where
+    /// that says more than that it is none: `"-1s" (negative duration)`.
+    pub fn explained(&self, got: String) -> String {
+        match self {
+            DurationError::Invalid => got,
+            reason => format!("{got} ({reason})"),
         }
     }
 }
@@ -137,7 +154,7 @@ pub(crate) fn parse_nanos(text: &str, grammar: Grammar) -> Result<i64, DurationE
             return Err(DurationError::Invalid);
         }
         let before = rest.len();
-        let (mut value, after) = leading_int(rest).ok_or(DurationError::Invalid)?;
+        let (mut value, after) = leading_int(rest).ok_or(DurationError::OutOfRange)?;
         rest = after;
         let has_integer = rest.len() != before;
         let mut fraction = 0;
@@ -171,26 +188,26 @@ pub(crate) fn parse_nanos(text: &str, grammar: Grammar) -> Result<i64, DurationE
             rest = rest.trim_ascii_start();
         }
         if value > LIMIT / unit {
-            return Err(DurationError::Invalid);
+            return Err(DurationError::OutOfRange);
         }
         value *= unit;
         if fraction > 0 {
             // Go scales the fraction through a float: nanosecond-exact up to an hour's digits.
             value += (fraction as f64 * (unit as f64 / scale)) as u64;
             if value > LIMIT {
-                return Err(DurationError::Invalid);
+                return Err(DurationError::OutOfRange);
             }
         }
-        total = total.checked_add(value).ok_or(DurationError::Invalid)?;
+        total = total.checked_add(value).ok_or(DurationError::OutOfRange)?;
         if total > LIMIT {
-            return Err(DurationError::Invalid);
+            return Err(DurationError::OutOfRange);
         }
     }
     match (negative, i64::try_from(total)) {
         (false, Ok(nanos)) => Ok(nanos),
         (true, Ok(nanos)) => Ok(-nanos),
         (true, Err(_)) => Ok(i64::MIN),
-        (false, Err(_)) => Err(DurationError::Invalid),
+        (false, Err(_)) => Err(DurationError::OutOfRange),
     }
 }
 
@@ -320,13 +337,13 @@ mod tests {
             (" 1s", DurationError::Invalid),
             ("1s ", DurationError::UnknownUnit("s ".to_owned())),
             ("00", DurationError::MissingUnit),
-            ("9223372036854775808ns", DurationError::Invalid),
-            ("9223372036854775.808us", DurationError::Invalid),
-            ("9223372036854ms775us808ns", DurationError::Invalid),
-            ("-9223372036854775809ns", DurationError::Invalid),
-            ("9223372036854775810ns", DurationError::Invalid),
-            ("9223372036854776us", DurationError::Invalid),
-            ("3000000h", DurationError::Invalid),
+            ("9223372036854775808ns", DurationError::OutOfRange),
+            ("9223372036854775.808us", DurationError::OutOfRange),
+            ("9223372036854ms775us808ns", DurationError::OutOfRange),
+            ("-9223372036854775809ns", DurationError::OutOfRange),
+            ("9223372036854775810ns", DurationError::OutOfRange),
+            ("9223372036854776us", DurationError::OutOfRange),
+            ("3000000h", DurationError::OutOfRange),
         ];
         for (text, error) in rejected {
             assert_eq!(parse_nanos(text, Grammar::Go), Err(error), "{text:?}");
@@ -367,6 +384,7 @@ mod tests {
             ("5S", DurationError::UnknownUnit("S".to_owned())),
             ("-5s", DurationError::Negative),
             ("1h-5m", DurationError::UnknownUnit("h-".to_owned())),
+            ("300 years", DurationError::OutOfRange),
         ];
         for (text, error) in rejected {
             assert_eq!(parse_duration(text), Err(error), "{text:?}");

@@ -524,11 +524,8 @@ fn parse_duration(raw: &Raw, example: Duration, min: Duration) -> Result<Duratio
             "a duration such as {:?}",
             humantime::format_duration(example).to_string()
         ));
-        // Why the text is no duration, where that says more than that it is none.
-        if let Some(Err(reason)) = parsed
-            && reason != admission::DurationError::Invalid
-        {
-            problem.got = Some(format!("{} ({reason})", describe(&raw.value)));
+        if let Some(Err(reason)) = parsed {
+            problem.got = Some(reason.explained(describe(&raw.value)));
         }
         return Err(problem);
     };

@@ -193,9 +193,10 @@ fn keep<T>(result: Result<T, SpecError>, problems: &mut Vec<SpecError>) -> Optio
 }
 
 pub(super) fn parse_duration(field: &'static str, text: &str) -> Result<Duration, SpecError> {
-    admission::parse_duration(text).map_err(|_| SpecError::InvalidDuration {
+    admission::parse_duration(text).map_err(|reason| SpecError::InvalidDuration {
         field,
         value: text.to_owned(),
+        reason,
     })
 }
 

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::admission::{Chain, ChangeError, ChangeRules, Hook, deserialize_strictly};
+use crate::admission::{
+    Chain, ChangeError, ChangeRules, DurationError, Hook, deserialize_strictly,
+};
 
 use super::{
     Clock, Deny, DenySpec, Freeze, FreezeSpec, Placement, PlacementSpec, Policy, PolicySpec,
@@ -48,12 +50,14 @@ pub enum HookSpec {
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum SpecError {
     /// A duration that does not parse.
-    #[error("{field}: expected a duration such as \"5s\", got {value:?}")]
+    #[error("{field}: expected a duration such as \"5s\", got {}", reason.explained(format!("{value:?}")))]
     InvalidDuration {
-        /// `after` or `for`.
+        /// `after`, `for` or `timeout`.
         field: &'static str,
         /// The text.
         value: String,
+        /// Why it is no duration.
+        reason: DurationError,
     },
     /// A timestamp that does not parse.
     #[error(

@@ -101,12 +101,14 @@ pub enum HookFlagError {
         expected: &'static str,
     },
     /// A duration that does not parse.
-    #[error("--hook {spec:?}: expected a duration such as \"1ms\", got {value:?}")]
+    #[error("--hook {spec:?}: expected a duration such as \"1ms\", got {}", reason.explained(format!("{value:?}")))]
     Duration {
         /// The whole value.
         spec: String,
         /// The part that is no duration.
         value: String,
+        /// Why it is none.
+        reason: admission::DurationError,
     },
     /// A jitter range whose minimum is above its maximum.
     #[error("--hook {spec:?}: the minimum is above the maximum")]
@@ -194,9 +196,10 @@ impl FromStr for HookFlag {
 }
 
 fn parse_duration(spec: &str, value: &str) -> Result<Duration, HookFlagError> {
-    admission::parse_duration(value).map_err(|_| HookFlagError::Duration {
+    admission::parse_duration(value).map_err(|reason| HookFlagError::Duration {
         spec: spec.to_owned(),
         value: value.to_owned(),
+        reason,
     })
 }
 

@@ -126,8 +126,9 @@ fn timeout(request: &Request<impl Body>) -> Result<Option<Duration>, String> {
         Ok(_) => Err(format!(
             "timeout: must be a positive duration, got {value:?}"
         )),
-        Err(error) => Err(format!(
-            "timeout: expected a Go duration such as \"10s\": {error} {value:?}"
+        Err(reason) => Err(format!(
+            "timeout: expected a Go duration such as \"10s\", got {}",
+            reason.explained(format!("{value:?}"))
         )),
     }
 }

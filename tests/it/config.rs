@@ -325,6 +325,17 @@ fn a_duration_in_an_unknown_unit_is_refused_naming_the_unit() {
 }
 
 #[test]
+fn a_duration_past_292_years_is_refused_as_out_of_range() {
+    let error =
+        single_error("scheduler: {dispatch: {retry_window: 99999999999h, drain_timeout: 5s}}");
+
+    assert_eq!(
+        error,
+        "scheduler.dispatch.retry_window: expected a duration such as \"15m\", got \"99999999999h\" (duration out of range: about 292 years at most)"
+    );
+}
+
+#[test]
 fn durations_take_spaced_components_and_go_fractions() {
     let config = parse("scheduler: {dispatch: {retry_window: \"1h 30m\", drain_timeout: 1.5s}}");
 
@@ -934,6 +945,17 @@ fn a_freeze_with_a_bad_window_names_the_hook_and_the_field() {
     assert!(
         error.starts_with("execution.admission.hooks[0]: for: expected a duration"),
         "{error}"
+    );
+}
+
+#[test]
+fn a_hook_duration_that_is_negative_says_so() {
+    let error =
+        single_error("execution: {admission: {hooks: [{type: freeze, name: f, for: -5m}]}}");
+
+    assert_eq!(
+        error,
+        "execution.admission.hooks[0]: for: expected a duration such as \"5s\", got \"-5m\" (negative duration)"
     );
 }
 

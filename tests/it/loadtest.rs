@@ -530,6 +530,10 @@ fn bad_specs_name_the_flag_and_the_spec() {
             "spin:hot",
             "expected a duration such as \"1ms\", got \"hot\"",
         ),
+        (
+            "sleep:-1ms",
+            "expected a duration such as \"1ms\", got \"-1ms\" (negative duration)",
+        ),
         ("jitter:5ms..1ms", "the minimum is above the maximum"),
         ("jitter:5ms", "expected MIN..MAX"),
         ("noop:1", "noop takes no value"),
@@ -648,6 +652,24 @@ fn a_negative_value_gets_the_same_error_after_a_space_as_after_an_equals_sign() 
         assert!(spaced.contains(flag), "{flag}: {spaced}");
         assert!(!spaced.contains("unexpected argument"), "{flag}: {spaced}");
     }
+}
+
+#[test]
+fn a_negative_duration_flag_is_refused_saying_it_is_negative() {
+    let output = Command::new(BINARY)
+        .args(["loadtest", "--duration", "-5s"])
+        .output()
+        .expect("runs");
+
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(
+            "'--duration <DURATION>': expected a duration such as \"500ms\", got \"-5s\" (negative duration)"
+        ),
+        "{stderr}"
+    );
+    assert!(output.stdout.is_empty(), "a report was printed");
 }
 
 #[test]
