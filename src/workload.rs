@@ -33,7 +33,9 @@ use serde_yaml_ng::{Mapping, Value};
 use thiserror::Error;
 
 use crate::admission::{error_lines, escape_controls, is_control_or_format, is_reserved_key};
-use crate::config::{big_integer_digits, integer_in, parse_yaml, too_large};
+use crate::config::{
+    self, Mismatch, big_integer_digits, integer_in, integers, parse_yaml, too_large,
+};
 use crate::dispatch::settings::ExecutorSettings;
 use crate::dispatch::task::{Task, TaskExecution, TaskKey};
 
@@ -123,8 +125,8 @@ pub enum WorkloadError {
         /// How many digits it has.
         digits: usize,
     },
-    /// An integer above the range of its field, narrower than 64 bits (`pool_slots` is 32),
-    /// even one too large for 64 bits; the digits of such a one are not shown.
+    /// A value of an integer field (`pool_slots`, `execution_timeout_seconds`) that is outside
+    /// the field's range, or no integer; the digits of one too large for 64 bits are not shown.
     #[error("{at}: {problem}")]
     OutOfRange {
         /// The value's full path, such as `runs[0].tasks[1].pool_slots`.
@@ -282,11 +284,17 @@ impl Reader {
         };
         let mut mapping = mapping;
         let keys_ok = !self.unknown_keys(at, &mut mapping, |key| RUN_KEYS.contains(&key));
+        let default_args = self.nested::<DefaultArgs>(at, &mut mapping, "default_args");
         let placeholders = ids_mapping("-", "-", "-");
-        let Some((run, fields_ok)) = self.read::<Run>(at, &mapping, &placeholders, mapping.clone())
+        let Some((mut run, mut fields_ok)) =
+            self.read::<Run>(at, &mapping, &placeholders, mapping.clone())
         else {
             return;
         };
+        if let Some((args, args_ok)) = default_args {
+            run.default_args = args;
+            fields_ok &= args_ok;
+        }
         // Each problem of the run is reported once, not again for each of its tasks, whose
         // own problems are reported all the same.
         let ids_ok = [
@@ -319,16 +327,7 @@ impl Reader {
         let keys_ok = !self.unknown_keys(at, &mut mapping, known);
         // The execution fields are read one by one too, so that a bad toleration does not hide
         // a reserved label key beside it.
-        let execution = match mapping.get("execution") {
-            Some(Value::Mapping(fields)) => {
-                let fields = fields.clone();
-                mapping.shift_remove("execution");
-                let at = format!("{at}.execution");
-                let placeholders = Mapping::new();
-                self.read::<TaskExecution>(&at, &fields, &placeholders, fields.clone())
-            }
-            _ => None,
-        };
+        let execution = self.nested::<TaskExecution>(at, &mut mapping, "execution");
         let mut placeholders = ids_mapping(&run.tenant, &run.dag_id, &run.run_id);
         let mut whole = placeholders.clone();
         whole.extend(mapping.clone());
@@ -413,7 +412,7 @@ impl Reader {
             if let Err(source) = serde_yaml_ng::from_value::<T>(Value::Mapping(alone)) {
                 let at = format!("{at}.{}", key.as_str().unwrap_or_default());
                 let too_large = big_integers(value, &at);
-                if let Some(problem) = above_range(key, value) {
+                if let Some(problem) = integer_problem(key, value) {
                     self.errors.push(WorkloadError::OutOfRange { at, problem });
                 } else if too_large.is_empty() {
                     self.errors.push(WorkloadError::Shape { at, source });
@@ -443,6 +442,28 @@ impl Reader {
         serde_yaml_ng::from_value(Value::Mapping(whole))
             .ok()
             .map(|entry| (entry, false))
+    }
+
+    /// Reads the member `key` of `mapping`, when it is a mapping, field by field as [`Self::read`]
+    /// does, and takes it out of `mapping`; leaves any other value for the entry's own read to
+    /// report.
+    fn nested<T: DeserializeOwned>(
+        &mut self,
+        at: &str,
+        mapping: &mut Mapping,
+        key: &str,
+    ) -> Option<(T, bool)> {
+        let Some(Value::Mapping(fields)) = mapping.get(key) else {
+            return None;
+        };
+        let fields = fields.clone();
+        mapping.shift_remove(key);
+        self.read::<T>(
+            &format!("{at}.{key}"),
+            &fields,
+            &Mapping::new(),
+            fields.clone(),
+        )
     }
 
     fn not_a_mapping(&mut self, at: &str, what: &str) {
@@ -495,24 +516,38 @@ impl Reader {
     }
 }
 
-/// The integer fields of a task narrower than 64 bits, each with its range.
-const NARROW_INTEGERS: [(&str, RangeInclusive<u64>); 1] = [("pool_slots", 0..=u32::MAX as u64)];
+/// The integer fields of a task (and of a run's `default_args`), each with its range.
+const INTEGERS: [(&str, RangeInclusive<u64>); 2] = [
+    ("pool_slots", 0..=u32::MAX as u64),
+    ("execution_timeout_seconds", 1..=u64::MAX),
+];
 
-/// What is wrong with `value` when it is an integer above the range of the narrow integer field
-/// `key` ([`NARROW_INTEGERS`]), one too large for 64 bits included: `expected an integer from 0
-/// to 4294967295, got an integer of 20 digits (too large)`. `None` for any other field or value.
-fn above_range(key: &Value, value: &Value) -> Option<String> {
-    let (_, range) = NARROW_INTEGERS
+/// What is wrong with `value` for the integer field `key` ([`INTEGERS`]), in the config's
+/// words: above the field's range (`expected an integer from 0 to 4294967295, got 5000000000
+/// (too large)`; the digits of one too large for 64 bits are not shown, and a 64-bit field
+/// leaves that one to [`big_integers`]), below it, or no integer at all (`expected a positive integer, got "soon"`). `None` for any other field,
+/// or a value in range.
+fn integer_problem(key: &Value, value: &Value) -> Option<String> {
+    let (_, range) = INTEGERS
         .iter()
         .find(|(field, _)| key.as_str() == Some(field))?;
     let mismatch = match (value, big_integer_digits(value)) {
-        (_, Some(digits)) if !digits.starts_with('-') => {
-            too_large(&format!("an integer of {} digits", digits.len()), range)
-        }
-        (Value::Number(number), _) => {
+        (_, Some(digits)) => match digits.strip_prefix('-') {
+            // A 64-bit field: reported as not fitting in 64 bits, as any integer is.
+            None if *range.end() == u64::MAX => return None,
+            None => too_large(&format!("an integer of {} digits", digits.len()), range),
+            Some(digits) => Mismatch {
+                expected: integers(range),
+                got: format!("a negative integer of {} digits", digits.len()),
+            },
+        },
+        (Value::Number(number), _) if number.as_u64().is_some() => {
             integer_in(number.as_u64()?, &number.to_string(), range).err()?
         }
-        _ => return None,
+        _ => Mismatch {
+            expected: integers(range),
+            got: config::describe(value),
+        },
     };
     Some(mismatch.to_string())
 }

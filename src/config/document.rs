@@ -148,7 +148,7 @@ pub(crate) fn big_integer_digits(value: &Value) -> Option<&str> {
 }
 
 /// How a value is shown after `got`: text quoted, other scalars as written, collections by kind.
-pub(super) fn describe(value: &Value) -> String {
+pub(crate) fn describe(value: &Value) -> String {
     if let Some(digits) = big_integer_digits(value) {
         return digits.to_owned();
     }

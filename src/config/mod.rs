@@ -97,13 +97,13 @@ pub use metrics::BATCH_LISTEN;
 pub(crate) use scheduler::{BUFFER_SIZES, WORKER_COUNTS, WORKER_THREAD_COUNTS};
 pub use server::check_server_files;
 pub(crate) use validate::{
-    Mismatch, chain_holds_a_call, duration_at_least, integer_in, max_backoff_covers_backoff,
-    too_large,
+    Mismatch, chain_holds_a_call, duration_at_least, integer_in, integers,
+    max_backoff_covers_backoff, too_large,
 };
 
-/// The YAML parser that keeps an integer too large for 64 bits, for the workload reader to
-/// report it against its entry too.
-pub(crate) use document::{big_integer_digits, parse_yaml};
+/// The YAML parser that keeps an integer too large for 64 bits, and how a value is shown, for
+/// the workload reader to report values as the config reader does.
+pub(crate) use document::{big_integer_digits, describe, parse_yaml};
 use reader::Reader;
 
 /// The text of `examples/dexaflow.yaml`, the config `dispatch` runs with when given none.

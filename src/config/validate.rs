@@ -89,7 +89,7 @@ impl fmt::Display for Mismatch {
 }
 
 /// How an integer key that takes `range` asks for its value.
-pub(super) fn integers(range: &RangeInclusive<u64>) -> String {
+pub(crate) fn integers(range: &RangeInclusive<u64>) -> String {
     match (*range.start(), *range.end()) {
         (0, u64::MAX) => "a non-negative integer".to_owned(),
         (1, u64::MAX) => "a positive integer".to_owned(),

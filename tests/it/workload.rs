@@ -77,7 +77,8 @@ fn each_field_of_the_wrong_shape_is_named() {
     ));
     assert_eq!(lines.len(), 2, "{lines:?}");
     assert!(
-        lines[0].starts_with("runs[0].tasks[0].pool_slots: invalid type: string \"many\""),
+        lines[0]
+            == "runs[0].tasks[0].pool_slots: expected an integer from 0 to 4294967295, got \"many\"",
         "{lines:?}"
     );
     assert!(
@@ -204,7 +205,7 @@ fn default_args_takes_only_what_a_task_inherits() {
     );
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert!(
-        lines[0].starts_with("runs[0].default_args: unknown field `owner`"),
+        lines[0].starts_with("runs[0].default_args.owner: unknown field `owner`"),
         "{lines:?}"
     );
 }
@@ -266,7 +267,7 @@ fn a_field_of_the_wrong_type_does_not_hide_the_task_s_other_problems() {
 
     assert_eq!(lines.len(), 4, "{lines:?}");
     assert!(
-        lines[0].starts_with("runs[0].tasks[0].pool_slots: invalid value: integer `-1`"),
+        lines[0] == "runs[0].tasks[0].pool_slots: expected an integer from 0 to 4294967295, got -1",
         "{lines:?}"
     );
     assert_eq!(
@@ -326,7 +327,8 @@ fn a_dag_id_of_the_wrong_type_does_not_hide_the_run_s_other_problems() {
         ]
     );
     assert!(
-        lines[3].starts_with("runs[0].tasks[0].pool_slots: invalid type: string \"many\""),
+        lines[3]
+            == "runs[0].tasks[0].pool_slots: expected an integer from 0 to 4294967295, got \"many\"",
         "{lines:?}"
     );
     // The run's ids stand in as placeholders: its tasks are not taken for duplicates.
@@ -352,6 +354,41 @@ fn pool_slots_above_their_32_bits_are_refused_saying_their_range() {
     assert!(
         lines.iter().all(|line| !line.contains("64 bits")),
         "{lines:?}"
+    );
+}
+
+#[test]
+fn an_integer_field_given_no_integer_says_what_it_takes_not_the_rust_type() {
+    let lines = problems(&run_with(
+        "[{task_id: a, pool_slots: 1.5, command: [echo]}, \
+         {task_id: b, execution_timeout_seconds: soon, command: [echo]}]",
+    ));
+
+    assert_eq!(
+        lines,
+        [
+            "runs[0].tasks[0].pool_slots: expected an integer from 0 to 4294967295, got 1.5",
+            "runs[0].tasks[1].execution_timeout_seconds: expected a positive integer, got \"soon\"",
+        ]
+    );
+    assert!(
+        lines
+            .iter()
+            .all(|line| !line.contains("u32") && !line.contains("u64")),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn a_bad_default_args_timeout_is_named_by_its_full_path() {
+    let lines = problems(
+        "runs:\n  - {tenant: acme, dag_id: etl, run_id: r1, \
+         default_args: {execution_timeout_seconds: -5}, tasks: [{task_id: a, command: [echo]}]}\n",
+    );
+
+    assert_eq!(
+        lines,
+        ["runs[0].default_args.execution_timeout_seconds: expected a positive integer, got -5"]
     );
 }
 
