@@ -29,7 +29,7 @@ use std::time::Duration;
 use http::header::{
     ALLOW, AUTHORIZATION, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, EXPECT, WWW_AUTHENTICATE,
 };
-use http::{Method, Request, Response, StatusCode};
+use http::{Method, Request, Response, StatusCode, Version};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Body;
 use hyper::body::Bytes;
@@ -161,6 +161,21 @@ where
     B: Body<Data = Bytes> + Send + 'static,
     B::Error: std::error::Error + Send + Sync + 'static,
 {
+    let head = request.method() == Method::HEAD;
+    let mut response = answer_any(shared, request).await;
+    // An answer to HEAD has no body: HTTP/1 leaves it out by itself, but on HTTP/2 it would be
+    // sent, and the client would reset the stream for it.
+    if head {
+        *response.body_mut() = Full::default();
+    }
+    response
+}
+
+async fn answer_any<B>(shared: Arc<Shared>, request: Request<B>) -> Response<Full<Bytes>>
+where
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: std::error::Error + Send + Sync + 'static,
+{
     let header_bytes: usize = request
         .headers()
         .iter()
@@ -265,18 +280,33 @@ where
         .headers()
         .get(EXPECT)
         .is_some_and(|value| value.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    let version = request.version();
     if waits_for_go_ahead {
+        close_after(&mut response, version);
+        return response;
+    }
+    unread(std::pin::pin!(request.into_body()), version, response).await
+}
+
+/// Asks HTTP/1 to close the connection once `response` is sent, the only way it has to leave a
+/// request's body unread. HTTP/2 forbids the header, and ends a stream whose body is left
+/// unread by itself (a reset with no error, after the answer), the connection staying open.
+fn close_after(response: &mut Response<Full<Bytes>>, version: Version) {
+    if version < Version::HTTP_2 {
         response
             .headers_mut()
             .insert(CONNECTION, http::HeaderValue::from_static("close"));
-        return response;
     }
-    unread(std::pin::pin!(request.into_body()), response).await
 }
 
 /// Reads and drops what is left of `body`, up to [`DRAIN_BYTES`] in [`DRAIN_TIME`], so that
-/// `response` reaches the client; when more is left, the response closes the connection.
-async fn unread<B>(mut body: B, mut response: Response<Full<Bytes>>) -> Response<Full<Bytes>>
+/// `response` reaches the client; when more is left, the response closes the connection
+/// ([`close_after`], for a request of `version`).
+async fn unread<B>(
+    mut body: B,
+    version: Version,
+    mut response: Response<Full<Bytes>>,
+) -> Response<Full<Bytes>>
 where
     B: Body<Data = Bytes> + Unpin,
 {
@@ -295,9 +325,7 @@ where
     .await
     .unwrap_or(false);
     if !drained {
-        response
-            .headers_mut()
-            .insert(CONNECTION, http::HeaderValue::from_static("close"));
+        close_after(&mut response, version);
     }
     response
 }
@@ -319,6 +347,7 @@ where
         }
     };
     let invalid = |status, message: &str| (RequestOutcome::Invalid, error(status, message, None));
+    let version = request.version();
     let mut incoming = std::pin::pin!(request.into_body());
     let deadline = Instant::now() + budget;
     // The body counts against the deadline too: a client that stops sending half way would
@@ -332,9 +361,7 @@ where
             StatusCode::REQUEST_TIMEOUT,
             "the body did not arrive whole before the request's deadline",
         );
-        response
-            .headers_mut()
-            .insert(CONNECTION, http::HeaderValue::from_static("close"));
+        close_after(&mut response, version);
         return (outcome, response);
     };
     let body = match read {
@@ -344,7 +371,7 @@ where
                 StatusCode::PAYLOAD_TOO_LARGE,
                 &too_large(shared.max_body_bytes),
             );
-            return (outcome, unread(incoming, response).await);
+            return (outcome, unread(incoming, version, response).await);
         }
         Err(cause) => {
             return invalid(

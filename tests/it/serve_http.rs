@@ -683,6 +683,58 @@ async fn http2_is_not_offered_unless_enabled() {
     assert_eq!(alpn.as_deref(), Some(&b"h2"[..]));
 }
 
+/// A request of `method` to `path` on an HTTP/2 server, `body` sent as JSON.
+fn http2_request(method: Method, path: &str, body: Vec<u8>) -> Request<Full<Bytes>> {
+    Request::builder()
+        .method(method)
+        .uri(format!("https://localhost{path}"))
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(Full::new(Bytes::from(body)))
+        .expect("a request")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_over_the_cap_is_answered_413_over_http2_not_reset() {
+    let running = start_with(
+        |settings, _| {
+            settings.http2 = true;
+            settings.max_body_bytes = 1024;
+        },
+        |r| r,
+        None,
+    )
+    .await;
+    // Past what an early answer drains, so that HTTP/1 would close the connection.
+    let body = vec![b' '; 2 * 1024 * 1024];
+
+    let answer = running
+        .client
+        .send_http2(http2_request(Method::POST, "/dags/validate", body))
+        .await
+        .expect("the answer, not a reset stream");
+
+    answer.assert_error(StatusCode::PAYLOAD_TOO_LARGE, "larger than 1024 bytes");
+    assert!(
+        answer.headers.get(http::header::CONNECTION).is_none(),
+        "{:?}",
+        answer.headers
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_head_request_over_http2_gets_its_status_and_no_body() {
+    let running = start_with(|settings, _| settings.http2 = true, |r| r, None).await;
+
+    let answer = running
+        .client
+        .send_http2(http2_request(Method::HEAD, "/dags/validate", Vec::new()))
+        .await
+        .expect("the answer, not a protocol error");
+
+    assert_eq!(answer.status, StatusCode::METHOD_NOT_ALLOWED);
+    assert!(answer.body.is_empty(), "{:?}", answer.body);
+}
+
 async fn negotiated_alpn(running: &serve_support::Running, offered: &[&[u8]]) -> Option<Vec<u8>> {
     let mut roots = rustls::RootCertStore::empty();
     roots.add(running.authority.der()).expect("the CA");

@@ -267,6 +267,8 @@ pub async fn start() -> Running {
 pub struct Client {
     address: SocketAddr,
     connector: TlsConnector,
+    // The same, offering only HTTP/2 (ALPN `h2`).
+    http2: TlsConnector,
 }
 
 /// An answer as the client saw it.
@@ -315,9 +317,12 @@ impl Client {
         // Every request a full handshake, so that the certificate seen is the one served now
         // (a resumed session shows the certificate of the session it resumes).
         config.resumption = rustls::client::Resumption::disabled();
+        let mut http2 = config.clone();
+        http2.alpn_protocols = vec![b"h2".to_vec()];
         Client {
             address,
             connector: TlsConnector::from(Arc::new(config)),
+            http2: TlsConnector::from(Arc::new(http2)),
         }
     }
 
@@ -366,6 +371,39 @@ impl Client {
             body,
             certificate,
         }
+    }
+
+    /// Sends `request` over a new HTTP/2 connection and reads the whole answer; the error when
+    /// the stream carrying it fails.
+    pub async fn send_http2<B>(&self, request: Request<B>) -> Result<Answer, hyper::Error>
+    where
+        B: Body<Data = Bytes> + Send + Unpin + 'static,
+        B::Error: std::error::Error + Send + Sync + 'static,
+    {
+        let tcp = TcpStream::connect(self.address).await.expect("connect");
+        let name = ServerName::try_from("localhost").expect("a name");
+        let tls = self
+            .http2
+            .connect(name, tcp)
+            .await
+            .expect("a TLS handshake");
+        let certificate = tls.get_ref().1.peer_certificates().expect("a certificate")[0].clone();
+        let (mut sender, connection) = hyper::client::conn::http2::handshake(
+            hyper_util::rt::TokioExecutor::new(),
+            TokioIo::new(tls),
+        )
+        .await
+        .expect("an HTTP/2 handshake");
+        tokio::spawn(connection);
+        let response = sender.send_request(request).await?;
+        let (parts, body) = response.into_parts();
+        let body = body.collect().await?.to_bytes();
+        Ok(Answer {
+            status: parts.status,
+            headers: parts.headers,
+            body,
+            certificate,
+        })
     }
 
     /// POSTs `body` as `application/json` to `path`.
