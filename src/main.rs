@@ -160,7 +160,7 @@ struct LoadtestArgs {
     /// The file every webhook:URL hook reads its bearer token from (its bearer_token_file).
     #[arg(long, value_name = "FILE")]
     webhook_bearer_token_file: Option<PathBuf>,
-    /// How many tenants the attempts are spread over, round robin.
+    /// How many tenants the attempts are spread over, round robin (1 to 100000).
     #[arg(
         long,
         value_name = "K",

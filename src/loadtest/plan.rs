@@ -31,6 +31,8 @@ use crate::supervise::{self, ChainBuilder};
 /// The rates `--rate` takes besides 0: slower than one attempt in 1,000 s is no load, and
 /// faster than a million a second is more than one process can offer.
 const RATES: std::ops::RangeInclusive<f64> = 0.001..=1_000_000.0;
+/// The tenant counts `--tenants` takes: each tenant's name is made once, before the run.
+const TENANT_COUNTS: std::ops::RangeInclusive<u64> = 1..=100_000;
 /// The seconds of a paced run its store is sized for before it starts.
 const PRESIZED_SECONDS: f64 = 10.0;
 /// How many attempts a run offers.
@@ -62,7 +64,7 @@ pub struct Plan {
     pub webhook_files: WebhookFiles,
     /// What `sleep` and `jitter` hooks wait on.
     pub hook_timer: HookTimer,
-    /// How many tenants the attempts are spread over, round robin.
+    /// How many tenants the attempts are spread over, round robin: 1 to 100,000.
     pub tenants: usize,
     /// Timeouts, breakers and fail-open.
     pub supervise: supervise::Settings,
@@ -119,9 +121,6 @@ impl Plan {
                 ),
             );
         }
-        if self.tenants == 0 {
-            return bad("--tenants", "must be at least 1");
-        }
         // The flags that stand for config keys, by the config's own rules and words.
         let mismatch = |flag, mismatch: Mismatch| bad(flag, &mismatch.to_string());
         for (flag, count, range) in [
@@ -132,6 +131,7 @@ impl Plan {
                 self.worker_threads,
                 WORKER_THREAD_COUNTS,
             ),
+            ("--tenants", self.tenants, TENANT_COUNTS),
         ] {
             let count = u64::try_from(count).unwrap_or(u64::MAX);
             if let Err(error) = integer_in(count, &count.to_string(), &range) {

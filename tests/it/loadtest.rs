@@ -673,6 +673,31 @@ fn a_negative_duration_flag_is_refused_saying_it_is_negative() {
 }
 
 #[test]
+fn a_tenant_count_past_its_range_is_refused_before_anything_runs() {
+    let output = Command::new(BINARY)
+        .args([
+            "loadtest",
+            "--tenants",
+            "18446744073709551615",
+            "--attempts",
+            "1",
+        ])
+        .output()
+        .expect("runs");
+
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(
+            "--tenants: expected an integer from 1 to 100000, got 18446744073709551615 (too large)"
+        ),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(output.stdout.is_empty(), "a report was printed");
+}
+
+#[test]
 fn a_negative_count_is_refused_as_no_whole_number_before_anything_runs() {
     let output = Command::new(BINARY)
         .args(["loadtest", "--workers", "-5"])
