@@ -522,7 +522,11 @@ impl Reader {
         let policy = self.policy();
         let (secret, ttl) = self.token();
         let (metrics_listen, metrics_listen_is_set) = self.metrics_listen();
+        let serving = server == Server::Required;
         let server = self.server(server);
+        if let Some(settings) = server.as_ref().filter(|_| serving) {
+            self.distinct_listeners(settings, metrics_listen, metrics_listen_is_set);
+        }
         let (token, secret_is_set) = self.token_settings(secret, ttl);
         let dispatch = dispatch::Settings {
             buffer_size: scheduler.buffer_size,

@@ -23,18 +23,20 @@
 //! Each has a `DEXAFLOW_` variable like every other key (`DEXAFLOW_SERVER_LISTEN`); lists are
 //! comma-separated there, and `server.enabled_admission` may be written so in the file too.
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use serde_yaml_ng::Value;
 
 use super::document::describe;
 use super::keys::{
-    SERVER_BEARER_TOKEN_FILE, SERVER_CERT_FILE, SERVER_CLIENT_CA_FILE, SERVER_ENABLED_ADMISSION,
-    SERVER_HTTP2, SERVER_IDLE_TIMEOUT, SERVER_KEY_FILE, SERVER_KUBECONFIG, SERVER_LISTEN,
-    SERVER_MAX_BODY_BYTES, SERVER_MAX_CONNECTIONS, SERVER_PROBE_LISTEN,
-    SERVER_RESOURCE_GROUPS_FILE, SERVER_SCHEDULER_NAMES, SERVER_SHUTDOWN_GRACE,
-    SERVER_TRUSTED_USERS, SERVER_VOLCANO_ALLOCATED_PODS_CHECK, SERVER_VOLCANO_FEATURE_GATES,
-    SERVER_VOLCANO_MAX_QUEUE_DEPTH, SERVER_VOLCANO_ROOT_QUEUE_PROTECTION, SERVER_WORKER_THREADS,
+    METRICS_LISTEN, SERVER_BEARER_TOKEN_FILE, SERVER_CERT_FILE, SERVER_CLIENT_CA_FILE,
+    SERVER_ENABLED_ADMISSION, SERVER_HTTP2, SERVER_IDLE_TIMEOUT, SERVER_KEY_FILE,
+    SERVER_KUBECONFIG, SERVER_LISTEN, SERVER_MAX_BODY_BYTES, SERVER_MAX_CONNECTIONS,
+    SERVER_PROBE_LISTEN, SERVER_RESOURCE_GROUPS_FILE, SERVER_SCHEDULER_NAMES,
+    SERVER_SHUTDOWN_GRACE, SERVER_TRUSTED_USERS, SERVER_VOLCANO_ALLOCATED_PODS_CHECK,
+    SERVER_VOLCANO_FEATURE_GATES, SERVER_VOLCANO_MAX_QUEUE_DEPTH,
+    SERVER_VOLCANO_ROOT_QUEUE_PROTECTION, SERVER_WORKER_THREADS,
 };
 use super::reader::{Problem, Raw, Reader, expected};
 use super::{ConfigError, ConfigErrors, Key, Server};
@@ -57,6 +59,48 @@ const MAX_WORKER_THREADS: u64 = 256;
 const MAX_IDLE_TIMEOUT: Duration = Duration::from_secs(3600);
 
 impl Reader {
+    /// Refuses two of `serve`'s listeners (the server, its probes, the metrics exporter at
+    /// `metrics`, set or its default) on one address: the second to bind would fail as if
+    /// another process held the port. The later key is blamed, naming the one it collides with;
+    /// a `metrics.listen` left to its default counts as the earliest.
+    pub(super) fn distinct_listeners(
+        &mut self,
+        settings: &serve::Settings,
+        metrics: SocketAddr,
+        metrics_is_set: bool,
+    ) {
+        let mut listeners = vec![(SERVER_LISTEN, settings.listen)];
+        listeners.extend(
+            settings
+                .probe_listen
+                .map(|probe| (SERVER_PROBE_LISTEN, probe)),
+        );
+        if metrics_is_set {
+            listeners.push((METRICS_LISTEN, metrics));
+        } else {
+            listeners.insert(0, (METRICS_LISTEN, metrics));
+        }
+        for (later, &(key, address)) in listeners.iter().enumerate() {
+            let taken = listeners[..later]
+                .iter()
+                .find(|(_, taken)| collide(*taken, address));
+            if let Some(&(other, taken)) = taken
+                && !self.is_bad(key)
+            {
+                let whose = if other == METRICS_LISTEN && !metrics_is_set {
+                    format!("{other}, by default, listens on {taken}")
+                } else {
+                    format!("{other} listens on {taken}")
+                };
+                self.reject(
+                    key,
+                    format!("an address no other listener takes ({whose})"),
+                    address.to_string(),
+                );
+            }
+        }
+    }
+
     /// The `server` section as [`crate::serve::Settings`], or `None` when it has a problem
     /// (reported with the others) or has no certificate. Every command reads it, so that a bad
     /// key fails everywhere; a missing certificate or key is a problem only when `server` is
@@ -336,4 +380,12 @@ fn parse_feature_gates(raw: &Raw) -> Result<FeatureGates, Problem> {
         })?;
     }
     Ok(gates)
+}
+
+/// Whether listening on `a` and on `b` at once fails: one port (not 0, which the system picks
+/// afresh for each), on one address or with either unspecified (`0.0.0.0`, `::`).
+fn collide(a: SocketAddr, b: SocketAddr) -> bool {
+    a.port() != 0
+        && a.port() == b.port()
+        && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())
 }

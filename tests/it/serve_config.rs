@@ -530,3 +530,49 @@ fn a_key_file_naming_the_certificate_is_reported_against_the_key_file() {
     );
     assert!(!errors.contains("server.tls.cert_file"), "{errors}");
 }
+
+const TLS: &str = "  tls: {cert_file: /tls/tls.crt, key_file: /tls/tls.key}\n";
+
+#[test]
+fn a_metrics_listener_on_the_servers_address_is_refused_naming_both_keys() {
+    let error = load(
+        &format!("server:\n  listen: 127.0.0.1:8443\n{TLS}"),
+        &[("DEXAFLOW_METRICS_LISTEN", "127.0.0.1:8443")],
+    )
+    .expect_err("two listeners on one address");
+
+    assert_eq!(
+        error,
+        "metrics.listen (from DEXAFLOW_METRICS_LISTEN): expected an address no other listener takes (server.listen listens on 127.0.0.1:8443), got 127.0.0.1:8443"
+    );
+}
+
+#[test]
+fn a_probe_listener_on_the_metrics_default_is_refused_saying_it_is_the_default() {
+    let error = load(
+        &format!("server:\n  probe_listen: 0.0.0.0:9464\n{TLS}"),
+        &[],
+    )
+    .expect_err("the probes on the exporter's default port");
+
+    assert_eq!(
+        error,
+        "server.probe_listen: expected an address no other listener takes (metrics.listen, by default, listens on 127.0.0.1:9464), got 0.0.0.0:9464"
+    );
+}
+
+#[test]
+fn listeners_on_port_0_or_other_ports_do_not_collide() {
+    for (listen, probe, metrics) in [
+        ("127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"),
+        ("127.0.0.1:8443", "127.0.0.2:8443", "127.0.0.1:9465"),
+    ] {
+        let settings = load(
+            &format!("server:\n  listen: {listen}\n  probe_listen: {probe}\n{TLS}"),
+            &[("DEXAFLOW_METRICS_LISTEN", metrics)],
+        )
+        .expect("listeners of their own");
+
+        assert_eq!(settings.listen.to_string(), listen);
+    }
+}
