@@ -458,7 +458,11 @@ fn dispatch(
                     let mut progress = report::Progress::default();
                     handle.for_each_instance(|instance| progress.see(instance));
                     let text;
-                    (text, shown) = report::Progress::rewrite(&progress.line(unsettled), shown);
+                    (text, shown) = report::Progress::rewrite(
+                        &progress.line(unsettled),
+                        shown,
+                        report::terminal_columns(),
+                    );
                     write_stderr(&text);
                 }
             };

@@ -212,8 +212,9 @@ pub struct Progress {
 }
 
 impl Progress {
-    /// The longest reason the line shows, in terminal columns: a line longer than the
-    /// terminal wraps, and the carriage return that rewrites it then rewrites only its end.
+    /// The longest reason the line shows, in terminal columns, so that on a wide terminal the
+    /// task instance it is about stays in view (the whole line is cut to the terminal's width
+    /// by [`Progress::rewrite`]).
     const MAX_REASON_WIDTH: usize = 60;
 
     /// Takes `instance` into account.
@@ -249,16 +250,29 @@ impl Progress {
         line
     }
 
-    /// `line` as it replaces a line `shown` columns wide on a terminal: after a carriage
-    /// return, and padded with spaces over what is left of the longer line before it (no
-    /// escape sequence, which `NO_COLOR` readers and dumb terminals do not want). Returns the
-    /// text and the width now shown.
-    pub fn rewrite(line: &str, shown: usize) -> (String, usize) {
+    /// `line` as it replaces a line `shown` columns wide on a terminal `columns` wide: cut to
+    /// fit short of the last column (a line that wraps is rewritten only in its last row, and
+    /// a terminal may wrap on the last column), after a carriage return, and padded with
+    /// spaces over what is left of the longer line before it (no escape sequence, which
+    /// `NO_COLOR` readers and dumb terminals do not want). Returns the text and the width now
+    /// shown.
+    pub fn rewrite(line: &str, shown: usize, columns: usize) -> (String, usize) {
+        let line = cut_to_width(line, columns.saturating_sub(1).max(1));
         let width = line.width();
         let padding = shown.saturating_sub(width);
         let text = format!("\r{line}{}", " ".repeat(padding));
         (text, width)
     }
+}
+
+/// How many columns the terminal on standard error has now (it may be resized while a line is
+/// rewritten on it); 80, the common default, when it does not say.
+pub fn terminal_columns() -> usize {
+    rustix::termios::tcgetwinsize(std::io::stderr())
+        .ok()
+        .map(|size| usize::from(size.ws_col))
+        .filter(|&columns| columns > 0)
+        .unwrap_or(80)
 }
 
 /// `text` cut to at most `width` terminal columns, with `…` in place of what was cut.

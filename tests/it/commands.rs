@@ -835,13 +835,24 @@ fn the_progress_line_shows_what_a_held_task_instance_waits_for() {
 
 #[test]
 fn a_shorter_progress_line_covers_the_longer_one_before_it_with_spaces() {
-    let (first, shown) = report::Progress::rewrite("waiting: 抽出", 0);
-    let (second, now) = report::Progress::rewrite("done", shown);
+    let (first, shown) = report::Progress::rewrite("waiting: 抽出", 0, 80);
+    let (second, now) = report::Progress::rewrite("done", shown, 80);
 
     assert_eq!(first, "\rwaiting: 抽出");
     assert_eq!(shown, 13);
     assert_eq!(second, format!("\rdone{}", " ".repeat(9)));
     assert_eq!(now, 4);
+}
+
+#[test]
+fn a_progress_line_wider_than_the_terminal_is_cut_short_of_its_last_column() {
+    let line = format!("waiting for 1 task instance to settle; {}", "x".repeat(100));
+
+    let (text, shown) = report::Progress::rewrite(&line, 0, 80);
+
+    assert_eq!(shown, 79);
+    assert_eq!(text, format!("\r{}…", &line[..78]));
+    assert!(!text.contains('\n'), "{text:?}");
 }
 
 #[test]
