@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use super::registry::{Answer, Handler, Ruling, Unavailable};
-use crate::admission::{API_VERSION, clean_reason};
+use crate::admission::{API_VERSION, MAX_REASON_BYTES, clean_reason};
 
 /// The path of [`DagValidation`].
 pub const PATH: &str = "/dags/validate";
@@ -132,8 +132,34 @@ pub fn problem(dag: &Dag) -> Option<String> {
             .iter()
             .map(|&position| dag.tasks[position].task_id.as_str())
             .collect();
-        format!("dependency cycle: {}", names.join(" -> "))
+        describe_cycle(&names)
     })
+}
+
+/// The reason for the cycle through `names` (the first repeated at the end): the whole cycle
+/// when it fits in a reason, else its length and as much of its start as fits, ending in `…`,
+/// so that the cut does not read as where the cycle closes.
+fn describe_cycle(names: &[&str]) -> String {
+    const WHOLE: &str = "dependency cycle: ";
+    const ARROW: &str = " -> ";
+    const MORE: &str = " -> …";
+    let whole = WHOLE.len()
+        + names.iter().map(|name| name.len()).sum::<usize>()
+        + ARROW.len() * (names.len() - 1);
+    if whole <= MAX_REASON_BYTES {
+        return format!("{WHOLE}{}", names.join(ARROW));
+    }
+    let mut text = format!("dependency cycle of {} tasks: ", names.len() - 1);
+    for (position, name) in names.iter().enumerate() {
+        let arrow = if position == 0 { "" } else { ARROW };
+        if position > 0 && text.len() + arrow.len() + name.len() + MORE.len() > MAX_REASON_BYTES {
+            break;
+        }
+        text.push_str(arrow);
+        text.push_str(name);
+    }
+    text.push_str(MORE);
+    text
 }
 
 /// One cycle in the graph `edges` (`edges[v]` lists what `v` depends on), as the tasks along it
