@@ -371,7 +371,7 @@ fn load_config(path: Option<PathBuf>) -> Result<Config, String> {
     };
     loaded.map_err(|errors| {
         let origin = path.map_or_else(
-            || Config::EMBEDDED_DEFAULT_ORIGIN.to_owned(),
+            || "the embedded default config, with the DEXAFLOW_ variables over it,".to_owned(),
             |path| path.display().to_string(),
         );
         format!("{origin} is not valid:\n{errors}")

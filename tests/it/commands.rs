@@ -144,6 +144,21 @@ fn check_config_prints_the_effective_config_with_defaults_and_overrides() {
 }
 
 #[test]
+fn a_bad_variable_without_a_config_file_is_not_blamed_on_the_embedded_default() {
+    let output = run(dexaflow()
+        .arg("check-config")
+        .env("DEXAFLOW_SCHEDULER_DISPATCH_BUFFER_SIZE", "lots"));
+
+    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(
+        text(&output.stderr),
+        "dexaflow-admission: the embedded default config, with the DEXAFLOW_ variables over it, is not valid:\n\
+         scheduler.dispatch.buffer_size (from DEXAFLOW_SCHEDULER_DISPATCH_BUFFER_SIZE): expected an integer from 0 to 65536, got \"lots\"\n"
+    );
+    assert!(output.stdout.is_empty());
+}
+
+#[test]
 fn check_config_shows_the_server_lists_in_use_when_unset_never_null() {
     let dir = tempfile::tempdir().unwrap();
     let config = write(dir.path(), "server.yaml", "server: {}\n");
