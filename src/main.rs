@@ -107,8 +107,8 @@ struct LoadtestArgs {
     /// Offer attempts for this long instead of a fixed number (such as "30s").
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, allow_hyphen_values = true)]
     duration: Option<Duration>,
-    /// Attempts per second, offered open loop: each attempt's latency runs from its intended
-    /// start, so a stall is not hidden. 0 offers them as fast as the dispatcher settles them.
+    /// Attempts per second (0.001 to 1000000), offered open loop: each attempt's latency runs
+    /// from its intended start. 0 offers them as fast as the dispatcher settles them.
     #[arg(
         long,
         value_name = "R",
