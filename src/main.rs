@@ -554,6 +554,7 @@ fn loadtest(args: LoadtestArgs) -> Result<(), String> {
         // The harness counts for itself; the exporter is told the same through a fan-out.
         observer: Some(Arc::new(metrics)),
         stop: Some(stop),
+        attempts_limit: loadtest::memory::available_memory().map(loadtest::memory::attempts_limit),
     };
     let report = loadtest::run_blocking(options).map_err(|error| error_chain(&error))?;
     match args.output {
@@ -570,13 +571,7 @@ fn loadtest(args: LoadtestArgs) -> Result<(), String> {
     report
         .check_conservation()
         .map_err(|error| error_chain(&error))?;
-    if report.interrupted {
-        return Err(format!(
-            "interrupted: the report covers what was offered before the signal ({} offered)",
-            report.offered
-        ));
-    }
-    Ok(())
+    report.ended_early().map_or(Ok(()), Err)
 }
 
 /// A stop the first SIGINT or SIGTERM fires, watched on a thread of its own so that it works

@@ -151,6 +151,7 @@ impl Ledger {
             offer_lateness,
             harness_wakes: wakes,
             interrupted: false,
+            cut_at: None,
         }
     }
 }

@@ -474,6 +474,7 @@ mod tests {
             offer_lateness: Latencies::new(),
             harness_wakes: 0,
             interrupted: false,
+            cut_at: None,
         }
     }
 

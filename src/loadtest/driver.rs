@@ -50,10 +50,18 @@ pub(super) struct Driver {
     // Times the driver woke (one round of its loop each).
     wakes: u64,
     progress: Option<ProgressBar>,
+    // The most attempts offered, whatever the plan; whether the run stopped there.
+    limit: Option<u64>,
+    cut: bool,
 }
 
 impl Driver {
-    pub(super) fn new(plan: &Plan, handle: Handle, show_progress: bool) -> Driver {
+    pub(super) fn new(
+        plan: &Plan,
+        handle: Handle,
+        show_progress: bool,
+        limit: Option<u64>,
+    ) -> Driver {
         let buffer_size = plan.buffer_size as u64;
         let workers = plan.workers.max(1) as u64;
         // Enough for a synchronous tick to amortise its round trip, and for a buffered tick to
@@ -96,7 +104,18 @@ impl Driver {
             force_tick: false,
             wakes: 0,
             progress,
+            limit,
+            cut: false,
         }
+    }
+
+    /// The attempts limit the run stopped at before its plan was done, when it did.
+    pub(super) fn cut_at(&self) -> Option<u64> {
+        self.limit.filter(|_| self.cut)
+    }
+
+    fn is_at_limit(&self) -> bool {
+        self.limit.is_some_and(|limit| self.offered() >= limit)
     }
 
     fn offered(&self) -> u64 {
@@ -132,8 +151,13 @@ impl Driver {
             .then(|| Duration::try_from_secs_f64(index as f64 / self.rate).unwrap_or(Duration::MAX))
     }
 
-    /// Whether every attempt of the plan has been offered.
+    /// Whether every attempt of the plan has been offered, or the attempts limit reached.
     fn is_offering_done(&self, now: Instant) -> bool {
+        self.is_at_limit() || self.is_plan_done(now)
+    }
+
+    /// Whether every attempt of the plan has been offered.
+    fn is_plan_done(&self, now: Instant) -> bool {
         match self.amount {
             Amount::Attempts(attempts) => self.offered() >= attempts,
             Amount::For(duration) => {
@@ -316,6 +340,7 @@ impl Driver {
                 && self.ledger.settled() == self.offered()
                 && !self.ticking
             {
+                self.cut = !self.is_plan_done(now);
                 return false;
             }
             let idle_at = now + self.idle_limit;
@@ -338,7 +363,9 @@ impl Driver {
                         // that the harness does not know of, and give up after three rounds.
                         idle_rounds += 1;
                         self.force_tick = true;
-                        if idle_rounds >= 3 && self.is_offering_done(Instant::now()) {
+                        let now = Instant::now();
+                        if idle_rounds >= 3 && self.is_offering_done(now) {
+                            self.cut = !self.is_plan_done(now);
                             return false;
                         }
                     }

@@ -28,6 +28,10 @@ pub struct Options {
     /// When fired (Ctrl-C, say), the run offers nothing more, drains the dispatcher and
     /// reports what it measured so far, marked [`Report::interrupted`].
     pub stop: Option<Shutdown>,
+    /// The most attempts the run offers, whatever its plan: reaching it first ends the run as
+    /// a stop does, the report marked [`Report::cut_at`]. `main` sets it from the memory
+    /// available ([`super::memory::attempts_limit`]); `None` for no limit.
+    pub attempts_limit: Option<u64>,
 }
 
 impl std::fmt::Debug for Options {
@@ -37,6 +41,7 @@ impl std::fmt::Debug for Options {
             .field("show_progress", &self.show_progress)
             .field("observer", &self.observer.is_some())
             .field("stop", &self.stop.as_ref().map(Shutdown::is_fired))
+            .field("attempts_limit", &self.attempts_limit)
             .finish()
     }
 }
@@ -88,14 +93,17 @@ pub async fn run(options: Options) -> Result<Report, LoadTestError> {
     };
     let timer = plan.hook_timer_thread();
     let install = plan.install(timer.as_ref()).observer(observer);
-    let install = match plan.store_rows() {
-        Some(rows) => install.expected_tasks(rows),
-        None => install,
+    let limit = options
+        .attempts_limit
+        .map(|limit| usize::try_from(limit).unwrap_or(usize::MAX));
+    let install = match (plan.store_rows(), limit) {
+        (Some(rows), limit) => install.expected_tasks(limit.map_or(rows, |limit| rows.min(limit))),
+        (None, _) => install,
     };
     let handle = install.start().map_err(LoadTestError::Install)?;
 
     let cpu_before = dispatch_cpu_time(timer.as_ref());
-    let mut driver = Driver::new(&plan, handle, options.show_progress);
+    let mut driver = Driver::new(&plan, handle, options.show_progress, options.attempts_limit);
     let interrupted = driver.drive(options.stop).await;
     driver.drain().await;
     let cpu = cpu_before
@@ -107,6 +115,7 @@ pub async fn run(options: Options) -> Result<Report, LoadTestError> {
         .report(plan, driver.handle(), &counter, cpu, driver.wakes());
     Ok(Report {
         interrupted,
+        cut_at: driver.cut_at(),
         ..report
     })
 }

@@ -47,6 +47,7 @@ mod cpu;
 mod driver;
 mod error;
 mod harness;
+pub mod memory;
 pub mod plan;
 pub mod report;
 pub mod spec;

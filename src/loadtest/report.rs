@@ -255,9 +255,30 @@ pub struct Report {
     /// fired): every figure covers only the attempts offered before that, and those still
     /// waiting then were handed back.
     pub interrupted: bool,
+    /// The attempts limit ([`Options::attempts_limit`](super::Options::attempts_limit)) the run
+    /// stopped at before its plan was done, when it did: as with an interrupted run, every
+    /// figure covers only the attempts offered.
+    pub cut_at: Option<u64>,
 }
 
 impl Report {
+    /// Why the run ended before its plan was done, as a command ends with it: a stop (the
+    /// signal a command takes for one) or the attempts limit; `None` when it did not.
+    pub fn ended_early(&self) -> Option<String> {
+        if self.interrupted {
+            return Some(format!(
+                "interrupted: the report covers what was offered before the signal ({} offered)",
+                self.offered
+            ));
+        }
+        self.cut_at.map(|limit| {
+            format!(
+                "stopped at {limit} attempts: a run keeps each one until its report (about {} bytes), and more would pass half the memory free at its start; give --rate or fewer --attempts",
+                super::memory::BYTES_PER_ATTEMPT
+            )
+        })
+    }
+
     /// Attempts settled per second of the run.
     pub fn attempts_per_second(&self) -> f64 {
         let seconds = self.elapsed.as_secs_f64();
@@ -348,6 +369,7 @@ impl Report {
             "offer_lateness": latencies(&self.offer_lateness),
             "harness_wakes": self.harness_wakes,
             "interrupted": self.interrupted,
+            "cut_at": self.cut_at,
             "breaker_transitions": {
                 "open": self.breaker.open,
                 "half_open": self.breaker.half_open,
@@ -372,6 +394,12 @@ impl Report {
                 out,
                 "interrupted           stopped early: the figures cover only what was offered before ({} offered)",
                 self.offered
+            );
+        }
+        if let Some(limit) = self.cut_at {
+            let _ = writeln!(
+                out,
+                "cut short             stopped at the limit of {limit} attempts, the most the memory holds: the figures cover only those"
             );
         }
         let _ = writeln!(

@@ -60,6 +60,62 @@ async fn run(plan: Plan) -> Report {
     report
 }
 
+/// Runs `plan` with at most `limit` attempts offered, on the paused clock, and checks that
+/// nothing offered was lost.
+async fn run_limited(plan: Plan, limit: u64) -> Report {
+    tokio::time::pause();
+    let report = loadtest::run(Options {
+        plan,
+        attempts_limit: Some(limit),
+        ..Options::default()
+    })
+    .await
+    .expect("the run completes");
+    assert!(report.is_conserved(), "attempts lost or executed twice");
+    assert_eq!(report.settled, report.offered);
+    assert!(!report.interrupted, "nothing stops it");
+    report
+}
+
+#[actix::test]
+async fn a_run_that_reaches_its_attempts_limit_stops_there_and_says_so() {
+    let report = run_limited(plan(5_000, &["noop"]), 300).await;
+
+    assert_eq!(report.offered, 300);
+    assert_eq!(report.cut_at, Some(300));
+    let said = report.ended_early().expect("it ended early");
+    assert!(said.starts_with("stopped at 300 attempts: "), "{said}");
+    assert!(
+        report
+            .table()
+            .contains("stopped at the limit of 300 attempts")
+    );
+    assert_eq!(report.to_json()["cut_at"], 300);
+}
+
+#[actix::test]
+async fn an_unpaced_run_for_a_duration_stops_at_its_attempts_limit() {
+    let plan = Plan {
+        amount: Amount::For(Duration::from_secs(3600)),
+        ..plan(0, &["noop"])
+    };
+
+    let report = run_limited(plan, 500).await;
+
+    assert_eq!(report.offered, 500);
+    assert_eq!(report.cut_at, Some(500));
+}
+
+#[actix::test]
+async fn a_run_whose_plan_ends_at_its_attempts_limit_is_not_cut_short() {
+    let report = run_limited(plan(300, &["noop"]), 300).await;
+
+    assert_eq!(report.offered, 300);
+    assert_eq!(report.cut_at, None);
+    assert_eq!(report.ended_early(), None);
+    assert_eq!(report.to_json()["cut_at"], serde_json::Value::Null);
+}
+
 /// Asserts that `count` of `trials` is within 4.5 standard deviations of a binomial with `p`.
 fn assert_binomial(count: u64, trials: u64, p: f64) {
     let mean = trials as f64 * p;
