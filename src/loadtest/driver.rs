@@ -1,9 +1,10 @@
 //! The driver of a run: offers attempts open loop as they come due, ticks the dispatcher while
 //! attempts wait in the store, and hands every final disposition to the [`Ledger`].
 
+use std::fmt;
 use std::time::Duration;
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -21,6 +22,11 @@ const SETTLED_BATCH: usize = 1024;
 /// `duration` in whole microseconds, short of the ledger's mark for an unsettled attempt.
 fn micros(duration: Duration) -> u64 {
     u64::try_from(duration.as_micros()).unwrap_or(u64::MAX - 1)
+}
+
+/// `duration` in whole milliseconds, for the progress bar of a run for a duration.
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// Offers attempts as they come due, ticks the dispatcher while attempts wait in the store,
@@ -67,17 +73,28 @@ impl Driver {
         // Enough for a synchronous tick to amortise its round trip, and for a buffered tick to
         // refill the whole buffer with attempts to spare.
         let window = MIN_WINDOW.max(2 * buffer_size + workers);
+        // A run of so many attempts fills its bar with those settled; a run for a duration
+        // with its time, the settled attempts counted beside it.
         let progress = show_progress.then(|| {
-            let bar = match plan.amount {
-                Amount::Attempts(attempts) => {
-                    ProgressBar::with_draw_target(Some(attempts), ProgressDrawTarget::stderr())
-                }
-                Amount::For(_) => ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr()),
+            let (length, template) = match plan.amount {
+                Amount::Attempts(attempts) => (
+                    attempts,
+                    "{spinner} {elapsed_precise} [{bar:40}] {pos}/{len} settled ({rate}), {eta} left",
+                ),
+                Amount::For(duration) => (
+                    millis(duration),
+                    "{spinner} {elapsed_precise} [{bar:40}] {msg} settled, {eta} left",
+                ),
             };
-            if let Ok(style) = ProgressStyle::with_template(
-                "{spinner} {elapsed_precise} [{bar:40}] {pos}/{len} settled ({per_sec})",
-            ) {
-                bar.set_style(style.progress_chars("=> "));
+            let bar = ProgressBar::with_draw_target(Some(length), ProgressDrawTarget::stderr());
+            if let Ok(style) = ProgressStyle::with_template(template) {
+                bar.set_style(
+                    style
+                        .with_key("rate", |state: &ProgressState, out: &mut dyn fmt::Write| {
+                            let _ = write!(out, "{:.0}/s", state.per_sec());
+                        })
+                        .progress_chars("=> "),
+                );
             }
             bar
         });
@@ -333,9 +350,7 @@ impl Driver {
             if !self.ticking && self.is_tick_worth_it() {
                 self.tick(&reports_tx);
             }
-            if let Some(bar) = &self.progress {
-                bar.set_position(self.ledger.settled());
-            }
+            self.show_progress(now);
             if self.is_offering_done(now)
                 && self.ledger.settled() == self.offered()
                 && !self.ticking
@@ -374,9 +389,24 @@ impl Driver {
         }
     }
 
+    /// Moves the progress bar to `now`: the attempts settled, or the time gone and the attempts
+    /// settled in it.
+    fn show_progress(&self, now: Instant) {
+        let Some(bar) = &self.progress else {
+            return;
+        };
+        match self.amount {
+            Amount::Attempts(_) => bar.set_position(self.ledger.settled()),
+            Amount::For(_) => {
+                bar.set_position(millis(now.duration_since(self.started)));
+                bar.set_message(self.ledger.settled().to_string());
+            }
+        }
+    }
+
     pub(super) fn finish_progress(&self) {
+        self.show_progress(Instant::now());
         if let Some(bar) = &self.progress {
-            bar.set_position(self.ledger.settled());
             bar.finish_and_clear();
         }
     }
