@@ -402,11 +402,10 @@ impl Report {
                 "cut short             stopped at the limit of {limit} attempts, the most the memory holds: the figures cover only those"
             );
         }
-        let _ = writeln!(
-            out,
-            "attempts per second   {:.0}",
-            self.attempts_per_second()
-        );
+        // Whole attempts a second, but for a slow run, whose rate would show as 0.
+        let rate = self.attempts_per_second();
+        let decimals = if rate < 10.0 { 2 } else { 0 };
+        let _ = writeln!(out, "attempts per second   {rate:.decimals$}");
         let cpu = self.cpu.map_or_else(
             || "unknown".to_owned(),
             |cpu| format!("{:.2} s", cpu.as_secs_f64()),

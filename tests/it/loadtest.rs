@@ -116,6 +116,19 @@ async fn a_run_whose_plan_ends_at_its_attempts_limit_is_not_cut_short() {
     assert_eq!(report.to_json()["cut_at"], serde_json::Value::Null);
 }
 
+#[actix::test]
+async fn a_run_slower_than_ten_attempts_a_second_shows_its_rate_in_hundredths() {
+    let plan = Plan {
+        rate: 0.5,
+        ..plan(3, &["noop"])
+    };
+
+    let table = run(plan).await.table();
+
+    // Three attempts due at 0 s, 2 s and 4 s, settled at once: 3 in 4 s.
+    assert!(table.contains("attempts per second   0.75\n"), "{table}");
+}
+
 /// Asserts that `count` of `trials` is within 4.5 standard deviations of a binomial with `p`.
 fn assert_binomial(count: u64, trials: u64, p: f64) {
     let mean = trials as f64 * p;
