@@ -9,12 +9,25 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use http::Response;
+use http::header::ALLOW;
+use http::{HeaderValue, Method, Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
+
+/// The answer to a method other than `GET` or `HEAD` on a plain listener.
+fn only_get() -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from_static(
+        b"only GET and HEAD are allowed\n",
+    )));
+    *response.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
+    response
+        .headers_mut()
+        .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
+    response
+}
 
 /// How long a listener waits after a failed accept before it accepts again.
 pub(crate) const ACCEPT_RETRY: Duration = Duration::from_millis(50);
@@ -36,9 +49,10 @@ pub(crate) async fn next(listener: &TcpListener, what: &str) -> (TcpStream, Sock
     }
 }
 
-/// Serves plain HTTP/1.1 on `listener` until the task running it is dropped: each request is
-/// answered by `respond`, given its path. For small answers computed in place (probes, the
-/// metrics text); a head that takes longer than hyper's default 30 s closes its connection.
+/// Serves plain HTTP/1.1 on `listener` until the task running it is dropped: each `GET` (or
+/// `HEAD`) is answered by `respond`, given its path, and any other method 405. For small
+/// answers computed in place (probes, the metrics text), which only ever read; a head that
+/// takes longer than hyper's default 30 s closes its connection.
 pub(crate) async fn serve_plain<F>(listener: TcpListener, what: &'static str, respond: F)
 where
     F: Fn(&str) -> Response<Full<Bytes>> + Clone + Send + Sync + 'static,
@@ -48,7 +62,11 @@ where
         let respond = respond.clone();
         tokio::spawn(async move {
             let service = service_fn(move |request: http::Request<Incoming>| {
-                std::future::ready(Ok::<_, Infallible>(respond(request.uri().path())))
+                let response = match *request.method() {
+                    Method::GET | Method::HEAD => respond(request.uri().path()),
+                    _ => only_get(),
+                };
+                std::future::ready(Ok::<_, Infallible>(response))
             });
             if let Err(error) = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())

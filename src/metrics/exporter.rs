@@ -92,7 +92,7 @@ pub struct Installed {
     pub exporter: Exporter,
 }
 
-/// The path the exporter is scraped on (it answers the same text on any path).
+/// The path the exporter is scraped on (it answers the same text to a `GET` of any path).
 pub const METRICS_PATH: &str = "/metrics";
 
 /// How often the exporter drains recorded latencies into its histograms when nobody scrapes,

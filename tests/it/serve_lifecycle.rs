@@ -27,6 +27,32 @@ async fn probes_answer_on_plain_http_once_started() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probes_answer_any_method_but_get_and_head_405() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let running = start().await;
+    let address = running.server.probe_addr().expect("a probe listener");
+
+    let mut stream = tokio::net::TcpStream::connect(address)
+        .await
+        .expect("connect");
+    stream
+        .write_all(
+            b"POST /healthz HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        )
+        .await
+        .expect("send");
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.expect("read");
+
+    assert!(
+        answer.starts_with("HTTP/1.1 405 Method Not Allowed\r\n"),
+        "{answer}"
+    );
+    assert!(answer.contains("\r\nallow: GET, HEAD\r\n"), "{answer}");
+    assert_eq!(probe(address, "/healthz").await, Some(StatusCode::OK));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readiness_waits_for_a_condition_given_to_the_front_door() {
     let synced = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let flag = Arc::clone(&synced);
