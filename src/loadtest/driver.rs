@@ -56,9 +56,8 @@ pub(super) struct Driver {
     // Times the driver woke (one round of its loop each).
     wakes: u64,
     progress: Option<ProgressBar>,
-    // The most attempts offered, whatever the plan; whether the run stopped there.
+    // The most attempts offered, whatever the plan.
     limit: Option<u64>,
-    cut: bool,
 }
 
 impl Driver {
@@ -122,13 +121,17 @@ impl Driver {
             wakes: 0,
             progress,
             limit,
-            cut: false,
         }
     }
 
-    /// The attempts limit the run stopped at before its plan was done, when it did.
+    /// The attempts limit the run stopped at before its plan was done, when it did: it reached
+    /// the limit, and its plan asked for more (an unpaced run for a duration asks for as many
+    /// as its time takes).
     pub(super) fn cut_at(&self) -> Option<u64> {
-        self.limit.filter(|_| self.cut)
+        let limit = self.limit.filter(|_| self.is_at_limit())?;
+        self.planned()
+            .is_none_or(|planned| planned > limit)
+            .then_some(limit)
     }
 
     fn is_at_limit(&self) -> bool {
@@ -175,15 +178,21 @@ impl Driver {
 
     /// Whether every attempt of the plan has been offered.
     fn is_plan_done(&self, now: Instant) -> bool {
+        if let Some(planned) = self.planned() {
+            return self.offered() >= planned;
+        }
+        // Only an unpaced run for a duration plans no count: it offers until its time is up.
+        matches!(self.amount, Amount::For(duration) if now.duration_since(self.started) >= duration)
+    }
+
+    /// How many attempts the plan offers, when it says: all but an unpaced run for a duration.
+    fn planned(&self) -> Option<u64> {
         match self.amount {
-            Amount::Attempts(attempts) => self.offered() >= attempts,
-            Amount::For(duration) => {
-                if self.rate > 0.0 {
-                    self.offered() >= (duration.as_secs_f64() * self.rate).ceil() as u64
-                } else {
-                    now.duration_since(self.started) >= duration
-                }
+            Amount::Attempts(attempts) => Some(attempts),
+            Amount::For(duration) if self.rate > 0.0 => {
+                Some((duration.as_secs_f64() * self.rate).ceil() as u64)
             }
+            Amount::For(_) => None,
         }
     }
 
@@ -355,7 +364,6 @@ impl Driver {
                 && self.ledger.settled() == self.offered()
                 && !self.ticking
             {
-                self.cut = !self.is_plan_done(now);
                 return false;
             }
             let idle_at = now + self.idle_limit;
@@ -378,9 +386,7 @@ impl Driver {
                         // that the harness does not know of, and give up after three rounds.
                         idle_rounds += 1;
                         self.force_tick = true;
-                        let now = Instant::now();
-                        if idle_rounds >= 3 && self.is_offering_done(now) {
-                            self.cut = !self.is_plan_done(now);
+                        if idle_rounds >= 3 && self.is_offering_done(Instant::now()) {
                             return false;
                         }
                     }

@@ -93,12 +93,13 @@ pub async fn run(options: Options) -> Result<Report, LoadTestError> {
     };
     let timer = plan.hook_timer_thread();
     let install = plan.install(timer.as_ref()).observer(observer);
-    let limit = options
-        .attempts_limit
-        .map(|limit| usize::try_from(limit).unwrap_or(usize::MAX));
-    let install = match (plan.store_rows(), limit) {
-        (Some(rows), limit) => install.expected_tasks(limit.map_or(rows, |limit| rows.min(limit))),
-        (None, _) => install,
+    // Never sized past the attempts the run may offer.
+    let most = options.attempts_limit.map_or(usize::MAX, |limit| {
+        usize::try_from(limit).unwrap_or(usize::MAX)
+    });
+    let install = match plan.store_rows() {
+        Some(rows) => install.expected_tasks(rows.min(most)),
+        None => install,
     };
     let handle = install.start().map_err(LoadTestError::Install)?;
 
