@@ -38,8 +38,10 @@ use crate::admission::{label_value_problem, qualified_name_problem};
 use crate::events::{ServerEvents, WatchedFile};
 
 mod patch;
+mod written;
 
 pub(super) use patch::{PatchedSpec, SPEC_FIELDS};
+use written::WrittenPatches;
 
 /// The annotation a group without an `object` matches on: Volcano's default.
 pub const DEFAULT_ANNOTATION: &str = "volcano.sh/resource-group";
@@ -53,9 +55,18 @@ struct File {
 }
 
 /// One resource group: which pods it takes and what it puts on them.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(from = "Declared")]
+pub struct Group {
+    declared: Declared,
+    /// The patches of the pods that lack the group's fields, made when the group is read.
+    written: WrittenPatches,
+}
+
+/// A group as its file declares it.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct Group {
+struct Declared {
     /// The group's name, matched by the default annotation.
     resource_group: String,
     #[serde(default)]
@@ -73,6 +84,22 @@ pub struct Group {
     /// Set when the pod has no affinity; a JSON document in a string, as Volcano has it.
     #[serde(default, deserialize_with = "affinity")]
     affinity: Option<Value>,
+}
+
+impl From<Declared> for Group {
+    fn from(declared: Declared) -> Group {
+        Group {
+            written: WrittenPatches::of(&declared),
+            declared,
+        }
+    }
+}
+
+/// Groups declared alike are equal: the patches written ahead follow from the declaration.
+impl PartialEq for Group {
+    fn eq(&self, other: &Group) -> bool {
+        self.declared == other.declared
+    }
 }
 
 /// Which pods a group takes.
@@ -115,8 +142,8 @@ pub struct PodKeys<'a> {
 impl Group {
     /// Whether this group takes the pod.
     pub fn takes(&self, pod: PodKeys<'_>) -> bool {
-        let Some(object) = &self.object else {
-            return pod.annotations.get(DEFAULT_ANNOTATION) == Some(&self.resource_group);
+        let Some(object) = &self.declared.object else {
+            return pod.annotations.get(DEFAULT_ANNOTATION) == Some(&self.declared.resource_group);
         };
         let pairs = |map: &BTreeMap<String, String>| {
             object.value.iter().any(|pair| {
@@ -136,7 +163,7 @@ impl Group {
 
     /// The group's name.
     pub fn name(&self) -> &str {
-        &self.resource_group
+        &self.declared.resource_group
     }
 
     /// Puts the group's fields on `pod`, a pod object as JSON: the node selector merged, the

@@ -106,8 +106,8 @@ impl Reviewer for Mutation {
         let Some(group) = groups.iter().find(|group| group.takes(keys)) else {
             return ReviewAnswer::allow(request);
         };
-        match group.patch_text(pod.patched_spec()) {
-            Some(patch) => ReviewAnswer::patch_text(request, &patch),
+        match group.encoded_patch(pod.patched_spec()) {
+            Some(patch) => ReviewAnswer::encoded_patch(request, patch),
             None => ReviewAnswer::allow(request),
         }
     }

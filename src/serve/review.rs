@@ -274,11 +274,14 @@ impl ReviewAnswer {
     /// `patchType`: for a service that writes its patch as text. `json` must hold at least
     /// one operation (an empty patch is [`ReviewAnswer::allow`]).
     pub fn patch_text<O>(request: &ReviewRequest<O>, json: &[u8]) -> ReviewAnswer {
-        let mut quoted = String::with_capacity(json.len().div_ceil(3) * 4 + 2);
-        quoted.push('"');
-        base64::engine::general_purpose::STANDARD.encode_string(json, &mut quoted);
-        quoted.push('"');
-        let encoded = RawValue::from_string(quoted).expect("base64 in quotes is a JSON string");
+        ReviewAnswer::encoded_patch(request, base64_string(json))
+    }
+
+    /// Allowed with a JSON Patch already in base64 as a JSON string ([`base64_string`]).
+    pub(super) fn encoded_patch<O>(
+        request: &ReviewRequest<O>,
+        encoded: Box<RawValue>,
+    ) -> ReviewAnswer {
         ReviewAnswer::new(request, true, None, Some(encoded))
     }
 
@@ -339,6 +342,15 @@ impl ReviewAnswer {
         };
         Answer { ruling, body: self }
     }
+}
+
+/// `json` in base64 as the JSON string an answer carries its patch in.
+pub(super) fn base64_string(json: &[u8]) -> Box<RawValue> {
+    let mut quoted = String::with_capacity(json.len().div_ceil(3) * 4 + 2);
+    quoted.push('"');
+    base64::engine::general_purpose::STANDARD.encode_string(json, &mut quoted);
+    quoted.push('"');
+    RawValue::from_string(quoted).expect("base64 in quotes is a JSON string")
 }
 
 /// A service that answers AdmissionReviews at once, without waiting on anything: every such

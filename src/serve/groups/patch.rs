@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::Toleration;
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{Map, Value};
 
-use super::Group;
+use super::{Declared, Group};
 
 /// A pod's spec as a group's patch reads it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -41,46 +41,41 @@ impl Group {
     /// is, without copying or comparing it whole.
     pub fn patch(&self, pod: &Value) -> json_patch::Patch {
         let mut operations = Vec::new();
-        self.operations(PatchedSpec::of(pod), &mut |replace, path, value| {
-            let path = PointerBuf::from_tokens(path.iter().copied());
-            let value = value.into_value();
-            operations.push(if replace {
-                PatchOperation::Replace(ReplaceOperation { path, value })
-            } else {
-                PatchOperation::Add(AddOperation { path, value })
+        self.declared
+            .operations(PatchedSpec::of(pod), &mut |replace, path, value| {
+                let path = PointerBuf::from_tokens(path.iter().copied());
+                let value = value.into_value();
+                operations.push(if replace {
+                    PatchOperation::Replace(ReplaceOperation { path, value })
+                } else {
+                    PatchOperation::Add(AddOperation { path, value })
+                });
             });
-        });
         json_patch::Patch(operations)
     }
+}
 
+impl Declared {
     /// [`Group::patch`] of a pod whose spec is `spec`, as the JSON text of the patch, written
     /// straight from the group's own values (no JSON value is built for it); `None` when
     /// nothing changes.
-    pub(in crate::serve) fn patch_text(&self, spec: PatchedSpec<'_>) -> Option<Vec<u8>> {
+    pub(super) fn patch_text(&self, spec: PatchedSpec<'_>) -> Option<Vec<u8>> {
         // Room for a few operations, so that writing them seldom grows the buffer.
         let mut text = Vec::with_capacity(512);
         self.operations(spec, &mut |replace, path, value| {
-            text.push(if text.is_empty() { b'[' } else { b',' });
-            text.extend_from_slice(if replace {
-                br#"{"op":"replace","path":"#
-            } else {
-                br#"{"op":"add","path":"#
-            });
-            serde_json::to_writer(&mut text, &pointer(path)).expect("a string serializes");
-            text.extend_from_slice(br#","value":"#);
-            serde_json::to_writer(&mut text, &value).expect("a JSON value serializes");
-            text.push(b'}');
+            write_operation(&mut text, replace, path, &value);
         });
-        (!text.is_empty()).then(|| {
-            text.push(b']');
-            text
-        })
+        closed(text)
     }
 
     /// Calls `operation` with each operation of the group's patch of a pod whose spec is
     /// `spec`, in order: whether it replaces (else adds), its path from the pod's root, and its
     /// value.
-    fn operations(&self, spec: PatchedSpec<'_>, operation: &mut dyn FnMut(bool, &[&str], Put<'_>)) {
+    pub(super) fn operations(
+        &self,
+        spec: PatchedSpec<'_>,
+        operation: &mut dyn FnMut(bool, &[&str], Put<'_>),
+    ) {
         let spec = match spec {
             PatchedSpec::Fields(spec) => spec,
             PatchedSpec::Unpatchable => return,
@@ -108,7 +103,11 @@ impl Group {
     /// as its path from the pod's root (`spec` first), and its value there: a whole field where
     /// `spec` lacks it or has it of another type, else a node selector key or an appended
     /// toleration (its index as the key) at a time. Of `spec` it reads [`SPEC_FIELDS`] only.
-    fn patch_spec(&self, spec: &Map<String, Value>, put: &mut dyn FnMut(&[&str], Put<'_>)) {
+    pub(super) fn patch_spec(
+        &self,
+        spec: &Map<String, Value>,
+        put: &mut dyn FnMut(&[&str], Put<'_>),
+    ) {
         if !self.labels.is_empty() {
             match spec.get("nodeSelector") {
                 Some(Value::Object(selector)) => {
@@ -175,6 +174,36 @@ impl Group {
     }
 }
 
+/// Writes one operation of a patch at the end of `text`, the patch's operations so far (empty
+/// before the first): whether it replaces (else adds), its path from the pod's root, and its
+/// value.
+pub(super) fn write_operation(
+    text: &mut Vec<u8>,
+    replace: bool,
+    path: &[&str],
+    value: &impl Serialize,
+) {
+    text.push(if text.is_empty() { b'[' } else { b',' });
+    text.extend_from_slice(if replace {
+        br#"{"op":"replace","path":"#
+    } else {
+        br#"{"op":"add","path":"#
+    });
+    serde_json::to_writer(&mut *text, &pointer(path)).expect("a string serializes");
+    text.extend_from_slice(br#","value":"#);
+    serde_json::to_writer(&mut *text, value).expect("a JSON value serializes");
+    text.push(b'}');
+}
+
+/// The patch whose operations [`write_operation`] wrote in `text`, closed; `None` when it has
+/// none.
+pub(super) fn closed(mut text: Vec<u8>) -> Option<Vec<u8>> {
+    (!text.is_empty()).then(|| {
+        text.push(b']');
+        text
+    })
+}
+
 /// The JSON Pointer of `path`, each token escaped by jsonptr (which copies only a token that
 /// needs it): `PointerBuf::from_tokens` builds and checks the same text, at several times the
 /// cost, for a pointer that is only written out.
@@ -188,7 +217,7 @@ fn pointer(path: &[&str]) -> String {
 }
 
 /// The value of one operation of a group's patch, borrowed from the group where it can be.
-enum Put<'g> {
+pub(super) enum Put<'g> {
     /// A string.
     Text(&'g str),
     /// The group's labels, as a node selector.
@@ -203,7 +232,7 @@ enum Put<'g> {
 
 impl Put<'_> {
     /// The value as JSON of its own.
-    fn into_value(self) -> Value {
+    pub(super) fn into_value(self) -> Value {
         match self {
             Put::Text(text) => Value::String(text.to_owned()),
             Put::Labels(labels) => Value::Object(
@@ -394,7 +423,7 @@ resourceGroups:
         let text = serde_json::value::to_raw_value(pod).expect("a pod serializes");
         let view: crate::serve::pod_view::PodView =
             serde_json::from_str(text.get()).expect("a pod decodes");
-        written(group().patch_text(view.patched_spec()))
+        written(group().declared.patch_text(view.patched_spec()))
     }
 
     #[test]
@@ -457,7 +486,7 @@ resourceGroups:
         ] {
             let patch = operations(&group().patch(&pod));
 
-            let text = group().patch_text(PatchedSpec::of(&pod));
+            let text = group().declared.patch_text(PatchedSpec::of(&pod));
 
             assert_eq!(written(text), patch, "{pod}");
         }

@@ -1,0 +1,254 @@
+//! The patches a resource group sends most often, written and encoded once, when the group is
+//! read.
+//!
+//! Most pods a group takes carry none of the fields it puts (or carry one of another type), so
+//! each of its operations puts a whole field, and the patch depends only on which fields are
+//! added and which replaced, not on the pod. Those patches are made ahead, in base64 as the
+//! answer carries them, and `/pods/mutate` sends one as it is; a pod whose patch changes a key
+//! inside a field (a node selector it already has, tolerations it already lists) has its
+//! patch written for it.
+
+use serde_json::Map;
+use serde_json::value::RawValue;
+
+use super::patch::{PatchedSpec, SPEC_FIELDS, closed, write_operation};
+use super::{Declared, Group};
+use crate::serve::review::base64_string;
+
+/// How a patch treats one of the fields a group puts: a digit, in base 3, of the index of its
+/// patch in [`WrittenPatches::by_treatment`]. A field left as it is counts 0.
+const ADDED: usize = 1;
+const REPLACED: usize = 2;
+
+/// A group's patches of the pods whose every change puts a whole field, each as the base64
+/// JSON string an answer carries.
+#[derive(Debug, Clone)]
+pub(super) struct WrittenPatches {
+    /// The spec fields the group puts, in the order its patch puts them.
+    fields: Vec<&'static str>,
+    /// The patch for each way of treating `fields`, the treatment of the `i`th field being
+    /// the index's `i`th digit in base 3 (left, added, replaced); `None` when it changes
+    /// nothing.
+    by_treatment: Vec<Option<Box<RawValue>>>,
+    /// The patch of a pod without a spec: one operation adding all of it.
+    whole_spec: Option<Box<RawValue>>,
+}
+
+impl WrittenPatches {
+    /// Every such patch of `group`, written by the same writer as any other patch.
+    pub(super) fn of(group: &Declared) -> WrittenPatches {
+        // Against an empty spec the group puts each of its fields whole, in its patch's order.
+        let mut wholes = Vec::new();
+        group.patch_spec(&Map::new(), &mut |path, value| {
+            if let Some(field) = SPEC_FIELDS.iter().find(|field| path == ["spec", **field]) {
+                wholes.push((*field, value.into_value()));
+            }
+        });
+        let by_treatment = (0..3_usize.pow(digits(wholes.len())))
+            .map(|index| {
+                let mut text = Vec::new();
+                for (position, (field, value)) in wholes.iter().enumerate() {
+                    let path = ["spec", *field];
+                    match index / 3_usize.pow(digits(position)) % 3 {
+                        ADDED => write_operation(&mut text, false, &path, value),
+                        REPLACED => write_operation(&mut text, true, &path, value),
+                        _ => {}
+                    }
+                }
+                closed(text).map(|text| base64_string(&text))
+            })
+            .collect();
+        WrittenPatches {
+            fields: wholes.into_iter().map(|(field, _)| field).collect(),
+            by_treatment,
+            whole_spec: group
+                .patch_text(PatchedSpec::Missing)
+                .map(|text| base64_string(&text)),
+        }
+    }
+
+    /// The patch written ahead for a pod whose spec is `spec` (itself `None` when the pod
+    /// needs no change); `None` when the pod's patch changes a key inside a field, and must be
+    /// written for it.
+    fn get(&self, group: &Declared, spec: PatchedSpec<'_>) -> Option<&Option<Box<RawValue>>> {
+        if spec == PatchedSpec::Missing {
+            return Some(&self.whole_spec);
+        }
+        let mut index = Some(0);
+        group.operations(spec, &mut |replace, path, _| {
+            let position = match path {
+                ["spec", field] => self.fields.iter().position(|whole| whole == field),
+                _ => None,
+            };
+            let digit = if replace { REPLACED } else { ADDED };
+            index = index
+                .zip(position)
+                .map(|(index, position)| index + digit * 3_usize.pow(digits(position)));
+        });
+        self.by_treatment.get(index?)
+    }
+}
+
+/// A count of base-3 digits as `pow` takes it: at most the four spec fields a group puts.
+fn digits(count: usize) -> u32 {
+    u32::try_from(count).expect("a group puts at most four fields")
+}
+
+impl Group {
+    /// The group's patch of a pod whose spec is `spec`, in base64 as a JSON string for the
+    /// answer: the one written when the group was read, when there is one for the pod, else
+    /// written now; `None` when nothing changes.
+    pub(in crate::serve) fn encoded_patch(&self, spec: PatchedSpec<'_>) -> Option<Box<RawValue>> {
+        match self.written.get(&self.declared, spec) {
+            Some(written) => written.clone(),
+            None => self
+                .declared
+                .patch_text(spec)
+                .map(|text| base64_string(&text)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use serde_json::{Value, json};
+
+    use super::super::parse;
+    use super::*;
+
+    /// A group that puts every field, the first with two labels and two tolerations.
+    const EVERY_FIELD: &str = r#"
+resourceGroups:
+  - resourceGroup: gpu
+    schedulerName: volcano
+    labels: {accelerator: nvidia, pool: gpu}
+    tolerations:
+      - {key: gpu, operator: Exists, effect: NoSchedule}
+      - {key: spot, operator: Equal, value: "true"}
+    affinity: '{"nodeAffinity": {}}'
+  - resourceGroup: edge
+    labels: {zone: edge}
+"#;
+
+    fn groups() -> Vec<Group> {
+        parse(Path::new("groups.yaml"), EVERY_FIELD).expect("a valid file")
+    }
+
+    /// Pods of every shape a patch reads: each field absent, null, of another type, as the
+    /// group sets it, or holding other keys; and no spec, or a spec that is no object.
+    fn pods() -> Vec<Value> {
+        let field_values = |field: &str| -> Vec<Option<Value>> {
+            let mut values = vec![None, Some(Value::Null), Some(json!(7))];
+            let of_its_type = match field {
+                "nodeSelector" => vec![
+                    json!({}),
+                    json!({"zone": "edge"}),
+                    json!({"accelerator": "nvidia", "pool": "gpu"}),
+                    json!({"accelerator": "amd"}),
+                ],
+                "tolerations" => vec![
+                    json!([]),
+                    json!([{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]),
+                    json!([
+                        {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"},
+                        {"key": "spot", "value": "true"},
+                    ]),
+                ],
+                "affinity" => vec![json!({"podAffinity": {}})],
+                _ => vec![json!("volcano"), json!("default-scheduler")],
+            };
+            values.extend(of_its_type.into_iter().map(Some));
+            values
+        };
+        let mut specs = vec![Map::new()];
+        for field in SPEC_FIELDS {
+            specs = specs
+                .into_iter()
+                .flat_map(|spec| {
+                    field_values(field).into_iter().map(move |value| {
+                        let mut spec = spec.clone();
+                        if let Some(value) = value {
+                            spec.insert(field.to_owned(), value);
+                        }
+                        spec
+                    })
+                })
+                .collect();
+        }
+        let mut pods: Vec<Value> = specs
+            .into_iter()
+            .map(|spec| json!({"spec": spec}))
+            .collect();
+        pods.extend([json!({"metadata": {}}), json!({"spec": null}), json!([1])]);
+        pods
+    }
+
+    fn decoded(encoded: Option<Box<RawValue>>) -> Value {
+        encoded.map_or(json!([]), |encoded| {
+            let base64: String = serde_json::from_str(encoded.get()).expect("a JSON string");
+            let text = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, base64)
+                .expect("base64");
+            serde_json::from_slice(&text).expect("a JSON Patch")
+        })
+    }
+
+    #[test]
+    fn every_pod_gets_the_patch_the_group_makes_of_it_whether_written_ahead_or_now() {
+        for group in groups() {
+            for pod in pods() {
+                let made = serde_json::to_value(group.patch(&pod)).expect("a patch serializes");
+
+                let sent = decoded(group.encoded_patch(PatchedSpec::of(&pod)));
+
+                assert_eq!(sent, made, "{} {pod}", group.name());
+            }
+        }
+    }
+
+    #[test]
+    fn a_pod_lacking_the_groups_fields_gets_a_patch_written_ahead() {
+        let group = groups().remove(0);
+        for pod in [
+            json!({"spec": {"containers": []}}),
+            json!({"spec": {"nodeSelector": null, "tolerations": "no", "schedulerName": 7}}),
+            json!({"metadata": {}}),
+        ] {
+            let written = group.written.get(&group.declared, PatchedSpec::of(&pod));
+
+            assert!(matches!(written, Some(Some(_))), "{pod}");
+        }
+    }
+
+    #[test]
+    fn a_pod_whose_patch_changes_a_key_inside_a_field_gets_none_written_ahead() {
+        let group = groups().remove(0);
+        for pod in [
+            json!({"spec": {"nodeSelector": {"zone": "a"}}}),
+            json!({"spec": {"tolerations": [{"key": "other", "operator": "Exists"}]}}),
+        ] {
+            let written = group.written.get(&group.declared, PatchedSpec::of(&pod));
+
+            assert!(written.is_none(), "{pod}");
+            assert!(group.encoded_patch(PatchedSpec::of(&pod)).is_some());
+        }
+    }
+
+    #[test]
+    fn a_group_writes_one_patch_for_each_way_of_treating_the_fields_it_puts() {
+        let [every_field, labels_only] = <[Group; 2]>::try_from(groups()).expect("two groups");
+
+        assert_eq!(
+            every_field.written.fields,
+            ["nodeSelector", "tolerations", "affinity", "schedulerName"]
+        );
+        assert_eq!(every_field.written.by_treatment.len(), 81);
+        assert_eq!(labels_only.written.fields, ["nodeSelector"]);
+        assert_eq!(labels_only.written.by_treatment.len(), 3);
+        assert!(
+            labels_only.written.by_treatment[0].is_none(),
+            "nothing changes"
+        );
+    }
+}
