@@ -79,7 +79,25 @@ pub struct Changes {
 impl Changes {
     /// Whether these changes change nothing.
     pub fn is_empty(&self) -> bool {
-        *self == Changes::default()
+        // Every field named, so that a new one cannot be forgotten here.
+        let Changes {
+            node_selector,
+            tolerations,
+            priority_class,
+            service_account,
+            labels,
+            annotations,
+            runtime_class_name,
+            fill_limits,
+        } = self;
+        node_selector.is_empty()
+            && tolerations.is_empty()
+            && priority_class.is_none()
+            && service_account.is_none()
+            && labels.is_empty()
+            && annotations.is_empty()
+            && runtime_class_name.is_none()
+            && fill_limits.is_none()
     }
 
     /// Whether these changes set a field only privileged hooks may set.

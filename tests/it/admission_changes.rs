@@ -962,6 +962,44 @@ fn empty_changes_change_nothing() {
 }
 
 #[test]
+fn changes_setting_any_one_field_are_not_empty() {
+    let set = |value: &str| Some(value.to_owned());
+    let each_field = [
+        Changes {
+            node_selector: [("pool".into(), "gpu".into())].into(),
+            ..Changes::default()
+        },
+        Changes {
+            tolerations: vec![equal_toleration("pool", "gpu")],
+            ..Changes::default()
+        },
+        Changes {
+            priority_class: set(""),
+            ..Changes::default()
+        },
+        Changes {
+            service_account: set("runner"),
+            ..Changes::default()
+        },
+        label("a", "b"),
+        Changes {
+            annotations: [("a".into(), "b".into())].into(),
+            ..Changes::default()
+        },
+        Changes {
+            runtime_class_name: set("gvisor"),
+            ..Changes::default()
+        },
+        fill(None, None),
+    ];
+
+    for changes in each_field {
+        assert!(!changes.is_empty(), "{changes:?}");
+        assert_ne!(changes, Changes::default());
+    }
+}
+
+#[test]
 fn only_runtime_class_name_and_fill_limits_need_privilege() {
     assert!(
         Changes {
