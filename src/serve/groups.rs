@@ -24,6 +24,7 @@
 //! at start (the start fails) and on a reload (the previous groups stay).
 
 use std::collections::BTreeMap;
+use std::ops::Deref;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -224,8 +225,8 @@ impl ResourceGroups {
         })
     }
 
-    /// The groups now in force.
-    pub fn snapshot(&self) -> Arc<Vec<Group>> {
+    /// The groups now in force, for a moment: a request's worth.
+    pub fn snapshot(&self) -> impl Deref<Target = Arc<Vec<Group>>> + use<> {
         self.current.load()
     }
 }

@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
+use arc_swap::{ArcSwap, Guard};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -162,9 +162,11 @@ impl<T: Send + Sync + 'static> Reloading<T> {
         })
     }
 
-    /// The value in force.
-    pub(crate) fn load(&self) -> Arc<T> {
-        self.current.load_full()
+    /// The value in force, held for a moment: taking it writes nothing another thread reads,
+    /// where taking a count of it would change one count on every read, from every thread.
+    /// Keep what outlives the moment with `Guard::into_inner`.
+    pub(crate) fn load(&self) -> Guard<Arc<T>> {
+        self.current.load()
     }
 }
 

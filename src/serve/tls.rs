@@ -10,6 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use arc_swap::Guard;
 use rustls::ServerConfig;
 use rustls::crypto::CryptoProvider;
 use rustls::server::danger::ClientCertVerifier;
@@ -36,7 +37,7 @@ pub(crate) struct Resolver {
 
 impl ResolvesServerCert for Resolver {
     fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        Some(self.current.load())
+        Some(Guard::into_inner(self.current.load()))
     }
 }
 
