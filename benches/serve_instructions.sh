@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # `serve`'s instructions per request, counted by callgrind (repeatable on a shared machine, where
 # times are not): starts `serve --config examples/serve.yaml` under `valgrind --tool=callgrind`,
-# then for /tasks/admit, /pods/mutate and /jobs/validate (1,000 queues in its cache, from
-# benches/apiserver.py) sends 50 requests to warm up, zeroes the counters, sends
+# then for /tasks/admit, /pods/mutate (twice: examples/load/pod.json, and pod-tolerated.json,
+# the same pod with the two tolerations the API server's DefaultTolerationSeconds plugin, on by
+# default, adds before a mutating webhook sees a pod)
+# and /jobs/validate (1,000 queues in its cache, from benches/apiserver.py) sends 50 requests
+# to warm up, zeroes the counters, sends
 # REQUESTS more over one kept-alive HTTP/1.1 TLS connection (curl), dumps the counters and prints
 # the instructions per request. The counts include TLS, hyper and the runtime, all the server's
 # threads.
@@ -63,7 +66,8 @@ send() { # path body-file count: one curl, one connection, the URL globbed into 
 
 echo "serve under callgrind, $REQUESTS requests per path after 50 to warm up"
 dump=0
-for pair in "/tasks/admit admit.json" "/pods/mutate pod.json" "/jobs/validate job.json"; do
+for pair in "/tasks/admit admit.json" "/pods/mutate pod.json" "/pods/mutate pod-tolerated.json" \
+  "/jobs/validate job.json"; do
   read -r path body <<<"$pair"
   send "$path" "$body" 50
   callgrind_control -z "$pid" >/dev/null 2>&1
@@ -71,5 +75,5 @@ for pair in "/tasks/admit admit.json" "/pods/mutate pod.json" "/jobs/validate jo
   callgrind_control -d "$pid" >/dev/null 2>&1
   dump=$((dump + 1))
   total=$(awk '/^(totals|summary):/ { print $2; exit }' "$work/cg.$dump")
-  printf '%-14s %12d instructions per request\n' "$path" $((total / REQUESTS))
+  printf '%-14s %-20s %12d instructions per request\n' "$path" "$body" $((total / REQUESTS))
 done

@@ -121,31 +121,28 @@ impl Declared {
             }
         }
         if !self.tolerations.is_empty() {
-            let (present, whole): (Vec<Toleration>, Option<Vec<&Value>>) =
+            let (mut had, whole): (Vec<TolerationView<'_>>, Option<Vec<&Value>>) =
                 match spec.get("tolerations") {
                     Some(Value::Array(present)) => (
                         present
                             .iter()
-                            .filter_map(|present| Toleration::deserialize(present).ok())
+                            .filter_map(|present| TolerationView::deserialize(present).ok())
                             .collect(),
                         None,
                     ),
                     _ => (Vec::new(), Some(Vec::new())),
                 };
-            let mut had: Vec<&Toleration> = present.iter().collect();
             let mut next = spec
                 .get("tolerations")
                 .and_then(Value::as_array)
                 .map_or(0, Vec::len);
             let mut whole = whole;
             for toleration in &self.tolerations {
-                if had
-                    .iter()
-                    .any(|had| is_same_toleration(had, &toleration.typed))
-                {
+                let view = TolerationView::of(&toleration.typed);
+                if had.iter().any(|had| had.is_same_as(&view)) {
                     continue;
                 }
-                had.push(&toleration.typed);
+                had.push(view);
                 match &mut whole {
                     Some(whole) => whole.push(&toleration.json),
                     None => {
@@ -265,23 +262,53 @@ impl Serialize for Put<'_> {
 pub(in crate::serve) const SPEC_FIELDS: [&str; 4] =
     ["nodeSelector", "tolerations", "affinity", "schedulerName"];
 
-/// Whether two tolerations are the same as Kubernetes reads them: an omitted or empty
-/// `operator` is `Equal`, and a null or absent field is the same as an empty one.
-fn is_same_toleration(left: &Toleration, right: &Toleration) -> bool {
-    let normal = |toleration: &Toleration| {
-        let text = |field: &Option<String>| field.clone().unwrap_or_default();
-        let operator = Some(text(&toleration.operator))
-            .filter(|operator| !operator.is_empty())
-            .unwrap_or_else(|| "Equal".to_owned());
-        (
-            text(&toleration.key),
-            operator,
-            text(&toleration.value),
-            text(&toleration.effect),
-            toleration.toleration_seconds,
-        )
-    };
-    normal(left) == normal(right)
+/// A toleration as a patch compares it, borrowed: from a group's, or from one a pod lists,
+/// read as Kubernetes' `Toleration` reads it (the same fields and types, any other field
+/// ignored), so that a toleration `Toleration` would not read is not one the pod has.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct TolerationView<'a> {
+    #[serde(default, borrow)]
+    key: Option<&'a str>,
+    #[serde(default, borrow)]
+    operator: Option<&'a str>,
+    #[serde(default, borrow)]
+    value: Option<&'a str>,
+    #[serde(default, borrow)]
+    effect: Option<&'a str>,
+    #[serde(default)]
+    toleration_seconds: Option<i64>,
+}
+
+impl<'a> TolerationView<'a> {
+    fn of(toleration: &'a Toleration) -> TolerationView<'a> {
+        TolerationView {
+            key: toleration.key.as_deref(),
+            operator: toleration.operator.as_deref(),
+            value: toleration.value.as_deref(),
+            effect: toleration.effect.as_deref(),
+            toleration_seconds: toleration.toleration_seconds,
+        }
+    }
+
+    /// Whether the two are the same as Kubernetes reads them: an omitted or empty `operator`
+    /// is `Equal`, and a null or absent field is the same as an empty one.
+    fn is_same_as(&self, other: &TolerationView<'_>) -> bool {
+        fn text(field: Option<&str>) -> &str {
+            field.unwrap_or_default()
+        }
+        fn operator<'t>(toleration: &TolerationView<'t>) -> &'t str {
+            match text(toleration.operator) {
+                "" => "Equal",
+                operator => operator,
+            }
+        }
+        text(self.key) == text(other.key)
+            && operator(self) == operator(other)
+            && text(self.value) == text(other.value)
+            && text(self.effect) == text(other.effect)
+            && self.toleration_seconds == other.toleration_seconds
+    }
 }
 
 #[cfg(test)]
@@ -447,6 +474,43 @@ resourceGroups:
 
             assert_eq!(patch_of_view(&pod), whole, "{pod}");
         }
+    }
+
+    #[test]
+    fn a_listed_toleration_is_read_as_kubernetes_toleration_reads_it() {
+        for listed in [
+            json!({"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}),
+            json!({"key": "gpu", "value": null, "tolerationSeconds": 300, "extra": [1]}),
+            json!({}),
+            json!({"key": 5}),
+            json!({"operator": ["Exists"]}),
+            json!({"tolerationSeconds": "300"}),
+            json!({"tolerationSeconds": 1.5}),
+            json!({"tolerationSeconds": -1}),
+            json!("gpu"),
+            json!(null),
+        ] {
+            let view = TolerationView::deserialize(&listed);
+            let typed = Toleration::deserialize(&listed);
+
+            assert_eq!(view.is_ok(), typed.is_ok(), "{listed}");
+            if let (Ok(view), Ok(typed)) = (view, typed) {
+                assert!(view.is_same_as(&TolerationView::of(&typed)), "{listed}");
+            }
+        }
+    }
+
+    #[test]
+    fn tolerations_differing_only_in_an_omitted_operator_or_null_field_are_the_same() {
+        fn read(value: &Value) -> TolerationView<'_> {
+            TolerationView::deserialize(value).expect("a toleration")
+        }
+        let equal = json!({"key": "gpu", "operator": "Equal", "value": "", "effect": "NoSchedule"});
+        let omitted = json!({"key": "gpu", "operator": "", "value": null, "effect": "NoSchedule"});
+        let exists = json!({"key": "gpu", "operator": "Exists", "effect": "NoSchedule"});
+
+        assert!(read(&equal).is_same_as(&read(&omitted)));
+        assert!(!read(&equal).is_same_as(&read(&exists)));
     }
 
     #[test]

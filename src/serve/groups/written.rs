@@ -24,11 +24,12 @@ const REPLACED: usize = 2;
 /// JSON string an answer carries.
 #[derive(Debug, Clone)]
 pub(super) struct WrittenPatches {
-    /// The spec fields the group puts, in the order its patch puts them.
-    fields: Vec<&'static str>,
-    /// The patch for each way of treating `fields`, the treatment of the `i`th field being
+    /// The spec fields the group puts whole in a spec that lacks them, in the order its patch
+    /// puts them, each with its value's JSON text.
+    wholes: Vec<(&'static str, Box<RawValue>)>,
+    /// The patch for each way of treating `wholes`, the treatment of the `i`th field being
     /// the index's `i`th digit in base 3 (left, added, replaced); `None` when it changes
-    /// nothing.
+    /// nothing. Each field is put at most once, so every treatment has its index here.
     by_treatment: Vec<Option<Box<RawValue>>>,
     /// The patch of a pod without a spec: one operation adding all of it.
     whole_spec: Option<Box<RawValue>>,
@@ -41,51 +42,46 @@ impl WrittenPatches {
         let mut wholes = Vec::new();
         group.patch_spec(&Map::new(), &mut |path, value| {
             if let Some(field) = SPEC_FIELDS.iter().find(|field| path == ["spec", **field]) {
-                wholes.push((*field, value.into_value()));
+                let text = serde_json::value::to_raw_value(&value).expect("a JSON value");
+                wholes.push((*field, text));
             }
         });
-        let by_treatment = (0..3_usize.pow(digits(wholes.len())))
-            .map(|index| {
-                let mut text = Vec::new();
-                for (position, (field, value)) in wholes.iter().enumerate() {
-                    let path = ["spec", *field];
-                    match index / 3_usize.pow(digits(position)) % 3 {
-                        ADDED => write_operation(&mut text, false, &path, value),
-                        REPLACED => write_operation(&mut text, true, &path, value),
-                        _ => {}
-                    }
-                }
-                closed(text).map(|text| base64_string(&text))
-            })
-            .collect();
-        WrittenPatches {
-            fields: wholes.into_iter().map(|(field, _)| field).collect(),
-            by_treatment,
+        let mut written = WrittenPatches {
+            wholes,
+            by_treatment: Vec::new(),
             whole_spec: group
                 .patch_text(PatchedSpec::Missing)
                 .map(|text| base64_string(&text)),
+        };
+        written.by_treatment = (0..3_usize.pow(digits(written.wholes.len())))
+            .map(|index| {
+                let mut text = Vec::new();
+                written.write(index, &mut text);
+                closed(text).map(|text| base64_string(&text))
+            })
+            .collect();
+        written
+    }
+
+    /// The position in `wholes` of the field an operation at `path` puts whole; `None` for
+    /// an operation on a key inside a field.
+    fn position(&self, path: &[&str]) -> Option<usize> {
+        match path {
+            ["spec", field] => self.wholes.iter().position(|(whole, _)| whole == field),
+            _ => None,
         }
     }
 
-    /// The patch written ahead for a pod whose spec is `spec` (itself `None` when the pod
-    /// needs no change); `None` when the pod's patch changes a key inside a field, and must be
-    /// written for it.
-    fn get(&self, group: &Declared, spec: PatchedSpec<'_>) -> Option<&Option<Box<RawValue>>> {
-        if spec == PatchedSpec::Missing {
-            return Some(&self.whole_spec);
+    /// Writes the operations of the treatment whose index is `index` at the end of `text`.
+    fn write(&self, index: usize, text: &mut Vec<u8>) {
+        for (position, (field, value)) in self.wholes.iter().enumerate() {
+            let path = ["spec", *field];
+            match index / 3_usize.pow(digits(position)) % 3 {
+                ADDED => write_operation(text, false, &path, value),
+                REPLACED => write_operation(text, true, &path, value),
+                _ => {}
+            }
         }
-        let mut index = Some(0);
-        group.operations(spec, &mut |replace, path, _| {
-            let position = match path {
-                ["spec", field] => self.fields.iter().position(|whole| whole == field),
-                _ => None,
-            };
-            let digit = if replace { REPLACED } else { ADDED };
-            index = index
-                .zip(position)
-                .map(|(index, position)| index + digit * 3_usize.pow(digits(position)));
-        });
-        self.by_treatment.get(index?)
     }
 }
 
@@ -94,17 +90,50 @@ fn digits(count: usize) -> u32 {
     u32::try_from(count).expect("a group puts at most four fields")
 }
 
+/// A group's patch of one pod.
+#[derive(Debug)]
+enum Patch<'g> {
+    /// Written when the group was read (`None` when nothing changes).
+    Written(&'g Option<Box<RawValue>>),
+    /// Written for this pod, as JSON text.
+    Text(Option<Vec<u8>>),
+}
+
 impl Group {
     /// The group's patch of a pod whose spec is `spec`, in base64 as a JSON string for the
-    /// answer: the one written when the group was read, when there is one for the pod, else
-    /// written now; `None` when nothing changes.
+    /// answer; `None` when nothing changes.
     pub(in crate::serve) fn encoded_patch(&self, spec: PatchedSpec<'_>) -> Option<Box<RawValue>> {
-        match self.written.get(&self.declared, spec) {
-            Some(written) => written.clone(),
-            None => self
-                .declared
-                .patch_text(spec)
-                .map(|text| base64_string(&text)),
+        match self.patch_of(spec) {
+            Patch::Written(written) => written.clone(),
+            Patch::Text(text) => text.map(|text| base64_string(&text)),
+        }
+    }
+
+    /// The patch of `spec`, in one walk: the one written ahead while every operation puts a
+    /// whole field; at the first that changes a key inside one, the operations met so far are
+    /// written out and the rest follow them.
+    fn patch_of(&self, spec: PatchedSpec<'_>) -> Patch<'_> {
+        let written = &self.written;
+        if spec == PatchedSpec::Missing {
+            return Patch::Written(&written.whole_spec);
+        }
+        let mut treatment = Some(0);
+        let mut text = Vec::new();
+        self.declared.operations(spec, &mut |replace, path, value| {
+            if let Some(index) = treatment {
+                if let Some(position) = written.position(path) {
+                    let digit = if replace { REPLACED } else { ADDED };
+                    treatment = Some(index + digit * 3_usize.pow(digits(position)));
+                    return;
+                }
+                written.write(index, &mut text);
+                treatment = None;
+            }
+            write_operation(&mut text, replace, path, &value);
+        });
+        match treatment {
+            Some(index) => Patch::Written(&written.by_treatment[index]),
+            None => Patch::Text(closed(text)),
         }
     }
 }
@@ -215,9 +244,9 @@ resourceGroups:
             json!({"spec": {"nodeSelector": null, "tolerations": "no", "schedulerName": 7}}),
             json!({"metadata": {}}),
         ] {
-            let written = group.written.get(&group.declared, PatchedSpec::of(&pod));
+            let patch = group.patch_of(PatchedSpec::of(&pod));
 
-            assert!(matches!(written, Some(Some(_))), "{pod}");
+            assert!(matches!(patch, Patch::Written(Some(_))), "{pod}");
         }
     }
 
@@ -228,10 +257,9 @@ resourceGroups:
             json!({"spec": {"nodeSelector": {"zone": "a"}}}),
             json!({"spec": {"tolerations": [{"key": "other", "operator": "Exists"}]}}),
         ] {
-            let written = group.written.get(&group.declared, PatchedSpec::of(&pod));
+            let patch = group.patch_of(PatchedSpec::of(&pod));
 
-            assert!(written.is_none(), "{pod}");
-            assert!(group.encoded_patch(PatchedSpec::of(&pod)).is_some());
+            assert!(matches!(patch, Patch::Text(Some(_))), "{pod}");
         }
     }
 
@@ -239,12 +267,20 @@ resourceGroups:
     fn a_group_writes_one_patch_for_each_way_of_treating_the_fields_it_puts() {
         let [every_field, labels_only] = <[Group; 2]>::try_from(groups()).expect("two groups");
 
+        let fields = |group: &Group| -> Vec<&str> {
+            group
+                .written
+                .wholes
+                .iter()
+                .map(|(field, _)| *field)
+                .collect()
+        };
         assert_eq!(
-            every_field.written.fields,
+            fields(&every_field),
             ["nodeSelector", "tolerations", "affinity", "schedulerName"]
         );
         assert_eq!(every_field.written.by_treatment.len(), 81);
-        assert_eq!(labels_only.written.fields, ["nodeSelector"]);
+        assert_eq!(fields(&labels_only), ["nodeSelector"]);
         assert_eq!(labels_only.written.by_treatment.len(), 3);
         assert!(
             labels_only.written.by_treatment[0].is_none(),
