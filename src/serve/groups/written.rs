@@ -15,6 +15,11 @@ use super::patch::{PatchedSpec, SPEC_FIELDS, closed, write_operation};
 use super::{Declared, Group};
 use crate::serve::review::base64_string;
 
+/// The longest patch of a pod without a spec (all of a group's fields, as JSON) for which a
+/// group writes its patches ahead: there are up to 81 of them, so a group with a large
+/// affinity writes each patch for its pod instead of holding megabytes of them.
+const WRITTEN_AHEAD_BYTES: usize = 4096;
+
 /// How a patch treats one of the fields a group puts: a digit, in base 3, of the index of its
 /// patch in [`WrittenPatches::by_treatment`]. A field left as it is counts 0.
 const ADDED: usize = 1;
@@ -25,7 +30,8 @@ const REPLACED: usize = 2;
 #[derive(Debug, Clone)]
 pub(super) struct WrittenPatches {
     /// The spec fields the group puts whole in a spec that lacks them, in the order its patch
-    /// puts them, each with its value's JSON text.
+    /// puts them, each with its value's JSON text; none when its patches are too long to write
+    /// ahead ([`WRITTEN_AHEAD_BYTES`]), so that every patch is written for its pod.
     wholes: Vec<(&'static str, Box<RawValue>)>,
     /// The patch for each way of treating `wholes`, the treatment of the `i`th field being
     /// the index's `i`th digit in base 3 (left, added, replaced); `None` when it changes
@@ -46,12 +52,17 @@ impl WrittenPatches {
                 wholes.push((*field, text));
             }
         });
+        let whole_spec = group.patch_text(PatchedSpec::Missing);
+        if whole_spec
+            .as_ref()
+            .is_some_and(|text| text.len() > WRITTEN_AHEAD_BYTES)
+        {
+            wholes.clear();
+        }
         let mut written = WrittenPatches {
             wholes,
             by_treatment: Vec::new(),
-            whole_spec: group
-                .patch_text(PatchedSpec::Missing)
-                .map(|text| base64_string(&text)),
+            whole_spec: whole_spec.map(|text| base64_string(&text)),
         };
         written.by_treatment = (0..3_usize.pow(digits(written.wholes.len())))
             .map(|index| {
@@ -261,6 +272,33 @@ resourceGroups:
 
             assert!(matches!(patch, Patch::Text(Some(_))), "{pod}");
         }
+    }
+
+    #[test]
+    fn a_group_whose_patches_are_long_writes_each_for_its_pod() {
+        let zones: Vec<String> = (0..WRITTEN_AHEAD_BYTES / 8)
+            .map(|i| format!("z{i:06}"))
+            .collect();
+        let affinity = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "zone", "operator": "In", "values": zones},
+            ]}],
+        }}});
+        let file = format!(
+            "resourceGroups:\n  - resourceGroup: wide\n    labels: {{zone: edge}}\n    affinity: '{affinity}'\n"
+        );
+        let group = parse(Path::new("groups.yaml"), &file)
+            .expect("a valid file")
+            .remove(0);
+        let pod = json!({"spec": {"containers": []}});
+
+        let patch = group.patch_of(PatchedSpec::of(&pod));
+
+        assert!(group.written.wholes.is_empty());
+        assert_eq!(group.written.by_treatment.len(), 1);
+        assert!(matches!(patch, Patch::Text(Some(_))));
+        let made = serde_json::to_value(group.patch(&pod)).expect("a patch serializes");
+        assert_eq!(decoded(group.encoded_patch(PatchedSpec::of(&pod))), made);
     }
 
     #[test]
