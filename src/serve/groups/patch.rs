@@ -124,10 +124,7 @@ impl Declared {
             let (mut had, whole): (Vec<TolerationView<'_>>, Option<Vec<&Value>>) =
                 match spec.get("tolerations") {
                     Some(Value::Array(present)) => (
-                        present
-                            .iter()
-                            .filter_map(|present| TolerationView::deserialize(present).ok())
-                            .collect(),
+                        present.iter().filter_map(TolerationView::read).collect(),
                         None,
                     ),
                     _ => (Vec::new(), Some(Vec::new())),
@@ -281,6 +278,15 @@ struct TolerationView<'a> {
 }
 
 impl<'a> TolerationView<'a> {
+    /// A toleration a pod lists, when Kubernetes' `Toleration` would read it: an object only
+    /// (serde would also read a struct from an array of its fields).
+    fn read(listed: &'a Value) -> Option<TolerationView<'a>> {
+        listed
+            .is_object()
+            .then(|| TolerationView::deserialize(listed).ok())
+            .flatten()
+    }
+
     fn of(toleration: &'a Toleration) -> TolerationView<'a> {
         TolerationView {
             key: toleration.key.as_deref(),
@@ -488,13 +494,14 @@ resourceGroups:
             json!({"tolerationSeconds": 1.5}),
             json!({"tolerationSeconds": -1}),
             json!("gpu"),
+            json!(["gpu", "Exists", null, "NoSchedule", null]),
             json!(null),
         ] {
-            let view = TolerationView::deserialize(&listed);
+            let view = TolerationView::read(&listed);
             let typed = Toleration::deserialize(&listed);
 
-            assert_eq!(view.is_ok(), typed.is_ok(), "{listed}");
-            if let (Ok(view), Ok(typed)) = (view, typed) {
+            assert_eq!(view.is_some(), typed.is_ok(), "{listed}");
+            if let (Some(view), Ok(typed)) = (view, typed) {
                 assert!(view.is_same_as(&TolerationView::of(&typed)), "{listed}");
             }
         }
@@ -503,7 +510,7 @@ resourceGroups:
     #[test]
     fn tolerations_differing_only_in_an_omitted_operator_or_null_field_are_the_same() {
         fn read(value: &Value) -> TolerationView<'_> {
-            TolerationView::deserialize(value).expect("a toleration")
+            TolerationView::read(value).expect("a toleration")
         }
         let equal = json!({"key": "gpu", "operator": "Equal", "value": "", "effect": "NoSchedule"});
         let omitted = json!({"key": "gpu", "operator": "", "value": null, "effect": "NoSchedule"});
