@@ -3,10 +3,14 @@
 //!
 //! Most pods a group takes carry none of the fields it puts (or carry one of another type), so
 //! each of its operations puts a whole field, and the patch depends only on which fields are
-//! added and which replaced, not on the pod. Those patches are made ahead, in base64 as the
-//! answer carries them, and `/pods/mutate` sends one as it is; a pod whose patch changes a key
-//! inside a field (a node selector it already has, tolerations it already lists) has its
+//! added and which replaced, not on the pod. Each such operation is made ahead, in base64 as the
+//! answer carries it, and `/pods/mutate` joins the ones a pod needs; a pod whose patch changes a
+//! key inside a field (a node selector it already has, tolerations it already lists) has its
 //! patch written for it.
+//!
+//! Base64 writes each 3 bytes as 4 characters on their own, so the encodings of pieces whose
+//! lengths are multiples of 3 join into the encoding of the whole. Each operation's text is
+//! padded with spaces to such a length, which JSON reads as the space between two tokens.
 
 use serde_json::Map;
 use serde_json::value::RawValue;
@@ -16,40 +20,60 @@ use super::{Declared, Group};
 use crate::serve::review::base64_string;
 
 /// The longest patch of a pod without a spec (all of a group's fields, as JSON) for which a
-/// group writes its patches ahead: there are up to 81 of them, so a group with a large
-/// affinity writes each patch for its pod instead of holding megabytes of them.
+/// group writes its operations ahead: a group with a large affinity writes each patch for its
+/// pod instead, so that a group holds a few short texts.
 const WRITTEN_AHEAD_BYTES: usize = 4096;
 
-/// How a patch treats one of the fields a group puts: a digit, in base 3, of the index of its
-/// patch in [`WrittenPatches::by_treatment`]. A field left as it is counts 0.
+/// How a patch treats one of the fields a group puts: a digit, in base 3, of the index that
+/// [`Group::patch_of`] counts. A field left as it is counts 0.
 const ADDED: usize = 1;
 const REPLACED: usize = 2;
 
-/// A group's patches of the pods whose every change puts a whole field, each as the base64
-/// JSON string an answer carries.
+/// A group's operations that put a whole field, written ahead, and its patch of a pod without a
+/// spec.
 #[derive(Debug, Clone)]
 pub(super) struct WrittenPatches {
     /// The spec fields the group puts whole in a spec that lacks them, in the order its patch
-    /// puts them, each with its value's JSON text; none when its patches are too long to write
-    /// ahead ([`WRITTEN_AHEAD_BYTES`]), so that every patch is written for its pod.
-    wholes: Vec<(&'static str, Box<RawValue>)>,
-    /// The patch for each way of treating `wholes`, the treatment of the `i`th field being
-    /// the index's `i`th digit in base 3 (left, added, replaced); `None` when it changes
-    /// nothing. Each field is put at most once, so every treatment has its index here.
-    by_treatment: Vec<Option<Box<RawValue>>>,
+    /// puts them; none when its patches are too long to write ahead ([`WRITTEN_AHEAD_BYTES`]),
+    /// so that every patch is written for its pod.
+    wholes: Vec<WholeField>,
+    /// The end of every patch (`]`), in base64.
+    end: String,
     /// The patch of a pod without a spec: one operation adding all of it.
     whole_spec: Option<Box<RawValue>>,
 }
 
+/// One field a group puts whole, and the operations that put it.
+#[derive(Debug, Clone)]
+struct WholeField {
+    field: &'static str,
+    /// The value's JSON text.
+    value: Box<RawValue>,
+    /// In base64, padded: the operation adding the field (`[0]`) and the one replacing it
+    /// (`[1]`), each as a patch's first operation (`[0]`, after its `[`) and as a later one
+    /// (`[1]`, after a `,`).
+    encoded: [[String; 2]; 2],
+}
+
 impl WrittenPatches {
-    /// Every such patch of `group`, written by the same writer as any other patch.
+    /// The operations of `group`, written by the same writer as any other patch.
     pub(super) fn of(group: &Declared) -> WrittenPatches {
         // Against an empty spec the group puts each of its fields whole, in its patch's order.
         let mut wholes = Vec::new();
         group.patch_spec(&Map::new(), &mut |path, value| {
             if let Some(field) = SPEC_FIELDS.iter().find(|field| path == ["spec", **field]) {
-                let text = serde_json::value::to_raw_value(&value).expect("a JSON value");
-                wholes.push((*field, text));
+                let value = serde_json::value::to_raw_value(&value).expect("a JSON value");
+                let encoded = [false, true].map(|replace| {
+                    let mut first = Vec::new();
+                    write_operation(&mut first, replace, &["spec", field], &value);
+                    let later = [b",", &first[1..]].concat();
+                    [padded_base64(first), padded_base64(later)]
+                });
+                wholes.push(WholeField {
+                    field,
+                    value,
+                    encoded,
+                });
             }
         });
         let whole_spec = group.patch_text(PatchedSpec::Missing);
@@ -59,41 +83,64 @@ impl WrittenPatches {
         {
             wholes.clear();
         }
-        let mut written = WrittenPatches {
+        WrittenPatches {
             wholes,
-            by_treatment: Vec::new(),
+            end: padded_base64(b"]".to_vec()),
             whole_spec: whole_spec.map(|text| base64_string(&text)),
-        };
-        written.by_treatment = (0..3_usize.pow(digits(written.wholes.len())))
-            .map(|index| {
-                let mut text = Vec::new();
-                written.write(index, &mut text);
-                closed(text).map(|text| base64_string(&text))
-            })
-            .collect();
-        written
+        }
     }
 
     /// The position in `wholes` of the field an operation at `path` puts whole; `None` for
     /// an operation on a key inside a field.
     fn position(&self, path: &[&str]) -> Option<usize> {
         match path {
-            ["spec", field] => self.wholes.iter().position(|(whole, _)| whole == field),
+            ["spec", field] => self.wholes.iter().position(|whole| whole.field == *field),
             _ => None,
         }
     }
 
-    /// Writes the operations of the treatment whose index is `index` at the end of `text`.
-    fn write(&self, index: usize, text: &mut Vec<u8>) {
-        for (position, (field, value)) in self.wholes.iter().enumerate() {
-            let path = ["spec", *field];
+    /// The operations of the treatment `index` (the `i`th field's treatment its `i`th digit in
+    /// base 3), each as `each` takes it: whether it replaces, and the field.
+    fn each(&self, index: usize, mut each: impl FnMut(bool, &WholeField)) {
+        for (position, whole) in self.wholes.iter().enumerate() {
             match index / 3_usize.pow(digits(position)) % 3 {
-                ADDED => write_operation(text, false, &path, value),
-                REPLACED => write_operation(text, true, &path, value),
+                ADDED => each(false, whole),
+                REPLACED => each(true, whole),
                 _ => {}
             }
         }
     }
+
+    /// Writes the operations of the treatment `index` at the end of `text`, as JSON.
+    fn write(&self, index: usize, text: &mut Vec<u8>) {
+        self.each(index, |replace, whole| {
+            write_operation(text, replace, &["spec", whole.field], &whole.value);
+        });
+    }
+
+    /// The patch of the treatment `index`, in base64 as a JSON string, joined from the
+    /// operations written ahead; `None` when it changes nothing.
+    fn encoded(&self, index: usize) -> Option<Box<RawValue>> {
+        let mut quoted = String::with_capacity(512);
+        quoted.push('"');
+        self.each(index, |replace, whole| {
+            let later = quoted.len() > 1;
+            quoted.push_str(&whole.encoded[usize::from(replace)][usize::from(later)]);
+        });
+        if quoted.len() == 1 {
+            return None;
+        }
+        quoted.push_str(&self.end);
+        quoted.push('"');
+        Some(RawValue::from_string(quoted).expect("base64 in quotes is a JSON string"))
+    }
+}
+
+/// `text` padded with spaces to a multiple of 3 bytes, in base64: pieces so made join into the
+/// encoding of their joined texts.
+fn padded_base64(mut text: Vec<u8>) -> String {
+    text.resize(text.len().div_ceil(3) * 3, b' ');
+    base64::Engine::encode(&base64::engine::general_purpose::STANDARD, text)
 }
 
 /// A count of base-3 digits as `pow` takes it: at most the four spec fields a group puts.
@@ -104,8 +151,10 @@ fn digits(count: usize) -> u32 {
 /// A group's patch of one pod.
 #[derive(Debug)]
 enum Patch<'g> {
-    /// Written when the group was read (`None` when nothing changes).
-    Written(&'g Option<Box<RawValue>>),
+    /// Joined from the operations written ahead, in base64 (`None` when nothing changes).
+    Joined(Option<Box<RawValue>>),
+    /// Written when the group was read: a pod without a spec.
+    WholeSpec(&'g Option<Box<RawValue>>),
     /// Written for this pod, as JSON text.
     Text(Option<Vec<u8>>),
 }
@@ -115,18 +164,19 @@ impl Group {
     /// answer; `None` when nothing changes.
     pub(in crate::serve) fn encoded_patch(&self, spec: PatchedSpec<'_>) -> Option<Box<RawValue>> {
         match self.patch_of(spec) {
-            Patch::Written(written) => written.clone(),
+            Patch::Joined(encoded) => encoded,
+            Patch::WholeSpec(written) => written.clone(),
             Patch::Text(text) => text.map(|text| base64_string(&text)),
         }
     }
 
-    /// The patch of `spec`, in one walk: the one written ahead while every operation puts a
-    /// whole field; at the first that changes a key inside one, the operations met so far are
-    /// written out and the rest follow them.
+    /// The patch of `spec`, in one walk: joined from the operations written ahead while each
+    /// puts a whole field; at the first that changes a key inside one, the operations met so
+    /// far are written out as JSON and the rest follow them.
     fn patch_of(&self, spec: PatchedSpec<'_>) -> Patch<'_> {
         let written = &self.written;
         if spec == PatchedSpec::Missing {
-            return Patch::Written(&written.whole_spec);
+            return Patch::WholeSpec(&written.whole_spec);
         }
         let mut treatment = Some(0);
         let mut text = Vec::new();
@@ -143,7 +193,7 @@ impl Group {
             write_operation(&mut text, replace, path, &value);
         });
         match treatment {
-            Some(index) => Patch::Written(&written.by_treatment[index]),
+            Some(index) => Patch::Joined(written.encoded(index)),
             None => Patch::Text(closed(text)),
         }
     }
@@ -257,7 +307,10 @@ resourceGroups:
         ] {
             let patch = group.patch_of(PatchedSpec::of(&pod));
 
-            assert!(matches!(patch, Patch::Written(Some(_))), "{pod}");
+            assert!(
+                matches!(patch, Patch::Joined(Some(_)) | Patch::WholeSpec(Some(_))),
+                "{pod}"
+            );
         }
     }
 
@@ -295,34 +348,40 @@ resourceGroups:
         let patch = group.patch_of(PatchedSpec::of(&pod));
 
         assert!(group.written.wholes.is_empty());
-        assert_eq!(group.written.by_treatment.len(), 1);
         assert!(matches!(patch, Patch::Text(Some(_))));
         let made = serde_json::to_value(group.patch(&pod)).expect("a patch serializes");
         assert_eq!(decoded(group.encoded_patch(PatchedSpec::of(&pod))), made);
     }
 
     #[test]
-    fn a_group_writes_one_patch_for_each_way_of_treating_the_fields_it_puts() {
+    fn a_group_writes_ahead_the_operations_of_each_field_it_puts() {
         let [every_field, labels_only] = <[Group; 2]>::try_from(groups()).expect("two groups");
-
         let fields = |group: &Group| -> Vec<&str> {
             group
                 .written
                 .wholes
                 .iter()
-                .map(|(field, _)| *field)
+                .map(|whole| whole.field)
                 .collect()
         };
+
         assert_eq!(
             fields(&every_field),
             ["nodeSelector", "tolerations", "affinity", "schedulerName"]
         );
-        assert_eq!(every_field.written.by_treatment.len(), 81);
         assert_eq!(fields(&labels_only), ["nodeSelector"]);
-        assert_eq!(labels_only.written.by_treatment.len(), 3);
-        assert!(
-            labels_only.written.by_treatment[0].is_none(),
-            "nothing changes"
-        );
+        assert!(labels_only.written.encoded(0).is_none(), "nothing changes");
+    }
+
+    #[test]
+    fn each_operation_written_ahead_is_a_whole_number_of_base64_groups() {
+        for group in groups() {
+            for whole in &group.written.wholes {
+                for encoded in whole.encoded.iter().flatten() {
+                    assert_eq!(encoded.len() % 4, 0, "{encoded}");
+                    assert!(!encoded.contains('='), "{encoded}");
+                }
+            }
+        }
     }
 }
