@@ -35,7 +35,10 @@ use serde_json::Value;
 
 use super::ServeError;
 use super::reload::{Contents, Files, Reloading};
-use crate::admission::{label_value_problem, qualified_name_problem};
+use crate::admission::{
+    self, TaintEffect, TolerationOperator, check_tolerations, label_value_problem,
+    qualified_name_problem,
+};
 use crate::events::{ServerEvents, WatchedFile};
 
 mod patch;
@@ -257,31 +260,13 @@ fn tolerations<'de, D: Deserializer<'de>>(
     deserializer: D,
 ) -> Result<Vec<GroupToleration>, D::Error> {
     let tolerations = Vec::<Toleration>::deserialize(deserializer)?;
-    for toleration in &tolerations {
-        let operator = toleration.operator.as_deref().unwrap_or("Equal");
-        if !matches!(operator, "Equal" | "Exists") {
-            return Err(serde::de::Error::custom(format!(
-                "tolerations: operator {operator:?} is not Equal or Exists"
-            )));
-        }
-        if let Some(effect) = toleration.effect.as_deref() {
-            if !matches!(effect, "" | "NoSchedule" | "PreferNoSchedule" | "NoExecute") {
-                return Err(serde::de::Error::custom(format!(
-                    "tolerations: effect {effect:?} is not NoSchedule, PreferNoSchedule or NoExecute"
-                )));
-            }
-        }
-        if operator == "Exists"
-            && toleration
-                .value
-                .as_deref()
-                .is_some_and(|value| !value.is_empty())
-        {
-            return Err(serde::de::Error::custom(
-                "tolerations: an Exists toleration has no value",
-            ));
-        }
-    }
+    let checked = tolerations
+        .iter()
+        .map(checked_toleration)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(serde::de::Error::custom)?;
+    check_tolerations(&checked)
+        .map_err(|error| serde::de::Error::custom(format!("tolerations: {error}")))?;
     tolerations
         .into_iter()
         .map(|typed| {
@@ -290,6 +275,41 @@ fn tolerations<'de, D: Deserializer<'de>>(
             Ok(GroupToleration { typed, json })
         })
         .collect()
+}
+
+/// `toleration` as the rules Kubernetes applies to every toleration read it: an omitted or
+/// empty operator is `Equal`, an omitted or empty effect matches every effect.
+///
+/// # Errors
+/// An operator or effect Kubernetes does not know, named.
+fn checked_toleration(toleration: &Toleration) -> Result<admission::Toleration, String> {
+    let operator = match toleration.operator.as_deref().unwrap_or_default() {
+        "" | "Equal" => TolerationOperator::Equal,
+        "Exists" => TolerationOperator::Exists,
+        other => {
+            return Err(format!(
+                "tolerations: operator {other:?} is not Equal or Exists"
+            ));
+        }
+    };
+    let effect = match toleration.effect.as_deref().unwrap_or_default() {
+        "" => None,
+        "NoSchedule" => Some(TaintEffect::NoSchedule),
+        "PreferNoSchedule" => Some(TaintEffect::PreferNoSchedule),
+        "NoExecute" => Some(TaintEffect::NoExecute),
+        other => {
+            return Err(format!(
+                "tolerations: effect {other:?} is not NoSchedule, PreferNoSchedule or NoExecute"
+            ));
+        }
+    };
+    Ok(admission::Toleration {
+        key: toleration.key.clone().unwrap_or_default(),
+        operator,
+        value: toleration.value.clone().unwrap_or_default(),
+        effect,
+        toleration_seconds: toleration.toleration_seconds,
+    })
 }
 
 fn labels<'de, D: Deserializer<'de>>(
@@ -326,4 +346,73 @@ fn affinity<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Value>,
         serde::de::Error::custom(format!("affinity: not a Kubernetes affinity: {error}"))
     })?;
     Ok(Some(value))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn group_with(toleration: &str) -> Result<Vec<Group>, ServeError> {
+        let text =
+            format!("resourceGroups:\n  - resourceGroup: t\n    tolerations: [{toleration}]\n");
+        parse(Path::new("groups.yaml"), &text)
+    }
+
+    #[test]
+    fn a_toleration_with_an_empty_operator_is_read_as_equal() {
+        let groups = group_with(r#"{key: a, operator: "", value: x}"#).expect("valid");
+
+        assert_eq!(groups.len(), 1);
+    }
+
+    #[test]
+    fn a_toleration_kubernetes_would_refuse_is_refused_saying_why() {
+        for (toleration, why) in [
+            (
+                "{operator: Equal, value: x}",
+                "an empty key needs operator Exists",
+            ),
+            (
+                "{key: 'bad key!', operator: Exists}",
+                "the key is not a qualified name",
+            ),
+            (
+                "{key: a, operator: Exists, effect: NoSchedule, tolerationSeconds: 5}",
+                "needs effect NoExecute",
+            ),
+            (
+                "{key: a, value: 'bad value!'}",
+                "the value is not a valid label value",
+            ),
+            (
+                "{key: a, operator: Exists, value: x}",
+                "operator Exists takes no value",
+            ),
+            (
+                "{key: a, operator: In}",
+                r#"operator "In" is not Equal or Exists"#,
+            ),
+            (
+                "{key: a, effect: Sometimes}",
+                r#"effect "Sometimes" is not NoSchedule"#,
+            ),
+        ] {
+            let error = group_with(toleration).expect_err(toleration);
+
+            let message = said(&error);
+            assert!(message.contains(why), "{toleration}: {message}");
+            assert!(message.contains("line 2"), "{toleration}: {message}");
+        }
+    }
+
+    /// The error and its sources, as a user reads them.
+    fn said(error: &ServeError) -> String {
+        let mut message = error.to_string();
+        let mut source = std::error::Error::source(error);
+        while let Some(cause) = source {
+            message.push_str(&format!(": {cause}"));
+            source = cause.source();
+        }
+        message
+    }
 }
