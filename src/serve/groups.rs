@@ -20,8 +20,8 @@
 //! pod wins.
 //!
 //! Unlike Volcano, the file is strict: an unknown field, an unknown `object.key`, an `affinity`
-//! that is no Kubernetes affinity or a label Kubernetes would refuse is an error naming its line,
-//! at start (the start fails) and on a reload (the previous groups stay).
+//! that is no Kubernetes affinity or a label or toleration Kubernetes would refuse is an error
+//! naming its line, at start (the start fails) and on a reload (the previous groups stay).
 
 use std::collections::BTreeMap;
 use std::ops::Deref;
